@@ -1,0 +1,38 @@
+/**
+ * The Envoy xDS v3 types Sextant builds and serves, with their type URLs.
+ * Deeper types are reachable as "@sextant/proto/gen/<path>".
+ */
+import { typeUrlOf } from "./any.js";
+
+export { Cluster } from "./gen/envoy/config/cluster/v3/cluster.js";
+export { ClusterLoadAssignment } from "./gen/envoy/config/endpoint/v3/endpoint.js";
+export { Listener } from "./gen/envoy/config/listener/v3/listener.js";
+export { RouteConfiguration } from "./gen/envoy/config/route/v3/route.js";
+export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
+export { Router } from "./gen/envoy/extensions/filters/http/router/v3/router.js";
+export {
+  DiscoveryRequest,
+  DiscoveryResponse,
+  DeltaDiscoveryRequest,
+  DeltaDiscoveryResponse,
+} from "./gen/envoy/service/discovery/v3/discovery.js";
+export {
+  AggregatedDiscoveryServiceService,
+  AggregatedDiscoveryServiceClient,
+  type AggregatedDiscoveryServiceServer,
+} from "./gen/envoy/service/discovery/v3/ads.js";
+
+/** Type URLs of the xDS resources, exactly as proxies send them. */
+export const TypeUrl = {
+  Listener: typeUrlOf("envoy.config.listener.v3.Listener"),
+  RouteConfiguration: typeUrlOf("envoy.config.route.v3.RouteConfiguration"),
+  Cluster: typeUrlOf("envoy.config.cluster.v3.Cluster"),
+  ClusterLoadAssignment: typeUrlOf("envoy.config.endpoint.v3.ClusterLoadAssignment"),
+  Secret: typeUrlOf("envoy.extensions.transport_sockets.tls.v3.Secret"),
+  HttpConnectionManager: typeUrlOf(
+    "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+  ),
+  Router: typeUrlOf("envoy.extensions.filters.http.router.v3.Router"),
+  UpstreamTlsContext: typeUrlOf("envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"),
+  DownstreamTlsContext: typeUrlOf("envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"),
+} as const;

@@ -14,6 +14,7 @@ const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const ownProtos = resolve(packageDir, "../../proto");
 const stagingDir = join(packageDir, ".protos");
 const outDir = join(packageDir, "src/gen");
+const descriptorSet = join(packageDir, "descriptors/sextant.binpb");
 
 /** The Envoy files Sextant builds or serves; their imports are pulled in. */
 export const ENVOY_ROOTS = [
@@ -96,4 +97,8 @@ const template = {
 };
 const buf = join(dirname(require.resolve("@bufbuild/buf/package.json")), "bin/buf");
 execFileSync(buf, ["generate", stagingDir, "--template", JSON.stringify(template)], { stdio: "inherit" });
+// The same files (with their imports) as a FileDescriptorSet, for code that
+// needs reflection, such as rejecting unknown fields with their path.
+mkdirSync(dirname(descriptorSet), { recursive: true });
+execFileSync(buf, ["build", stagingDir, "--as-file-descriptor-set", "-o", descriptorSet], { stdio: "inherit" });
 console.log(`generated ${closure.size} Envoy protos and Sextant's own into src/gen`);

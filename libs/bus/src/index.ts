@@ -1,1 +1,15 @@
-export {};
+export {
+  type BucketSpec,
+  defineBucket,
+  type Entry,
+  type PutResult,
+  RevisionConflictError,
+  TypedBucket,
+  type Watch,
+  type WatchEvent,
+} from "./bucket.js";
+export { Buckets, Subjects } from "./catalog.js";
+export { encodeCanonical } from "./codec.js";
+export { Bus, type BusOptions, connectBus } from "./connection.js";
+export { decodeKey, encodeKey, keyPrefixFilter } from "./keys.js";
+export { defineSubject, type ReceivedEvent, type SubjectSpec, TypedSubject } from "./subject.js";

@@ -13,6 +13,7 @@ export * from "./gen/sextant/mesh/v1/endpoint.js";
 export * from "./gen/sextant/mesh/v1/proxy.js";
 export * from "./gen/sextant/mesh/v1/registration.js";
 export * from "./gen/sextant/mesh/v1/service.js";
+export * from "./gen/sextant/mesh/v1/trust.js";
 export * from "./gen/istio/v1/auth/ca.js";
 export { Struct, Value, ListValue, NullValue } from "./gen/google/protobuf/struct.js";
 export { Any } from "./gen/google/protobuf/any.js";

@@ -1,1 +1,10 @@
-export {};
+export { DEFAULT_NATS_URL, DEFAULT_PORTS } from "./ports.js";
+export { type Runner, RunnerGroup } from "./runner.js";
+export {
+  runService,
+  type ServiceContext,
+  type ServiceDefinition,
+  type StartedService,
+  startService,
+} from "./service.js";
+export { baseSettings, millisecondsSetting, parseSettings, portSetting, SettingsError } from "./settings.js";

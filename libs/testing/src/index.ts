@@ -1,1 +1,4 @@
-export {};
+export { checkGoldenDir, expectGolden, type GoldenCase, goldenCases, updatingGoldens } from "./golden.js";
+export { type GrpcServerFixture, insecureClientCredentials, startGrpcServer } from "./grpc.js";
+export { assertNatsServerInstalled, type NatsServerFixture, startNatsServer } from "./nats.js";
+export { eventually } from "./wait.js";

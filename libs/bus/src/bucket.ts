@@ -1,0 +1,301 @@
+import type { KV, KvWatchEntry } from "@nats-io/kv";
+import type { QueuedIterator } from "@nats-io/nats-core";
+import type { Logger } from "@sextant/observability";
+import type { MessageCodec } from "@sextant/proto";
+import { encodeCanonical } from "./codec.js";
+
+/** The definition of a KV bucket: its name and the message type of its values. */
+export interface BucketSpec<T> {
+  readonly name: string;
+  readonly codec: MessageCodec<T>;
+  readonly description: string;
+}
+
+/** Defines a bucket; see catalog.ts for Sextant's buckets. */
+export function defineBucket<T>(name: string, codec: MessageCodec<T>, description: string): BucketSpec<T> {
+  return { name, codec, description };
+}
+
+/** A value read from a bucket, with the revision it was stored at. */
+export interface Entry<T> {
+  readonly key: string;
+  readonly value: T;
+  readonly revision: number;
+}
+
+/** The outcome of a put: the revision now current, and whether anything was written. */
+export interface PutResult {
+  readonly revision: number;
+  readonly changed: boolean;
+}
+
+/** A change seen by a watch. `replay` is true for the current state delivered first. */
+export type WatchEvent<T> =
+  | { readonly type: "put"; readonly key: string; readonly value: T; readonly revision: number; readonly replay: boolean }
+  | { readonly type: "delete"; readonly key: string; readonly revision: number; readonly replay: boolean };
+
+/** A running watch. */
+export interface Watch {
+  /** Resolves once the state that existed when the watch started has been delivered. */
+  readonly ready: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Thrown when a conditional write finds another revision than expected. */
+export class RevisionConflictError extends Error {
+  constructor(
+    readonly key: string,
+    readonly expectedRevision: number,
+  ) {
+    super(`key ${key} is no longer at revision ${expectedRevision}`);
+    this.name = "RevisionConflictError";
+  }
+}
+
+/** How long a watch waits before resuming after its consumer went away. */
+const WATCH_RESUME_DELAY_MS = 250;
+
+/**
+ * How often a watch checks that its server-side consumer still exists. The kv
+ * client's watch uses an ephemeral push consumer that the server deletes after
+ * a few seconds without interest (a long disconnect); the client then waits
+ * forever without an error, so the watch must notice and resume by itself.
+ */
+const WATCH_LIVENESS_INTERVAL_MS = 3_000;
+
+/**
+ * A JetStream KV bucket whose values are protobuf messages of one type.
+ * Writers never rewrite an unchanged value, so watchers only ever see real
+ * changes; conditional writes use the KV revision.
+ */
+export class TypedBucket<T> {
+  constructor(
+    readonly spec: BucketSpec<T>,
+    private readonly kv: KV,
+    private readonly logger: Logger,
+    /** True once the connection is closed for good: watches stop resuming. */
+    private readonly connectionClosed: () => boolean = () => false,
+  ) {}
+
+  get name(): string {
+    return this.spec.name;
+  }
+
+  /** Reads a key; undefined if it does not exist or was deleted. */
+  async get(key: string): Promise<Entry<T> | undefined> {
+    const entry = await this.kv.get(key);
+    if (!entry || entry.operation !== "PUT") return undefined;
+    return { key, value: this.spec.codec.decode(entry.value), revision: entry.revision };
+  }
+
+  /**
+   * Stores a value unless the stored one has the same content. With
+   * expectedRevision (0 for "must not exist"), the write happens only if the
+   * key is still at that revision, otherwise RevisionConflictError.
+   */
+  async put(key: string, value: T, options: { expectedRevision?: number } = {}): Promise<PutResult> {
+    const bytes = encodeCanonical(this.spec.codec, value);
+    const current = await this.kv.get(key);
+    const currentRevision = current && current.operation === "PUT" ? current.revision : 0;
+    if (options.expectedRevision !== undefined && options.expectedRevision !== currentRevision) {
+      throw new RevisionConflictError(key, options.expectedRevision);
+    }
+    if (current && current.operation === "PUT" && Buffer.compare(Buffer.from(current.value), Buffer.from(bytes)) === 0) {
+      return { revision: current.revision, changed: false };
+    }
+    try {
+      // Always write conditionally on what was just read, so a concurrent
+      // writer between the read and the write is detected, not overwritten
+      // silently when the caller asked for a revision.
+      const revision = current ? await this.kv.update(key, bytes, current.revision) : await this.kv.create(key, bytes);
+      return { revision, changed: true };
+    } catch (error) {
+      if (options.expectedRevision !== undefined || !isWrongLastSequence(error)) throw error;
+      // Last-writer-wins put that raced with another writer: try again.
+      return this.put(key, value);
+    }
+  }
+
+  /**
+   * Applies fn to the current value and stores the result, retrying when
+   * another writer got there first. fn returning undefined deletes the key.
+   */
+  async update(key: string, fn: (current: T | undefined) => T | undefined, maxAttempts = 10): Promise<PutResult> {
+    for (let attempt = 1; ; attempt++) {
+      const current = await this.get(key);
+      const next = fn(current?.value);
+      try {
+        if (next === undefined) {
+          const deleted = await this.delete(key, { expectedRevision: current?.revision ?? 0 });
+          return { revision: current?.revision ?? 0, changed: deleted };
+        }
+        return await this.put(key, next, { expectedRevision: current?.revision ?? 0 });
+      } catch (error) {
+        if (!(error instanceof RevisionConflictError) && !isWrongLastSequence(error)) throw error;
+        if (attempt >= maxAttempts) throw error;
+      }
+    }
+  }
+
+  /** Deletes a key; false (and no event) if it did not exist. */
+  async delete(key: string, options: { expectedRevision?: number } = {}): Promise<boolean> {
+    const current = await this.kv.get(key);
+    const currentRevision = current && current.operation === "PUT" ? current.revision : 0;
+    if (options.expectedRevision !== undefined && options.expectedRevision !== currentRevision) {
+      throw new RevisionConflictError(key, options.expectedRevision);
+    }
+    if (currentRevision === 0) return false;
+    try {
+      await this.kv.delete(key, { previousSeq: currentRevision });
+    } catch (error) {
+      if (!isWrongLastSequence(error)) throw error;
+      if (options.expectedRevision !== undefined) throw new RevisionConflictError(key, options.expectedRevision);
+      return this.delete(key);
+    }
+    return true;
+  }
+
+  /** Every current entry whose key matches the filter (NATS subject syntax). */
+  async list(filter = ">"): Promise<Entry<T>[]> {
+    const entries: Entry<T>[] = [];
+    const watch = await this.watch(
+      (event) => {
+        if (event.type === "put") entries.push({ key: event.key, value: event.value, revision: event.revision });
+      },
+      { filter, replayOnly: true },
+    );
+    await watch.ready;
+    await watch.stop();
+    return entries;
+  }
+
+  /**
+   * Delivers the current state (replay), then every later change, in order,
+   * awaiting the handler for each. If the consumer goes away (a NATS restart),
+   * the watch resumes after the last revision it delivered, so nothing is
+   * missed and nothing is delivered twice.
+   */
+  async watch(
+    handler: (event: WatchEvent<T>) => void | Promise<void>,
+    options: { filter?: string; replayOnly?: boolean } = {},
+  ): Promise<Watch> {
+    let stopped = false;
+    let iterator: QueuedIterator<KvWatchEntry> | undefined;
+    let lastRevision = 0;
+    let replaying = true;
+    let markReady!: () => void;
+    const ready = new Promise<void>((resolve) => {
+      markReady = resolve;
+    });
+    const finishReplay = () => {
+      if (!replaying) return;
+      replaying = false;
+      markReady();
+    };
+
+    const open = async () => {
+      iterator = await this.kv.watch({
+        key: options.filter ?? ">",
+        ...(lastRevision > 0 ? { resumeFromRevision: lastRevision + 1 } : {}),
+      });
+      if (replaying && (await consumerOf(iterator).info(true)).num_pending === 0) finishReplay();
+      return iterator;
+    };
+
+    const liveness = setInterval(async () => {
+      const current = iterator;
+      if (!current || stopped || this.connectionClosed()) return;
+      try {
+        await consumerOf(current).info(false);
+      } catch (error) {
+        if (isConsumerNotFound(error) && current === iterator) {
+          this.logger.warn({ bucket: this.name }, "watch consumer lost; resuming");
+          current.stop();
+        }
+      }
+    }, WATCH_LIVENESS_INTERVAL_MS);
+    liveness.unref();
+
+    const deliver = async (entry: KvWatchEntry) => {
+      lastRevision = entry.revision;
+      const replay = replaying;
+      // The kv client marks the last entry of the initial state as an update.
+      if (entry.isUpdate) finishReplay();
+      try {
+        if (entry.operation === "PUT") {
+          let value: T;
+          try {
+            value = this.spec.codec.decode(entry.value);
+          } catch (error) {
+            this.logger.error(
+              { bucket: this.name, key: entry.key, revision: entry.revision, err: error },
+              "skipping a value that does not decode",
+            );
+            return;
+          }
+          await handler({ type: "put", key: entry.key, value, revision: entry.revision, replay });
+        } else {
+          await handler({ type: "delete", key: entry.key, revision: entry.revision, replay });
+        }
+      } catch (error) {
+        this.logger.error({ bucket: this.name, key: entry.key, err: error }, "watch handler failed");
+      }
+    };
+
+    const first = await open();
+    const loop = (async () => {
+      let current: QueuedIterator<KvWatchEntry> | undefined = first;
+      while (!stopped && !this.connectionClosed()) {
+        try {
+          current ??= await open();
+          for await (const entry of current) {
+            await deliver(entry);
+            if (options.replayOnly && !replaying) break;
+          }
+        } catch (error) {
+          if (!stopped) this.logger.warn({ bucket: this.name, err: error }, "watch interrupted");
+        }
+        if (options.replayOnly && !replaying) break;
+        current = undefined;
+        if (!stopped && !this.connectionClosed()) {
+          this.logger.info({ bucket: this.name, resumeFrom: lastRevision + 1 }, "resuming watch");
+          await new Promise((resolve) => setTimeout(resolve, WATCH_RESUME_DELAY_MS));
+        }
+      }
+    })();
+
+    return {
+      ready,
+      stop: async () => {
+        stopped = true;
+        clearInterval(liveness);
+        iterator?.stop();
+        finishReplay();
+        await loop;
+      },
+    };
+  }
+}
+
+/**
+ * The JetStream consumer behind a kv watch. The kv client keeps it on the
+ * iterator without typing it. We need it twice: its pending count at creation
+ * (with none pending there is no "last initial entry" to mark the replay
+ * done) and a liveness check. The bus tests fail if a client upgrade moves it.
+ */
+function consumerOf(iterator: QueuedIterator<KvWatchEntry>): {
+  info(cached: boolean): Promise<{ num_pending: number }>;
+} {
+  const consumer = (iterator as unknown as { _data?: { info(cached: boolean): Promise<{ num_pending: number }> } })
+    ._data;
+  if (!consumer) throw new Error("@nats-io/kv watch iterator no longer exposes its consumer; update consumerOf");
+  return consumer;
+}
+
+function isConsumerNotFound(error: unknown): boolean {
+  return error instanceof Error && /consumer not found/i.test(error.message);
+}
+
+function isWrongLastSequence(error: unknown): boolean {
+  return error instanceof Error && /wrong last sequence|key exists/i.test(error.message);
+}

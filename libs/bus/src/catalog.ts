@@ -1,0 +1,44 @@
+import {
+  ConfigResource,
+  ConfigStatus,
+  EndpointShard,
+  NackEvent,
+  ProxyStatus,
+  Service,
+  TrustBundle,
+  WorkloadRegistration,
+} from "@sextant/proto";
+import { defineBucket } from "./bucket.js";
+import { defineSubject } from "./subject.js";
+
+/** Sextant's KV buckets: the state shared between services (DESIGN.md). */
+export const Buckets = {
+  config: defineBucket(
+    "sextant-config",
+    ConfigResource,
+    "Istio config resources, key kind.namespace.name; written by ingest only",
+  ),
+  configStatus: defineBucket(
+    "sextant-config-status",
+    ConfigStatus,
+    "validation, analysis and NACK messages per resource; written by ingest",
+  ),
+  services: defineBucket("sextant-services", Service, "the service registry, key namespace.hostname; written by discovery"),
+  endpoints: defineBucket(
+    "sextant-endpoints",
+    EndpointShard,
+    "endpoints per service and source, key namespace.hostname.shard; written by discovery",
+  ),
+  proxyStatus: defineBucket("sextant-proxy-status", ProxyStatus, "sync state per connected proxy; written by push"),
+  trust: defineBucket("sextant-trust", TrustBundle, "the mesh's trusted roots; written by ca"),
+} as const;
+
+/** Sextant's event subjects: transient facts with no key/value home. */
+export const Subjects = {
+  registration: defineSubject(
+    "sextant.registration",
+    WorkloadRegistration,
+    "a proxy naming a WorkloadGroup connected or disconnected; from push to discovery",
+  ),
+  nack: defineSubject("sextant.nack", NackEvent, "a proxy rejected config; from push to ingest"),
+} as const;

@@ -1,0 +1,99 @@
+import { type JetStreamClient, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/nats-core";
+import { connect } from "@nats-io/transport-node";
+import type { Logger } from "@sextant/observability";
+import { type BucketSpec, TypedBucket } from "./bucket.js";
+import { type SubjectSpec, TypedSubject } from "./subject.js";
+
+/** Options of {@link connectBus}. */
+export interface BusOptions {
+  /** One or more comma-separated NATS URLs. */
+  url: string;
+  /** The connection name the server shows, e.g. "push-7f9c". */
+  name: string;
+  logger: Logger;
+  /** Stream replicas for buckets this client creates (3 on a clustered JetStream). */
+  replicas?: number;
+  /** Keep retrying the first connection instead of failing (services: yes; tests: no). */
+  waitOnFirstConnect?: boolean;
+}
+
+/**
+ * Bus is a service's connection to NATS: typed KV buckets and event
+ * subjects. It reconnects forever; JetStream state survives a server restart
+ * (file storage), and watches resume where they stopped.
+ */
+export class Bus {
+  readonly #buckets = new Map<string, Promise<TypedBucket<unknown>>>();
+  readonly #kvm: Kvm;
+  readonly js: JetStreamClient;
+
+  private constructor(
+    readonly nc: NatsConnection,
+    private readonly options: BusOptions,
+  ) {
+    this.js = jetstream(nc);
+    this.#kvm = new Kvm(this.js);
+  }
+
+  /** Connects to NATS and checks that JetStream is enabled. */
+  static async connect(options: BusOptions): Promise<Bus> {
+    const nc = await connect({
+      servers: options.url.split(",").map((url) => url.trim()),
+      name: options.name,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 500,
+      waitOnFirstConnect: options.waitOnFirstConnect ?? false,
+    });
+    const bus = new Bus(nc, options);
+    bus.#logStatus();
+    try {
+      await (await jetstreamManager(nc)).getAccountInfo();
+    } catch (error) {
+      await nc.close();
+      throw new Error(`NATS at ${options.url} has no JetStream (start nats-server with -js): ${(error as Error).message}`);
+    }
+    return bus;
+  }
+
+  /** Opens a bucket, creating it (file storage) if it does not exist. */
+  bucket<T>(spec: BucketSpec<T>): Promise<TypedBucket<T>> {
+    let bucket = this.#buckets.get(spec.name);
+    if (!bucket) {
+      bucket = this.#kvm
+        .create(spec.name, {
+          storage: "file",
+          history: 1,
+          replicas: this.options.replicas ?? 1,
+          description: spec.description,
+        })
+        .then((kv) => new TypedBucket(spec, kv, this.options.logger, () => this.nc.isClosed()) as TypedBucket<unknown>);
+      bucket.catch(() => this.#buckets.delete(spec.name));
+      this.#buckets.set(spec.name, bucket);
+    }
+    return bucket as Promise<TypedBucket<T>>;
+  }
+
+  /** A typed event subject on this connection. */
+  subject<T>(spec: SubjectSpec<T>): TypedSubject<T> {
+    return new TypedSubject(spec, this.nc, this.options.logger);
+  }
+
+  /** Flushes pending publishes and closes the connection. */
+  async close(): Promise<void> {
+    if (this.nc.isClosed()) return;
+    await this.nc.drain().catch(() => this.nc.close());
+  }
+
+  async #logStatus(): Promise<void> {
+    for await (const status of this.nc.status()) {
+      if (status.type === "disconnect" || status.type === "reconnect") {
+        this.options.logger.info({ nats: status.type, server: "server" in status ? status.server : undefined }, `NATS ${status.type}`);
+      }
+    }
+  }
+}
+
+/** Connects to NATS; see {@link Bus}. */
+export const connectBus = (options: BusOptions): Promise<Bus> => Bus.connect(options);

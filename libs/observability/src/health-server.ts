@@ -1,0 +1,93 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Registry } from "prom-client";
+
+/**
+ * ReadinessGate collects the conditions a service waits for before it is
+ * ready (an initial sync, a connection). `/ready` answers 200 only when every
+ * registered condition has been marked done.
+ */
+export class ReadinessGate {
+  readonly #pending = new Set<string>();
+
+  /** Registers a condition that must be met before the service is ready. */
+  require(condition: string): void {
+    this.#pending.add(condition);
+  }
+
+  /** Marks a condition as met. */
+  done(condition: string): void {
+    this.#pending.delete(condition);
+  }
+
+  /** Marks a condition as unmet again (for example, a lost connection). */
+  undo(condition: string): void {
+    this.#pending.add(condition);
+  }
+
+  get ready(): boolean {
+    return this.#pending.size === 0;
+  }
+
+  /** The conditions still pending, sorted. */
+  get pending(): string[] {
+    return [...this.#pending].sort();
+  }
+}
+
+/** Options of {@link startHealthServer}. */
+export interface HealthServerOptions {
+  port: number;
+  host?: string;
+  registry: Registry;
+  readiness: ReadinessGate;
+  /** Extra GET routes (for example /debug/syncz), keyed by path. */
+  routes?: Record<string, () => unknown | Promise<unknown>>;
+}
+
+/** A running health server. */
+export interface HealthServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the per-service HTTP server: `/metrics` (Prometheus text), `/ready`
+ * (200, or 503 with the pending conditions) and any extra JSON routes.
+ */
+export async function startHealthServer(options: HealthServerOptions): Promise<HealthServer> {
+  const server: Server = createServer(async (request, response) => {
+    const path = (request.url ?? "/").split("?")[0] ?? "/";
+    try {
+      if (request.method !== "GET" && request.method !== "HEAD") {
+        response.writeHead(405, { allow: "GET, HEAD" }).end();
+      } else if (path === "/metrics") {
+        const body = await options.registry.metrics();
+        response.writeHead(200, { "content-type": options.registry.contentType }).end(body);
+      } else if (path === "/ready") {
+        const ready = options.readiness.ready;
+        const body = JSON.stringify({ ready, pending: options.readiness.pending });
+        response.writeHead(ready ? 200 : 503, { "content-type": "application/json" }).end(body);
+      } else if (options.routes?.[path]) {
+        const body = JSON.stringify(await options.routes[path](), null, 2);
+        response.writeHead(200, { "content-type": "application/json" }).end(body);
+      } else {
+        response.writeHead(404, { "content-type": "text/plain" }).end(`no route ${path}\n`);
+      }
+    } catch (error) {
+      response.writeHead(500, { "content-type": "text/plain" }).end(`${(error as Error).message}\n`);
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.host ?? "0.0.0.0", () => resolve());
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

@@ -1,0 +1,114 @@
+import {
+  createLogger,
+  createMetricsRegistry,
+  type Logger,
+  ReadinessGate,
+  type Registry,
+  startHealthServer,
+  startTelemetry,
+} from "@sextant/observability";
+import type { z } from "zod";
+import { type Runner, RunnerGroup } from "./runner.js";
+import { type baseSettings, parseSettings, SettingsError } from "./settings.js";
+
+/** What a service's runners are built from. */
+export interface ServiceContext<Settings> {
+  readonly service: string;
+  readonly settings: Settings;
+  readonly logger: Logger;
+  readonly metrics: Registry;
+  readonly readiness: ReadinessGate;
+}
+
+/** The description of a service that {@link runService} starts. */
+export interface ServiceDefinition<Schema extends z.ZodType<z.infer<typeof baseSettings> & { HTTP_PORT: number }>> {
+  service: string;
+  settings: Schema;
+  /** Lists the runners, in start order. */
+  runners(context: ServiceContext<z.infer<Schema>>): Runner[] | Promise<Runner[]>;
+  /** Extra JSON routes on the health server (for /debug/*). */
+  debugRoutes?(context: ServiceContext<z.infer<Schema>>): Record<string, () => unknown>;
+}
+
+/** A service started by {@link startService}. */
+export interface StartedService<Settings> extends ServiceContext<Settings> {
+  readonly httpPort: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a service: settings, logger, telemetry, the /metrics + /ready server
+ * on HTTP_PORT, then its runners in order. stop() closes them in reverse.
+ */
+export async function startService<
+  Schema extends z.ZodType<z.infer<typeof baseSettings> & { HTTP_PORT: number }>,
+>(definition: ServiceDefinition<Schema>, env = process.env): Promise<StartedService<z.infer<Schema>>> {
+  const settings = parseSettings(definition.settings, env);
+  const logger = createLogger({ service: definition.service, level: settings.LOG_LEVEL });
+  const telemetry = await startTelemetry(definition.service, env);
+  const metrics = createMetricsRegistry(definition.service);
+  const readiness = new ReadinessGate();
+  const context: ServiceContext<z.infer<Schema>> = {
+    service: definition.service,
+    settings,
+    logger,
+    metrics,
+    readiness,
+  };
+  const runners = new RunnerGroup(logger);
+  // The health server starts first so that a slow start shows as "not ready"
+  // rather than as a refused connection.
+  const health = await startHealthServer({
+    port: settings.HTTP_PORT,
+    registry: metrics,
+    readiness,
+    routes: definition.debugRoutes?.(context),
+  });
+  try {
+    await runners.start(await definition.runners(context));
+  } catch (error) {
+    await health.close();
+    await telemetry.shutdown();
+    throw error;
+  }
+  logger.info({ httpPort: health.port, replica: settings.REPLICA_ID }, `${definition.service} started`);
+  return {
+    ...context,
+    httpPort: health.port,
+    async stop() {
+      await runners.close();
+      await health.close();
+      await telemetry.shutdown();
+    },
+  };
+}
+
+/**
+ * The entry point of a service process: starts it, and on SIGTERM or SIGINT
+ * stops it and exits. A bad setting exits with status 2 and says which.
+ */
+export async function runService<Schema extends z.ZodType<z.infer<typeof baseSettings> & { HTTP_PORT: number }>>(
+  definition: ServiceDefinition<Schema>,
+): Promise<void> {
+  let started: StartedService<z.infer<Schema>>;
+  try {
+    started = await startService(definition);
+  } catch (error) {
+    if (error instanceof SettingsError) {
+      process.stderr.write(`${definition.service}: ${error.message}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`${definition.service}: failed to start: ${(error as Error).stack ?? error}\n`);
+    process.exit(1);
+  }
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    started.logger.info({ signal }, `${definition.service} stopping`);
+    await started.stop();
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
+}

@@ -13,3 +13,4 @@ export { encodeCanonical } from "./codec.js";
 export { Bus, type BusOptions, connectBus } from "./connection.js";
 export { decodeKey, encodeKey, keyPrefixFilter } from "./keys.js";
 export { defineSubject, type ReceivedEvent, type SubjectSpec, TypedSubject } from "./subject.js";
+export { type BusRunner, type BusRunnerOptions, busRunner } from "./runner.js";

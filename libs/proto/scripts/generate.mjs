@@ -4,7 +4,7 @@
 // deps/ folder), never committed. Only the import closure of ENVOY_ROOTS is
 // generated, which keeps the output to roughly a hundred files.
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,6 +14,9 @@ const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const ownProtos = resolve(packageDir, "../../proto");
 const stagingDir = join(packageDir, ".protos");
 const outDir = join(packageDir, "src/gen");
+// Generate beside the real folder and swap at the end, so that a failed run
+// leaves the previous output whole and readers never see a half-written one.
+const pendingOutDir = join(packageDir, `src/.gen-${process.pid}`);
 const descriptorSet = join(packageDir, "descriptors/sextant.binpb");
 
 /** The Envoy files Sextant builds or serves; their imports are pulled in. */
@@ -68,9 +71,8 @@ function patchValidateProto(text) {
 }
 
 rmSync(stagingDir, { recursive: true, force: true });
-rmSync(outDir, { recursive: true, force: true });
 mkdirSync(stagingDir, { recursive: true });
-mkdirSync(outDir, { recursive: true });
+mkdirSync(pendingOutDir, { recursive: true });
 
 const closure = importClosure(ENVOY_ROOTS);
 for (const [file, path] of closure) {
@@ -93,10 +95,17 @@ const options = [
 ];
 const template = {
   version: "v2",
-  plugins: [{ local: plugin, out: outDir, opt: options }],
+  plugins: [{ local: plugin, out: pendingOutDir, opt: options }],
 };
 const buf = join(dirname(require.resolve("@bufbuild/buf/package.json")), "bin/buf");
-execFileSync(buf, ["generate", stagingDir, "--template", JSON.stringify(template)], { stdio: "inherit" });
+try {
+  execFileSync(buf, ["generate", stagingDir, "--template", JSON.stringify(template)], { stdio: "inherit" });
+} catch (error) {
+  rmSync(pendingOutDir, { recursive: true, force: true });
+  throw error;
+}
+rmSync(outDir, { recursive: true, force: true });
+renameSync(pendingOutDir, outDir);
 // The same files (with their imports) as a FileDescriptorSet, for code that
 // needs reflection, such as rejecting unknown fields with their path.
 mkdirSync(dirname(descriptorSet), { recursive: true });

@@ -7,4 +7,11 @@ export {
   type StartedService,
   startService,
 } from "./service.js";
-export { baseSettings, millisecondsSetting, parseSettings, portSetting, SettingsError } from "./settings.js";
+export {
+  baseSettings,
+  millisecondsSetting,
+  parseSettings,
+  portSetting,
+  type ServiceSettingsSchema,
+  SettingsError,
+} from "./settings.js";

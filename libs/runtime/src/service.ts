@@ -9,7 +9,7 @@ import {
 } from "@sextant/observability";
 import type { z } from "zod";
 import { type Runner, RunnerGroup } from "./runner.js";
-import { type baseSettings, parseSettings, SettingsError } from "./settings.js";
+import { parseSettings, type ServiceSettingsSchema, SettingsError } from "./settings.js";
 
 /** What a service's runners are built from. */
 export interface ServiceContext<Settings> {
@@ -21,7 +21,7 @@ export interface ServiceContext<Settings> {
 }
 
 /** The description of a service that {@link runService} starts. */
-export interface ServiceDefinition<Schema extends z.ZodType<z.infer<typeof baseSettings> & { HTTP_PORT: number }>> {
+export interface ServiceDefinition<Schema extends ServiceSettingsSchema> {
   service: string;
   settings: Schema;
   /** Lists the runners, in start order. */
@@ -40,9 +40,7 @@ export interface StartedService<Settings> extends ServiceContext<Settings> {
  * Starts a service: settings, logger, telemetry, the /metrics + /ready server
  * on HTTP_PORT, then its runners in order. stop() closes them in reverse.
  */
-export async function startService<
-  Schema extends z.ZodType<z.infer<typeof baseSettings> & { HTTP_PORT: number }>,
->(definition: ServiceDefinition<Schema>, env = process.env): Promise<StartedService<z.infer<Schema>>> {
+export async function startService<Schema extends ServiceSettingsSchema>(definition: ServiceDefinition<Schema>, env = process.env): Promise<StartedService<z.infer<Schema>>> {
   const settings = parseSettings(definition.settings, env);
   const logger = createLogger({ service: definition.service, level: settings.LOG_LEVEL });
   const telemetry = await startTelemetry(definition.service, env);
@@ -87,7 +85,7 @@ export async function startService<
  * The entry point of a service process: starts it, and on SIGTERM or SIGINT
  * stops it and exits. A bad setting exits with status 2 and says which.
  */
-export async function runService<Schema extends z.ZodType<z.infer<typeof baseSettings> & { HTTP_PORT: number }>>(
+export async function runService<Schema extends ServiceSettingsSchema>(
   definition: ServiceDefinition<Schema>,
 ): Promise<void> {
   let started: StartedService<z.infer<Schema>>;

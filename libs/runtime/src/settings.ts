@@ -29,6 +29,9 @@ export const baseSettings = z.object({
   REPLICA_ID: z.string().min(1).default(`${process.env.HOSTNAME ?? "local"}-${process.pid}`),
 });
 
+/** A service's settings schema: the base settings plus at least its HTTP_PORT. */
+export type ServiceSettingsSchema = z.ZodType<z.infer<typeof baseSettings> & { HTTP_PORT: number }, z.ZodTypeDef, unknown>;
+
 /**
  * Reads and validates settings from the environment. Every bad variable is
  * reported at once, by name, with the value it had.

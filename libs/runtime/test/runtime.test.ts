@@ -1,0 +1,101 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { createLogger } from "@sextant/observability";
+import { baseSettings, parseSettings, portSetting, type Runner, RunnerGroup, SettingsError, startService } from "../src/index.js";
+
+const logger = createLogger({ service: "runtime-test", level: "silent" });
+
+describe("settings", () => {
+  const schema = baseSettings.extend({ HTTP_PORT: portSetting(8080) });
+
+  it("applies defaults", () => {
+    const settings = parseSettings(schema, {});
+    assert.equal(settings.NATS_URL, "nats://127.0.0.1:4222");
+    assert.equal(settings.HTTP_PORT, 8080);
+    assert.equal(settings.LOG_LEVEL, "info");
+  });
+
+  it("names every bad variable and its value", () => {
+    try {
+      parseSettings(schema, { NATS_URL: "http://x", HTTP_PORT: "70000", LOG_LEVEL: "loud" });
+      assert.fail("expected a SettingsError");
+    } catch (error) {
+      assert.ok(error instanceof SettingsError);
+      assert.equal(error.problems.length, 3);
+      assert.match(error.message, /NATS_URL: must be one or more comma-separated nats:\/\/ URLs \(got "http:\/\/x"\)/);
+      assert.match(error.message, /HTTP_PORT: .*65535.* \(got "70000"\)/);
+      assert.match(error.message, /LOG_LEVEL: .* \(got "loud"\)/);
+    }
+  });
+});
+
+describe("runners", () => {
+  const recorder = (log: string[], name: string, failStart = false): Runner => ({
+    name,
+    start: async () => {
+      if (failStart) throw new Error(`${name} failed`);
+      log.push(`start ${name}`);
+    },
+    close: async () => {
+      log.push(`close ${name}`);
+    },
+  });
+
+  it("start in order and close in reverse", async () => {
+    const log: string[] = [];
+    const group = new RunnerGroup(logger);
+    await group.start([recorder(log, "bus"), recorder(log, "watch"), recorder(log, "server")]);
+    await group.close();
+    assert.deepEqual(log, ["start bus", "start watch", "start server", "close server", "close watch", "close bus"]);
+  });
+
+  it("close what started when a later runner fails", async () => {
+    const log: string[] = [];
+    const group = new RunnerGroup(logger);
+    await assert.rejects(group.start([recorder(log, "bus"), recorder(log, "bad", true), recorder(log, "never")]), /bad failed/);
+    assert.deepEqual(log, ["start bus", "close bus"]);
+  });
+});
+
+describe("startService", () => {
+  it("serves /ready from the runners' readiness and stops cleanly", async () => {
+    let release!: () => void;
+    const service = await startService(
+      {
+        service: "demo",
+        settings: baseSettings.extend({ HTTP_PORT: portSetting(0) }),
+        runners: ({ readiness }) => [
+          {
+            name: "sync",
+            start: async () => {
+              readiness.require("initial sync");
+              release = () => readiness.done("initial sync");
+            },
+            close: async () => {},
+          },
+        ],
+      },
+      { HTTP_PORT: "0", LOG_LEVEL: "silent", OTEL_SDK_DISABLED: "true" },
+    );
+    try {
+      const url = `http://127.0.0.1:${service.httpPort}/ready`;
+      assert.equal((await fetch(url)).status, 503);
+      release();
+      assert.equal((await fetch(url)).status, 200);
+    } finally {
+      await service.stop();
+    }
+    await assert.rejects(fetch(`http://127.0.0.1:${service.httpPort}/ready`));
+  });
+
+  it("refuses to start with a bad setting", async () => {
+    await assert.rejects(
+      startService(
+        { service: "demo", settings: baseSettings.extend({ HTTP_PORT: portSetting(0) }), runners: () => [] },
+        { HTTP_PORT: "not-a-port" },
+      ),
+      (error: unknown) => error instanceof SettingsError && /HTTP_PORT/.test(error.message),
+    );
+  });
+});
+

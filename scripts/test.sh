@@ -1,11 +1,25 @@
 #!/usr/bin/env bash
-# Every check `npm test` runs: lint, type checks and each package's tests.
+# Every check `npm test` runs: lint, type checks and each package's tests,
+# then one closing line with the totals of all the packages' test runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TURBO_TELEMETRY_DISABLED=1
 export OTEL_SDK_DISABLED=true
+
 pnpm exec biome check .
 pnpm exec turbo run lint typecheck --output-logs=errors-only
-# Packages' suites start their own nats-server on random ports; run them one
-# package at a time so the two cores are not oversubscribed.
-pnpm exec turbo run test --concurrency=1
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# Suites start their own nats-server and processes on random ports; one
+# package at a time keeps the two cores of a CI machine from thrashing.
+status=0
+pnpm exec turbo run test --concurrency=1 --output-logs=full 2>&1 | tee "$log" || status=$?
+
+# node's test runner ends each package's run with "# pass N" / "# fail N".
+passed=$(grep -E ':test: # pass [0-9]+$' "$log" | awk '{ sum += $NF } END { print sum + 0 }')
+failed=$(grep -E ':test: # fail [0-9]+$' "$log" | awk '{ sum += $NF } END { print sum + 0 }')
+echo
+echo "${passed} passed, ${failed} failed"
+if [ "$status" -eq 0 ] && [ "$failed" -ne 0 ]; then status=1; fi
+exit "$status"

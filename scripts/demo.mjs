@@ -42,7 +42,9 @@ async function assertPortFree(port, owner) {
   await new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once("error", () =>
-      reject(new Error(`port ${port} (${owner}) is already in use: stop whatever listens there and try again`)),
+      reject(
+        new Error(`port ${port} (${owner}) is already in use: stop whatever listens there and try again`),
+      ),
     );
     probe.listen(port, "0.0.0.0", () => probe.close(resolve));
   });
@@ -157,7 +159,17 @@ try {
   start(
     "nats",
     "nats-server",
-    ["-js", "-a", "127.0.0.1", "-p", String(natsPort), "-sd", join(stateDir, "nats"), "-l", join(stateDir, "nats.log")],
+    [
+      "-js",
+      "-a",
+      "127.0.0.1",
+      "-p",
+      String(natsPort),
+      "-sd",
+      join(stateDir, "nats"),
+      "-l",
+      join(stateDir, "nats.log"),
+    ],
     {},
     { quiet: true },
   );
@@ -174,8 +186,13 @@ try {
 
   console.log(`\n${color(1, "Sextant control plane")}`);
   for (const service of services) {
-    const ready = await fetch(`http://127.0.0.1:${service.port}/ready`).then((r) => r.ok, () => false);
-    console.log(`  ${ready ? color(32, "ready") : color(31, "DOWN ")}  ${service.name.padEnd(10)} :${service.port}  ${service.role}`);
+    const ready = await fetch(`http://127.0.0.1:${service.port}/ready`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    console.log(
+      `  ${ready ? color(32, "ready") : color(31, "DOWN ")}  ${service.name.padEnd(10)} :${service.port}  ${service.role}`,
+    );
   }
   console.log(`\n${color(33, "Not built yet")} (see the open issues):`);
   for (const line of notBuiltYet) console.log(`  - ${line}`);

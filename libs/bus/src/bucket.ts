@@ -31,7 +31,13 @@ export interface PutResult {
 
 /** A change seen by a watch. `replay` is true for the current state delivered first. */
 export type WatchEvent<T> =
-  | { readonly type: "put"; readonly key: string; readonly value: T; readonly revision: number; readonly replay: boolean }
+  | {
+      readonly type: "put";
+      readonly key: string;
+      readonly value: T;
+      readonly revision: number;
+      readonly replay: boolean;
+    }
   | { readonly type: "delete"; readonly key: string; readonly revision: number; readonly replay: boolean };
 
 /** A running watch. */
@@ -84,7 +90,7 @@ export class TypedBucket<T> {
   /** Reads a key; undefined if it does not exist or was deleted. */
   async get(key: string): Promise<Entry<T> | undefined> {
     const entry = await this.kv.get(key);
-    if (!entry || entry.operation !== "PUT") return undefined;
+    if (entry?.operation !== "PUT") return undefined;
     return { key, value: this.spec.codec.decode(entry.value), revision: entry.revision };
   }
 
@@ -100,14 +106,20 @@ export class TypedBucket<T> {
     if (options.expectedRevision !== undefined && options.expectedRevision !== currentRevision) {
       throw new RevisionConflictError(key, options.expectedRevision);
     }
-    if (current && current.operation === "PUT" && Buffer.compare(Buffer.from(current.value), Buffer.from(bytes)) === 0) {
+    if (
+      current &&
+      current.operation === "PUT" &&
+      Buffer.compare(Buffer.from(current.value), Buffer.from(bytes)) === 0
+    ) {
       return { revision: current.revision, changed: false };
     }
     try {
       // Always write conditionally on what was just read, so a concurrent
       // writer between the read and the write is detected, not overwritten
       // silently when the caller asked for a revision.
-      const revision = current ? await this.kv.update(key, bytes, current.revision) : await this.kv.create(key, bytes);
+      const revision = current
+        ? await this.kv.update(key, bytes, current.revision)
+        : await this.kv.create(key, bytes);
       return { revision, changed: true };
     } catch (error) {
       if (options.expectedRevision !== undefined || !isWrongLastSequence(error)) throw error;
@@ -120,7 +132,11 @@ export class TypedBucket<T> {
    * Applies fn to the current value and stores the result, retrying when
    * another writer got there first. fn returning undefined deletes the key.
    */
-  async update(key: string, fn: (current: T | undefined) => T | undefined, maxAttempts = 10): Promise<PutResult> {
+  async update(
+    key: string,
+    fn: (current: T | undefined) => T | undefined,
+    maxAttempts = 10,
+  ): Promise<PutResult> {
     for (let attempt = 1; ; attempt++) {
       const current = await this.get(key);
       const next = fn(current?.value);
@@ -149,7 +165,8 @@ export class TypedBucket<T> {
       await this.kv.delete(key, { previousSeq: currentRevision });
     } catch (error) {
       if (!isWrongLastSequence(error)) throw error;
-      if (options.expectedRevision !== undefined) throw new RevisionConflictError(key, options.expectedRevision);
+      if (options.expectedRevision !== undefined)
+        throw new RevisionConflictError(key, options.expectedRevision);
       return this.delete(key);
     }
     return true;
@@ -160,7 +177,8 @@ export class TypedBucket<T> {
     const entries: Entry<T>[] = [];
     const watch = await this.watch(
       (event) => {
-        if (event.type === "put") entries.push({ key: event.key, value: event.value, revision: event.revision });
+        if (event.type === "put")
+          entries.push({ key: event.key, value: event.value, revision: event.revision });
       },
       { filter, replayOnly: true },
     );
@@ -286,9 +304,11 @@ export class TypedBucket<T> {
 function consumerOf(iterator: QueuedIterator<KvWatchEntry>): {
   info(cached: boolean): Promise<{ num_pending: number }>;
 } {
-  const consumer = (iterator as unknown as { _data?: { info(cached: boolean): Promise<{ num_pending: number }> } })
-    ._data;
-  if (!consumer) throw new Error("@nats-io/kv watch iterator no longer exposes its consumer; update consumerOf");
+  const consumer = (
+    iterator as unknown as { _data?: { info(cached: boolean): Promise<{ num_pending: number }> } }
+  )._data;
+  if (!consumer)
+    throw new Error("@nats-io/kv watch iterator no longer exposes its consumer; update consumerOf");
   return consumer;
 }
 

@@ -23,13 +23,21 @@ export const Buckets = {
     ConfigStatus,
     "validation, analysis and NACK messages per resource; written by ingest",
   ),
-  services: defineBucket("sextant-services", Service, "the service registry, key namespace.hostname; written by discovery"),
+  services: defineBucket(
+    "sextant-services",
+    Service,
+    "the service registry, key namespace.hostname; written by discovery",
+  ),
   endpoints: defineBucket(
     "sextant-endpoints",
     EndpointShard,
     "endpoints per service and source, key namespace.hostname.shard; written by discovery",
   ),
-  proxyStatus: defineBucket("sextant-proxy-status", ProxyStatus, "sync state per connected proxy; written by push"),
+  proxyStatus: defineBucket(
+    "sextant-proxy-status",
+    ProxyStatus,
+    "sync state per connected proxy; written by push",
+  ),
   trust: defineBucket("sextant-trust", TrustBundle, "the mesh's trusted roots; written by ca"),
 } as const;
 

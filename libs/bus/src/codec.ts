@@ -16,6 +16,7 @@ function sortKeysDeep<T>(value: T): T {
   // Bytes and timestamps are leaves, not maps.
   if (value instanceof Uint8Array || value instanceof Date) return value;
   const sorted: Record<string, unknown> = {};
-  for (const key of Object.keys(value).sort()) sorted[key] = sortKeysDeep((value as Record<string, unknown>)[key]);
+  for (const key of Object.keys(value).sort())
+    sorted[key] = sortKeysDeep((value as Record<string, unknown>)[key]);
   return sorted as T;
 }

@@ -52,7 +52,9 @@ export class Bus {
       await (await jetstreamManager(nc)).getAccountInfo();
     } catch (error) {
       await nc.close();
-      throw new Error(`NATS at ${options.url} has no JetStream (start nats-server with -js): ${(error as Error).message}`);
+      throw new Error(
+        `NATS at ${options.url} has no JetStream (start nats-server with -js): ${(error as Error).message}`,
+      );
     }
     return bus;
   }
@@ -68,7 +70,10 @@ export class Bus {
           replicas: this.options.replicas ?? 1,
           description: spec.description,
         })
-        .then((kv) => new TypedBucket(spec, kv, this.options.logger, () => this.nc.isClosed()) as TypedBucket<unknown>);
+        .then(
+          (kv) =>
+            new TypedBucket(spec, kv, this.options.logger, () => this.nc.isClosed()) as TypedBucket<unknown>,
+        );
       bucket.catch(() => this.#buckets.delete(spec.name));
       this.#buckets.set(spec.name, bucket);
     }
@@ -89,7 +94,10 @@ export class Bus {
   async #logStatus(): Promise<void> {
     for await (const status of this.nc.status()) {
       if (status.type === "disconnect" || status.type === "reconnect") {
-        this.options.logger.info({ nats: status.type, server: "server" in status ? status.server : undefined }, `NATS ${status.type}`);
+        this.options.logger.info(
+          { nats: status.type, server: "server" in status ? status.server : undefined },
+          `NATS ${status.type}`,
+        );
       }
     }
   }

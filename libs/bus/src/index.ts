@@ -12,5 +12,5 @@ export { Buckets, Subjects } from "./catalog.js";
 export { encodeCanonical } from "./codec.js";
 export { Bus, type BusOptions, connectBus } from "./connection.js";
 export { decodeKey, encodeKey, keyPrefixFilter } from "./keys.js";
-export { defineSubject, type ReceivedEvent, type SubjectSpec, TypedSubject } from "./subject.js";
 export { type BusRunner, type BusRunnerOptions, busRunner } from "./runner.js";
+export { defineSubject, type ReceivedEvent, type SubjectSpec, TypedSubject } from "./subject.js";

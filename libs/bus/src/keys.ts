@@ -28,7 +28,8 @@ function encodeSegment(segment: string): string {
     if (/^[A-Za-z0-9-]$/.test(char)) {
       out += char;
     } else {
-      for (const byte of Buffer.from(char, "utf8")) out += `_${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+      for (const byte of Buffer.from(char, "utf8"))
+        out += `_${byte.toString(16).toUpperCase().padStart(2, "0")}`;
     }
   }
   return out;
@@ -36,7 +37,8 @@ function encodeSegment(segment: string): string {
 
 function decodeSegment(token: string): string {
   if (token === "_") return "";
-  if (!/^(?:[A-Za-z0-9-]|_[0-9A-F]{2})+$/.test(token)) throw new Error(`not an encoded key segment: ${token}`);
+  if (!/^(?:[A-Za-z0-9-]|_[0-9A-F]{2})+$/.test(token))
+    throw new Error(`not an encoded key segment: ${token}`);
   const bytes: number[] = [];
   for (let i = 0; i < token.length; ) {
     if (token[i] === "_") {

@@ -43,7 +43,10 @@ export function busRunner(options: BusRunnerOptions): BusRunner {
       });
       for (const spec of options.buckets ?? []) await bus.bucket(spec);
       options.readiness.done("nats");
-      options.logger.info({ url: options.url, buckets: options.buckets?.map((spec) => spec.name) }, "connected to NATS");
+      options.logger.info(
+        { url: options.url, buckets: options.buckets?.map((spec) => spec.name) },
+        "connected to NATS",
+      );
     },
     async close() {
       await bus?.close();

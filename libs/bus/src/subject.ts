@@ -1,8 +1,14 @@
 import type { MsgHdrs, NatsConnection, Subscription } from "@nats-io/nats-core";
 import { headers as createHeaders } from "@nats-io/nats-core";
+import {
+  type Context,
+  context,
+  propagation,
+  type TextMapGetter,
+  type TextMapSetter,
+} from "@opentelemetry/api";
 import type { Logger } from "@sextant/observability";
 import type { MessageCodec } from "@sextant/proto";
-import { type Context, context, propagation, type TextMapGetter, type TextMapSetter } from "@opentelemetry/api";
 
 /** The definition of an event subject and the message type it carries. */
 export interface SubjectSpec<T> {
@@ -12,7 +18,11 @@ export interface SubjectSpec<T> {
 }
 
 /** Defines an event subject; see catalog.ts for Sextant's subjects. */
-export function defineSubject<T>(subject: string, codec: MessageCodec<T>, description: string): SubjectSpec<T> {
+export function defineSubject<T>(
+  subject: string,
+  codec: MessageCodec<T>,
+  description: string,
+): SubjectSpec<T> {
   return { subject, codec, description };
 }
 
@@ -53,7 +63,10 @@ export class TypedSubject<T> {
   }
 
   /** Calls handler for each event; a payload that does not decode is logged and dropped. */
-  subscribe(handler: (event: ReceivedEvent<T>) => void | Promise<void>, options: { queue?: string } = {}): Subscription {
+  subscribe(
+    handler: (event: ReceivedEvent<T>) => void | Promise<void>,
+    options: { queue?: string } = {},
+  ): Subscription {
     return this.nc.subscribe(this.spec.subject, {
       queue: options.queue,
       callback: (error, message) => {
@@ -65,14 +78,18 @@ export class TypedSubject<T> {
         try {
           value = this.spec.codec.decode(message.data);
         } catch (decodeError) {
-          this.logger.error({ subject: message.subject, err: decodeError }, "dropping an event that does not decode");
+          this.logger.error(
+            { subject: message.subject, err: decodeError },
+            "dropping an event that does not decode",
+          );
           return;
         }
         const headers: Record<string, string> = {};
         for (const key of message.headers?.keys() ?? []) headers[key] = message.headers?.get(key) ?? "";
         const traceContext = propagation.extract(context.active(), message.headers, headerGetter);
-        Promise.resolve(handler({ subject: message.subject, value, traceContext, headers })).catch((handlerError) =>
-          this.logger.error({ subject: message.subject, err: handlerError }, "event handler failed"),
+        Promise.resolve(handler({ subject: message.subject, value, traceContext, headers })).catch(
+          (handlerError) =>
+            this.logger.error({ subject: message.subject, err: handlerError }, "event handler failed"),
         );
       },
     });

@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { propagation, ROOT_CONTEXT, TraceFlags, trace } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import { propagation, ROOT_CONTEXT, trace, TraceFlags } from "@opentelemetry/api";
 import { createLogger } from "@sextant/observability";
 import { ConfigResource, NackEvent } from "@sextant/proto";
 import { eventually, type NatsServerFixture, startNatsServer } from "@sextant/testing";
 import {
-  type Bus,
   Buckets,
+  type Bus,
   connectBus,
   decodeKey,
   defineBucket,
@@ -20,9 +20,16 @@ import {
   type WatchEvent,
 } from "../src/index.js";
 
-const logger = createLogger({ service: "bus-test", level: (process.env.TEST_LOG_LEVEL as "info") ?? "silent" });
+const logger = createLogger({
+  service: "bus-test",
+  level: (process.env.TEST_LOG_LEVEL as "info") ?? "silent",
+});
 
-function resource(name: string, spec: Record<string, unknown>, labels: Record<string, string> = {}): ConfigResource {
+function resource(
+  name: string,
+  spec: Record<string, unknown>,
+  labels: Record<string, string> = {},
+): ConfigResource {
   return ConfigResource.fromPartial({
     kind: "VirtualService",
     apiVersion: "networking.istio.io/v1",
@@ -135,13 +142,23 @@ describe("bus against a real nats-server", () => {
     const bucket = await freshBucket();
     const { revision } = await bucket.put("k", resource("r", { n: 0 }));
     await bucket.put("k", resource("r", { n: 1 }), { expectedRevision: revision });
-    await assert.rejects(bucket.put("k", resource("r", { n: 2 }), { expectedRevision: revision }), RevisionConflictError);
-    await assert.rejects(bucket.put("new", resource("r", {}), { expectedRevision: 5 }), RevisionConflictError);
+    await assert.rejects(
+      bucket.put("k", resource("r", { n: 2 }), { expectedRevision: revision }),
+      RevisionConflictError,
+    );
+    await assert.rejects(
+      bucket.put("new", resource("r", {}), { expectedRevision: 5 }),
+      RevisionConflictError,
+    );
 
     const increments = 12;
     await Promise.all(
       Array.from({ length: increments }, () =>
-        bucket.update("counter", (current) => resource("c", { n: ((current?.spec?.n as number) ?? 0) + 1 }), 50),
+        bucket.update(
+          "counter",
+          (current) => resource("c", { n: ((current?.spec?.n as number) ?? 0) + 1 }),
+          50,
+        ),
       ),
     );
     assert.equal((await bucket.get("counter"))?.value.spec?.n, increments);
@@ -185,7 +202,11 @@ describe("bus against a real nats-server", () => {
   it("publishes typed events with the trace context in headers", async () => {
     propagation.setGlobalPropagator(new W3CTraceContextPropagator());
     try {
-      const received: Array<{ value: NackEvent; traceId: string | undefined; headers: Record<string, string> }> = [];
+      const received: Array<{
+        value: NackEvent;
+        traceId: string | undefined;
+        headers: Record<string, string>;
+      }> = [];
       const subject = bus.subject(Subjects.nack);
       const subscription = subject.subscribe((event) => {
         received.push({
@@ -203,14 +224,20 @@ describe("bus against a real nats-server", () => {
       });
       // No context manager is registered in tests, so pass the context explicitly.
       subject.publish(
-        NackEvent.fromPartial({ proxyId: "sidecar~10.0.0.1~a.default~default.svc.cluster.local", message: "bad" }),
+        NackEvent.fromPartial({
+          proxyId: "sidecar~10.0.0.1~a.default~default.svc.cluster.local",
+          message: "bad",
+        }),
         parent,
       );
       await eventually(() => received.length === 1);
       subscription.unsubscribe();
       assert.equal(received[0]?.value.message, "bad");
       assert.equal(received[0]?.traceId, traceId);
-      assert.match(received[0]?.headers.traceparent ?? "", /^00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01$/);
+      assert.match(
+        received[0]?.headers.traceparent ?? "",
+        /^00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01$/,
+      );
     } finally {
       propagation.disable();
     }
@@ -228,10 +255,13 @@ describe("bus against a real nats-server", () => {
     await nats.restart();
 
     // The same client, with no help from the test, reconnects and writes again.
-    await eventually(async () => (await bucket.get(encodeKey("VirtualService", "default", "reviews")))?.value, {
-      timeoutMs: 20_000,
-      message: "value not readable after the restart",
-    });
+    await eventually(
+      async () => (await bucket.get(encodeKey("VirtualService", "default", "reviews")))?.value,
+      {
+        timeoutMs: 20_000,
+        message: "value not readable after the restart",
+      },
+    );
     const after = await bucket.get(encodeKey("VirtualService", "default", "reviews"));
     assert.deepEqual(after?.value.spec, { v: 1 });
     await eventually(
@@ -241,7 +271,10 @@ describe("bus against a real nats-server", () => {
       },
       { timeoutMs: 20_000, message: "put failed after the restart" },
     );
-    await eventually(() => seen.some(([, v]) => v === 2), { timeoutMs: 20_000, message: "watch missed the update after the restart" });
+    await eventually(() => seen.some(([, v]) => v === 2), {
+      timeoutMs: 20_000,
+      message: "watch missed the update after the restart",
+    });
     await watch.stop();
     // Replayed v1 once, then v2 once: nothing lost, nothing delivered twice.
     assert.deepEqual(seen, [

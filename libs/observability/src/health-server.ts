@@ -1,4 +1,4 @@
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
 
@@ -45,9 +45,18 @@ export interface HealthServerOptions {
   routes?: Record<string, () => unknown | Promise<unknown>>;
 }
 
+/** A handler for every request the health server does not answer itself. */
+export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;
+
 /** A running health server. */
 export interface HealthServer {
   readonly port: number;
+  /**
+   * Serves every other path with handler (a service's own API, as ingest
+   * serves its config API on the same port as /metrics and /ready);
+   * undefined removes it.
+   */
+  mount(handler: RequestHandler | undefined): void;
   close(): Promise<void>;
 }
 
@@ -56,10 +65,14 @@ export interface HealthServer {
  * (200, or 503 with the pending conditions) and any extra JSON routes.
  */
 export async function startHealthServer(options: HealthServerOptions): Promise<HealthServer> {
+  let mounted: RequestHandler | undefined;
   const server: Server = createServer(async (request, response) => {
     const path = (request.url ?? "/").split("?")[0] ?? "/";
+    const own = path === "/metrics" || path === "/ready" || Boolean(options.routes?.[path]);
     try {
-      if (request.method !== "GET" && request.method !== "HEAD") {
+      if (!own && mounted) {
+        mounted(request, response);
+      } else if (request.method !== "GET" && request.method !== "HEAD") {
         response.writeHead(405, { allow: "GET, HEAD" }).end();
       } else if (path === "/metrics") {
         const body = await options.registry.metrics();
@@ -84,6 +97,9 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
   });
   return {
     port: (server.address() as AddressInfo).port,
+    mount: (handler) => {
+      mounted = handler;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

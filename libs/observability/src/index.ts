@@ -1,9 +1,10 @@
-export { createLogger, LOG_LEVELS, type Logger, type LoggerOptions } from "./logger.js";
-export { createMetricsRegistry, Counter, Gauge, Histogram, Registry, Summary } from "./metrics.js";
 export {
-  ReadinessGate,
-  startHealthServer,
   type HealthServer,
   type HealthServerOptions,
+  ReadinessGate,
+  type RequestHandler,
+  startHealthServer,
 } from "./health-server.js";
+export { createLogger, LOG_LEVELS, type Logger, type LoggerOptions } from "./logger.js";
+export { Counter, createMetricsRegistry, Gauge, Histogram, Registry, Summary } from "./metrics.js";
 export { startTelemetry, type Telemetry } from "./telemetry.js";

@@ -26,7 +26,10 @@ export function createLogger(options: LoggerOptions): Logger {
       formatters: { level: (label) => ({ level: label }) },
       timestamp: pino.stdTimeFunctions.isoTime,
       // Credentials must never reach a log line, whatever object is logged.
-      redact: { paths: ["token", "*.token", "authorization", "*.authorization", "privateKey", "*.privateKey"], censor: "[redacted]" },
+      redact: {
+        paths: ["token", "*.token", "authorization", "*.authorization", "privateKey", "*.privateKey"],
+        censor: "[redacted]",
+      },
     },
     (options.destination ?? process.stdout) as DestinationStream,
   );

@@ -1,7 +1,14 @@
 import assert from "node:assert/strict";
 import { PassThrough } from "node:stream";
 import { describe, it } from "node:test";
-import { Counter, createLogger, createMetricsRegistry, ReadinessGate, startHealthServer, startTelemetry } from "../src/index.js";
+import {
+  Counter,
+  createLogger,
+  createMetricsRegistry,
+  ReadinessGate,
+  startHealthServer,
+  startTelemetry,
+} from "../src/index.js";
 
 describe("logger", () => {
   it("writes one JSON object per line with level name and service, and redacts tokens", async () => {
@@ -23,7 +30,11 @@ describe("logger", () => {
 describe("health server", () => {
   it("serves /ready by its conditions and /metrics as Prometheus text", async () => {
     const registry = createMetricsRegistry("test");
-    const applies = new Counter({ name: "sextant_test_applies_total", help: "applies", registers: [registry] });
+    const applies = new Counter({
+      name: "sextant_test_applies_total",
+      help: "applies",
+      registers: [registry],
+    });
     applies.inc(3);
     const readiness = new ReadinessGate();
     readiness.require("nats");
@@ -52,6 +63,17 @@ describe("health server", () => {
       assert.deepEqual(await (await fetch(`${base}/debug/echo`)).json(), { hello: "world" });
       assert.equal((await fetch(`${base}/nope`)).status, 404);
       assert.equal((await fetch(`${base}/ready`, { method: "POST" })).status, 405);
+
+      // A service's own API shares the port; /metrics and /ready stay the server's.
+      server.mount((request, response) =>
+        response.writeHead(201).end(`api ${request.method} ${request.url}`),
+      );
+      const api = await fetch(`${base}/v1/apply`, { method: "POST", body: "x" });
+      assert.equal(api.status, 201);
+      assert.equal(await api.text(), "api POST /v1/apply");
+      assert.equal((await fetch(`${base}/ready`)).status, 200);
+      server.mount(undefined);
+      assert.equal((await fetch(`${base}/v1/apply`)).status, 404);
     } finally {
       await server.close();
     }

@@ -81,7 +81,8 @@ for (const [file, path] of closure) {
   const text = readFileSync(path, "utf8");
   writeFileSync(target, file === "validate/validate.proto" ? patchValidateProto(text) : text);
 }
-for (const dir of ["sextant", "istio"]) cpSync(join(ownProtos, dir), join(stagingDir, dir), { recursive: true });
+for (const dir of ["sextant", "istio"])
+  cpSync(join(ownProtos, dir), join(stagingDir, dir), { recursive: true });
 
 writeFileSync(join(stagingDir, "buf.yaml"), "version: v2\n");
 const plugin = join(dirname(require.resolve("ts-proto/package.json")), "protoc-gen-ts_proto");
@@ -109,5 +110,7 @@ renameSync(pendingOutDir, outDir);
 // The same files (with their imports) as a FileDescriptorSet, for code that
 // needs reflection, such as rejecting unknown fields with their path.
 mkdirSync(dirname(descriptorSet), { recursive: true });
-execFileSync(buf, ["build", stagingDir, "--as-file-descriptor-set", "-o", descriptorSet], { stdio: "inherit" });
+execFileSync(buf, ["build", stagingDir, "--as-file-descriptor-set", "-o", descriptorSet], {
+  stdio: "inherit",
+});
 console.log(`generated ${closure.size} Envoy protos and Sextant's own into src/gen`);

@@ -1,5 +1,5 @@
 import type { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import { Any } from "./gen/google/protobuf/any.js";
+import type { Any } from "./gen/google/protobuf/any.js";
 
 /** The encode/decode pair ts-proto generates for every message. */
 export interface MessageCodec<T> {

@@ -8,19 +8,19 @@ export { Cluster } from "./gen/envoy/config/cluster/v3/cluster.js";
 export { ClusterLoadAssignment } from "./gen/envoy/config/endpoint/v3/endpoint.js";
 export { Listener } from "./gen/envoy/config/listener/v3/listener.js";
 export { RouteConfiguration } from "./gen/envoy/config/route/v3/route.js";
-export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
 export { Router } from "./gen/envoy/extensions/filters/http/router/v3/router.js";
+export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
 export {
-  DiscoveryRequest,
-  DiscoveryResponse,
-  DeltaDiscoveryRequest,
-  DeltaDiscoveryResponse,
-} from "./gen/envoy/service/discovery/v3/discovery.js";
-export {
-  AggregatedDiscoveryServiceService,
   AggregatedDiscoveryServiceClient,
   type AggregatedDiscoveryServiceServer,
+  AggregatedDiscoveryServiceService,
 } from "./gen/envoy/service/discovery/v3/ads.js";
+export {
+  DeltaDiscoveryRequest,
+  DeltaDiscoveryResponse,
+  DiscoveryRequest,
+  DiscoveryResponse,
+} from "./gen/envoy/service/discovery/v3/discovery.js";
 
 /** Type URLs of the xDS resources, exactly as proxies send them. */
 export const TypeUrl = {

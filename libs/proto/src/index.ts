@@ -8,13 +8,14 @@
  * - Istio's CA API (istio.v1.auth);
  * - the Envoy xDS v3 types, from "@sextant/proto/envoy".
  */
+
+export { type MessageCodec, packAny, typeUrlOf, unpackAny } from "./any.js";
+export { Any } from "./gen/google/protobuf/any.js";
+export { ListValue, NullValue, Struct, Value } from "./gen/google/protobuf/struct.js";
+export * from "./gen/istio/v1/auth/ca.js";
 export * from "./gen/sextant/mesh/v1/config.js";
 export * from "./gen/sextant/mesh/v1/endpoint.js";
 export * from "./gen/sextant/mesh/v1/proxy.js";
 export * from "./gen/sextant/mesh/v1/registration.js";
 export * from "./gen/sextant/mesh/v1/service.js";
 export * from "./gen/sextant/mesh/v1/trust.js";
-export * from "./gen/istio/v1/auth/ca.js";
-export { Struct, Value, ListValue, NullValue } from "./gen/google/protobuf/struct.js";
-export { Any } from "./gen/google/protobuf/any.js";
-export { packAny, unpackAny, typeUrlOf, type MessageCodec } from "./any.js";

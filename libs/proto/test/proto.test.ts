@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { Cluster, ClusterLoadAssignment, TypeUrl } from "@sextant/proto/envoy";
 import {
   ConfigResource,
   IstioCertificateRequest,
@@ -9,6 +8,7 @@ import {
   Struct,
   unpackAny,
 } from "@sextant/proto";
+import { Cluster, ClusterLoadAssignment, TypeUrl } from "@sextant/proto/envoy";
 import { Cluster_DiscoveryType, Cluster_LbPolicy } from "@sextant/proto/gen/envoy/config/cluster/v3/cluster";
 
 describe("Envoy types in google.protobuf.Any", () => {
@@ -17,7 +17,10 @@ describe("Envoy types in google.protobuf.Any", () => {
     type: Cluster_DiscoveryType.EDS,
     lbPolicy: Cluster_LbPolicy.RING_HASH,
     connectTimeout: { seconds: 10, nanos: 0 },
-    edsClusterConfig: { serviceName: "outbound|9080|v1|reviews.default.svc.cluster.local", edsConfig: { ads: {} } },
+    edsClusterConfig: {
+      serviceName: "outbound|9080|v1|reviews.default.svc.cluster.local",
+      edsConfig: { ads: {} },
+    },
     circuitBreakers: { thresholds: [{ maxConnections: 100, maxRequests: 1024 }] },
   });
 
@@ -52,7 +55,11 @@ describe("Istio CA API", () => {
 
   it("keeps Istio's field numbers on the wire", () => {
     // csr is field 1 (tag 0x0a) and validity_duration field 3 (varint, tag 0x18).
-    const bytes = IstioCertificateRequest.encode({ csr: "x", validityDuration: 60, metadata: undefined }).finish();
+    const bytes = IstioCertificateRequest.encode({
+      csr: "x",
+      validityDuration: 60,
+      metadata: undefined,
+    }).finish();
     assert.deepEqual([...bytes], [0x0a, 0x01, 0x78, 0x18, 60]);
   });
 

@@ -1,9 +1,11 @@
 import {
   createLogger,
   createMetricsRegistry,
+  type HealthServer,
   type Logger,
   ReadinessGate,
   type Registry,
+  type RequestHandler,
   startHealthServer,
   startTelemetry,
 } from "@sextant/observability";
@@ -18,6 +20,8 @@ export interface ServiceContext<Settings> {
   readonly logger: Logger;
   readonly metrics: Registry;
   readonly readiness: ReadinessGate;
+  /** Serves the service's own HTTP API on HTTP_PORT, beside /metrics and /ready. */
+  readonly http: { mount(handler: RequestHandler | undefined): void };
 }
 
 /** The description of a service that {@link runService} starts. */
@@ -40,23 +44,28 @@ export interface StartedService<Settings> extends ServiceContext<Settings> {
  * Starts a service: settings, logger, telemetry, the /metrics + /ready server
  * on HTTP_PORT, then its runners in order. stop() closes them in reverse.
  */
-export async function startService<Schema extends ServiceSettingsSchema>(definition: ServiceDefinition<Schema>, env = process.env): Promise<StartedService<z.infer<Schema>>> {
+export async function startService<Schema extends ServiceSettingsSchema>(
+  definition: ServiceDefinition<Schema>,
+  env = process.env,
+): Promise<StartedService<z.infer<Schema>>> {
   const settings = parseSettings(definition.settings, env);
   const logger = createLogger({ service: definition.service, level: settings.LOG_LEVEL });
   const telemetry = await startTelemetry(definition.service, env);
   const metrics = createMetricsRegistry(definition.service);
   const readiness = new ReadinessGate();
+  let health: HealthServer | undefined;
   const context: ServiceContext<z.infer<Schema>> = {
     service: definition.service,
     settings,
     logger,
     metrics,
     readiness,
+    http: { mount: (handler) => health?.mount(handler) },
   };
   const runners = new RunnerGroup(logger);
   // The health server starts first so that a slow start shows as "not ready"
   // rather than as a refused connection.
-  const health = await startHealthServer({
+  health = await startHealthServer({
     port: settings.HTTP_PORT,
     registry: metrics,
     readiness,
@@ -75,7 +84,7 @@ export async function startService<Schema extends ServiceSettingsSchema>(definit
     httpPort: health.port,
     async stop() {
       await runners.close();
-      await health.close();
+      await health?.close();
       await telemetry.shutdown();
     },
   };

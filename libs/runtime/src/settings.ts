@@ -1,5 +1,5 @@
-import { z } from "zod";
 import { LOG_LEVELS } from "@sextant/observability";
+import { z } from "zod";
 import { DEFAULT_NATS_URL } from "./ports.js";
 
 /** Thrown when an environment variable has a bad value; the message names each one. */
@@ -26,11 +26,18 @@ export const baseSettings = z.object({
     }),
   LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
   /** Identifies this replica in logs, status and leases; the pod name under Kubernetes. */
-  REPLICA_ID: z.string().min(1).default(`${process.env.HOSTNAME ?? "local"}-${process.pid}`),
+  REPLICA_ID: z
+    .string()
+    .min(1)
+    .default(`${process.env.HOSTNAME ?? "local"}-${process.pid}`),
 });
 
 /** A service's settings schema: the base settings plus at least its HTTP_PORT. */
-export type ServiceSettingsSchema = z.ZodType<z.infer<typeof baseSettings> & { HTTP_PORT: number }, z.ZodTypeDef, unknown>;
+export type ServiceSettingsSchema = z.ZodType<
+  z.infer<typeof baseSettings> & { HTTP_PORT: number },
+  z.ZodTypeDef,
+  unknown
+>;
 
 /**
  * Reads and validates settings from the environment. Every bad variable is

@@ -1,7 +1,15 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { createLogger } from "@sextant/observability";
-import { baseSettings, parseSettings, portSetting, type Runner, RunnerGroup, SettingsError, startService } from "../src/index.js";
+import {
+  baseSettings,
+  parseSettings,
+  portSetting,
+  type Runner,
+  RunnerGroup,
+  SettingsError,
+  startService,
+} from "../src/index.js";
 
 const logger = createLogger({ service: "runtime-test", level: "silent" });
 
@@ -22,7 +30,10 @@ describe("settings", () => {
     } catch (error) {
       assert.ok(error instanceof SettingsError);
       assert.equal(error.problems.length, 3);
-      assert.match(error.message, /NATS_URL: must be one or more comma-separated nats:\/\/ URLs \(got "http:\/\/x"\)/);
+      assert.match(
+        error.message,
+        /NATS_URL: must be one or more comma-separated nats:\/\/ URLs \(got "http:\/\/x"\)/,
+      );
       assert.match(error.message, /HTTP_PORT: .*65535.* \(got "70000"\)/);
       assert.match(error.message, /LOG_LEVEL: .* \(got "loud"\)/);
     }
@@ -46,13 +57,23 @@ describe("runners", () => {
     const group = new RunnerGroup(logger);
     await group.start([recorder(log, "bus"), recorder(log, "watch"), recorder(log, "server")]);
     await group.close();
-    assert.deepEqual(log, ["start bus", "start watch", "start server", "close server", "close watch", "close bus"]);
+    assert.deepEqual(log, [
+      "start bus",
+      "start watch",
+      "start server",
+      "close server",
+      "close watch",
+      "close bus",
+    ]);
   });
 
   it("close what started when a later runner fails", async () => {
     const log: string[] = [];
     const group = new RunnerGroup(logger);
-    await assert.rejects(group.start([recorder(log, "bus"), recorder(log, "bad", true), recorder(log, "never")]), /bad failed/);
+    await assert.rejects(
+      group.start([recorder(log, "bus"), recorder(log, "bad", true), recorder(log, "never")]),
+      /bad failed/,
+    );
     assert.deepEqual(log, ["start bus", "close bus"]);
   });
 });
@@ -98,4 +119,3 @@ describe("startService", () => {
     );
   });
 });
-

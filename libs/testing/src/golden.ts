@@ -16,7 +16,11 @@ export function expectGolden(path: string, actual: string): void {
     return;
   }
   if (!existsSync(path)) assert.fail(`golden file ${path} is missing; run with UPDATE_GOLDEN=1 to create it`);
-  assert.equal(actual, readFileSync(path, "utf8"), `output differs from ${path} (UPDATE_GOLDEN=1 rewrites it)`);
+  assert.equal(
+    actual,
+    readFileSync(path, "utf8"),
+    `output differs from ${path} (UPDATE_GOLDEN=1 rewrites it)`,
+  );
 }
 
 /** One golden case: testdata/<name>.in.yaml and its outputs <name>.<type>.out.yaml. */
@@ -44,7 +48,10 @@ export function goldenCases(dir: string): GoldenCase[] {
  * rewritten and orphans (outputs no case produces any more) deleted; without
  * it an orphan fails the run, so stale goldens cannot linger unnoticed.
  */
-export function checkGoldenDir(dir: string, render: (testCase: GoldenCase) => Record<string, string>): string[] {
+export function checkGoldenDir(
+  dir: string,
+  render: (testCase: GoldenCase) => Record<string, string>,
+): string[] {
   const produced = new Set<string>();
   for (const testCase of goldenCases(dir)) {
     for (const [type, text] of Object.entries(render(testCase))) {

@@ -1,4 +1,11 @@
-import { type ChannelCredentials, credentials, Server, ServerCredentials, type ServiceDefinition, type UntypedServiceImplementation } from "@grpc/grpc-js";
+import {
+  type ChannelCredentials,
+  credentials,
+  Server,
+  ServerCredentials,
+  type ServiceDefinition,
+  type UntypedServiceImplementation,
+} from "@grpc/grpc-js";
 
 /** A gRPC server bound to 127.0.0.1 on a port the OS chose. */
 export interface GrpcServerFixture {
@@ -17,7 +24,9 @@ export async function startGrpcServer(
   const server = new Server();
   for (const { definition, implementation } of services) server.addService(definition, implementation);
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync("127.0.0.1:0", serverCredentials, (error, bound) => (error ? reject(error) : resolve(bound))),
+    server.bindAsync("127.0.0.1:0", serverCredentials, (error, bound) =>
+      error ? reject(error) : resolve(bound),
+    ),
   );
   return {
     server,

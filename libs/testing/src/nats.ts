@@ -25,7 +25,9 @@ const READY_TIMEOUT_MS = 15_000;
 export function assertNatsServerInstalled(): void {
   const probe = spawnSync("nats-server", ["--version"], { encoding: "utf8" });
   if (probe.error || probe.status !== 0) {
-    throw new Error("nats-server is not installed: `apt-get install -y nats-server` (npm test installs it when root)");
+    throw new Error(
+      "nats-server is not installed: `apt-get install -y nats-server` (npm test installs it when root)",
+    );
   }
 }
 

@@ -18,7 +18,9 @@ export async function eventually<T>(
     }
     if (Date.now() > deadline) {
       const reason = lastError instanceof Error ? `: ${lastError.message}` : "";
-      throw new Error(`${options.message ?? "condition not met"} within ${options.timeoutMs ?? 10_000} ms${reason}`);
+      throw new Error(
+        `${options.message ?? "condition not met"} within ${options.timeoutMs ?? 10_000} ms${reason}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 25));
   }

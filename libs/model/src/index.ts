@@ -1,0 +1,2 @@
+export { DEFAULT_DOMAIN_SUFFIX, hostMatches, resolveHost } from "./hosts.js";
+export { type ConfigRefLike, configKey, configKindFilter, describeRef, parseConfigKey } from "./keys.js";

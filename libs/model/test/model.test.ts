@@ -1,0 +1,34 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { configKey, configKindFilter, hostMatches, parseConfigKey, resolveHost } from "../src/index.js";
+
+describe("hosts", () => {
+  it("expands dot-less names in the given namespace and leaves the rest", () => {
+    assert.equal(resolveHost("reviews", "default"), "reviews.default.svc.cluster.local");
+    assert.equal(resolveHost("reviews", "prod", "corp.example"), "reviews.prod.svc.corp.example");
+    assert.equal(
+      resolveHost("reviews.default.svc.cluster.local", "prod"),
+      "reviews.default.svc.cluster.local",
+    );
+    assert.equal(resolveHost("www.google.com", "default"), "www.google.com");
+    assert.equal(resolveHost("*", "default"), "*");
+    assert.equal(resolveHost("*.example.com", "default"), "*.example.com");
+  });
+
+  it("matches wildcard patterns by suffix only", () => {
+    assert.equal(hostMatches("*", "a.b"), true);
+    assert.equal(hostMatches("*.example.com", "a.example.com"), true);
+    assert.equal(hostMatches("*.example.com", "b.a.example.com"), true);
+    assert.equal(hostMatches("*.example.com", "example.com"), false);
+    assert.equal(hostMatches("a.example.com", "b.example.com"), false);
+  });
+});
+
+describe("config keys", () => {
+  it("round-trips names with dots and filters by kind", () => {
+    const ref = { kind: "ServiceEntry", namespace: "default", name: "external.svc.example" };
+    assert.deepEqual(parseConfigKey(configKey(ref)), ref);
+    assert.equal(configKindFilter("ServiceEntry"), "ServiceEntry.>");
+    assert.throws(() => parseConfigKey("VirtualService.default"), /not a config key/);
+  });
+});

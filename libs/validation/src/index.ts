@@ -1,1 +1,24 @@
-export {};
+/**
+ * @sextant/validation: parses Istio configuration (YAML or JSON) and
+ * validates it with Istio's semantics, for ingest and the admission webhook.
+ */
+export { type DurationValue, parseDuration } from "./decode.js";
+export { at, type FieldError, Issues, key, type ValidationResult } from "./issues.js";
+export {
+  findKind,
+  type JsonCodec,
+  KINDS,
+  type KindInfo,
+  NETWORKING_GROUP,
+  SECURITY_GROUP,
+} from "./kinds.js";
+export {
+  DEFAULT_PARSE_LIMITS,
+  type ParsedDocument,
+  type ParseError,
+  type ParseLimits,
+  type ParseResult,
+  parseDocuments,
+} from "./parse.js";
+export type { RuleContext, SpecValidator } from "./rules/context.js";
+export { type DecodeResult, decodeSpec, type ResourceInput, validateResource } from "./validate.js";

@@ -1,0 +1,100 @@
+import { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
+import { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
+import { ServiceEntry } from "@sextant/proto/gen/istio/networking/v1alpha3/service_entry";
+import { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
+import { VirtualService } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+import { WorkloadEntry } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_entry";
+import { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_group";
+import { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
+import { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
+import { RequestAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/request_authentication";
+import type { SpecValidator } from "./rules/context.js";
+import { validateDestinationRule } from "./rules/destination_rule.js";
+import { validateGateway } from "./rules/gateway.js";
+import {
+  validateAuthorizationPolicy,
+  validatePeerAuthentication,
+  validateRequestAuthentication,
+} from "./rules/security.js";
+import { validateServiceEntry, validateWorkloadEntry, validateWorkloadGroup } from "./rules/service_entry.js";
+import { validateSidecar } from "./rules/sidecar.js";
+import { validateVirtualService } from "./rules/virtual_service.js";
+
+/** The JSON half of a ts-proto message codec. */
+export interface JsonCodec<T> {
+  fromJSON(object: unknown): T;
+  toJSON(message: T): unknown;
+}
+
+/** Everything Sextant knows about one Istio kind. */
+export interface KindInfo<T = unknown> {
+  /** The kind, e.g. `VirtualService`. */
+  kind: string;
+  /** The API group, e.g. `networking.istio.io`. */
+  group: string;
+  /** Versions accepted in apiVersion, newest first. */
+  versions: readonly string[];
+  /** Fully qualified protobuf message name of the spec. */
+  typeName: string;
+  /** The generated codec for the spec. */
+  codec: JsonCodec<T>;
+  /** The kind's semantic rules. */
+  validate: SpecValidator<T>;
+}
+
+/** API group of Istio's traffic-management kinds. */
+export const NETWORKING_GROUP = "networking.istio.io";
+/** API group of Istio's security kinds. */
+export const SECURITY_GROUP = "security.istio.io";
+const NETWORKING_VERSIONS = ["v1", "v1beta1", "v1alpha3"] as const;
+const SECURITY_VERSIONS = ["v1", "v1beta1"] as const;
+
+function define<T>(info: KindInfo<T>): KindInfo {
+  return info as unknown as KindInfo;
+}
+
+const networking = (kind: string) => ({
+  kind,
+  group: NETWORKING_GROUP,
+  versions: NETWORKING_VERSIONS,
+  typeName: `istio.networking.v1alpha3.${kind}`,
+});
+const security = (kind: string) => ({
+  kind,
+  group: SECURITY_GROUP,
+  versions: SECURITY_VERSIONS,
+  typeName: `istio.security.v1beta1.${kind}`,
+});
+
+/** Every supported kind, by kind name. */
+export const KINDS: ReadonlyMap<string, KindInfo> = new Map(
+  [
+    define({ ...networking("VirtualService"), codec: VirtualService, validate: validateVirtualService }),
+    define({ ...networking("DestinationRule"), codec: DestinationRule, validate: validateDestinationRule }),
+    define({ ...networking("Gateway"), codec: Gateway, validate: validateGateway }),
+    define({ ...networking("ServiceEntry"), codec: ServiceEntry, validate: validateServiceEntry }),
+    define({ ...networking("WorkloadEntry"), codec: WorkloadEntry, validate: validateWorkloadEntry }),
+    define({ ...networking("WorkloadGroup"), codec: WorkloadGroup, validate: validateWorkloadGroup }),
+    define({ ...networking("Sidecar"), codec: Sidecar, validate: validateSidecar }),
+    define({
+      ...security("PeerAuthentication"),
+      codec: PeerAuthentication,
+      validate: validatePeerAuthentication,
+    }),
+    define({
+      ...security("AuthorizationPolicy"),
+      codec: AuthorizationPolicy,
+      validate: validateAuthorizationPolicy,
+    }),
+    define({
+      ...security("RequestAuthentication"),
+      codec: RequestAuthentication,
+      validate: validateRequestAuthentication,
+    }),
+  ].map((info) => [info.kind, info]),
+);
+
+/** The registry entry for `kind`, or undefined if Sextant does not support it. */
+export function findKind(kind: string): KindInfo | undefined {
+  return KINDS.get(kind);
+}

@@ -1,0 +1,219 @@
+import { isIP } from "node:net";
+import { RE2JS } from "re2js";
+import { at, type Issues, key } from "../issues.js";
+
+/** A protobuf Duration as ts-proto represents it. */
+export interface DurationLike {
+  seconds: number;
+  nanos: number;
+}
+
+// Host labels: Istio accepts upper case in host names (matching is
+// case-insensitive downstream); Kubernetes object names do not.
+const HOST_LABEL = /^[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?$/;
+const WILDCARD_HOST_LABEL = /^(?:\*|(?:\*|\*-)?[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?)$/;
+const DNS1123_LABEL = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$/;
+
+/** Whether `value` is a Kubernetes DNS-1123 label (namespaces, port names). */
+export function isDns1123Label(value: string): boolean {
+  return value.length <= 63 && DNS1123_LABEL.test(value);
+}
+
+/** Whether `value` is a Kubernetes DNS-1123 subdomain (most object names). */
+export function isDns1123Subdomain(value: string): boolean {
+  return value.length > 0 && value.length <= 253 && value.split(".").every((label) => isDns1123Label(label));
+}
+
+/**
+ * Why `host` is not a valid host name, or undefined if it is. Like Istio, a
+ * wildcard is only allowed in the first label (`*`, `*.example.com`,
+ * `*-suffix.example.com`), and short names without dots are fine.
+ */
+export function hostProblem(host: string): string | undefined {
+  if (host.length === 0) return "host must not be empty";
+  if (host.length > 255) return `host "${host}" is too long (at most 255 characters)`;
+  const [first = "", ...rest] = host.split(".");
+  if (first.length > 63 || !WILDCARD_HOST_LABEL.test(first)) {
+    return `host "${host}" is invalid: label "${first}" must be alphanumeric with inner dashes, or a leading "*"`;
+  }
+  for (const label of rest) {
+    if (label.length > 63 || !HOST_LABEL.test(label)) {
+      return `host "${host}" is invalid: label "${label}" must be 1-63 alphanumeric characters or inner dashes`;
+    }
+  }
+  return undefined;
+}
+
+/** Whether `value` is an IPv4 or IPv6 address. */
+export function isIpAddress(value: string): boolean {
+  return isIP(value) !== 0;
+}
+
+/** Why `value` is not an IP address or CIDR block, or undefined if it is. */
+export function cidrProblem(value: string): string | undefined {
+  const [address = "", prefix, ...extra] = value.split("/");
+  const family = isIP(address);
+  if (family === 0 || extra.length > 0) return `"${value}" is not an IP address or CIDR block`;
+  if (prefix === undefined) return undefined;
+  const bits = /^\d+$/.test(prefix) ? Number(prefix) : Number.NaN;
+  const max = family === 4 ? 32 : 128;
+  if (!(bits >= 0 && bits <= max)) return `"${value}" has an invalid prefix length (0-${max})`;
+  return undefined;
+}
+
+/** Reports a port number outside 1..65535. */
+export function checkPort(issues: Issues, path: string, port: number): void {
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    issues.error(path, `port number ${port} must be between 1 and 65535`);
+  }
+}
+
+/** The duration in nanoseconds (exact for any duration Istio accepts). */
+export function durationNanos(d: DurationLike): number {
+  return d.seconds * 1e9 + d.nanos;
+}
+
+/**
+ * Reports a duration below 1ms or finer than a millisecond, as Istio does
+ * for timeouts, delays and other proxy durations.
+ */
+export function checkDuration(issues: Issues, path: string, d: DurationLike | undefined): void {
+  if (d === undefined) return;
+  const nanos = durationNanos(d);
+  if (nanos < 1e6) {
+    issues.error(path, "duration must be at least 1ms");
+  } else if (nanos % 1e6 !== 0) {
+    issues.error(path, "duration must be a whole number of milliseconds");
+  }
+}
+
+/** Reports a percentage outside 0..100. */
+export function checkPercentage(issues: Issues, path: string, value: number | undefined): void {
+  if (value === undefined) return;
+  if (!(value >= 0 && value <= 100)) issues.error(path, `percentage ${value} must be between 0 and 100`);
+}
+
+/** Why `pattern` is not a valid RE2 expression, or undefined if it is. */
+export function regexProblem(pattern: string): string | undefined {
+  try {
+    RE2JS.compile(pattern);
+    return undefined;
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    return `"${pattern}" is not a valid RE2 regular expression: ${reason}`;
+  }
+}
+
+/** Reports an invalid RE2 expression. */
+export function checkRegex(issues: Issues, path: string, pattern: string): void {
+  const problem = regexProblem(pattern);
+  if (problem) issues.error(path, problem);
+}
+
+const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+
+/** Why `k` is not a Kubernetes label key, or undefined if it is. */
+export function labelKeyProblem(k: string): string | undefined {
+  const slash = k.lastIndexOf("/");
+  const prefix = slash >= 0 ? k.slice(0, slash) : undefined;
+  const name = slash >= 0 ? k.slice(slash + 1) : k;
+  if (prefix !== undefined && !isDns1123Subdomain(prefix)) {
+    return `label key "${k}" has an invalid prefix (must be a DNS subdomain)`;
+  }
+  if (name.length === 0 || name.length > 63 || !LABEL_NAME.test(name)) {
+    return `label key "${k}" is invalid: at most 63 alphanumerics, "-", "_" or ".", starting and ending alphanumeric`;
+  }
+  return undefined;
+}
+
+/** Reports invalid label keys and values of a selector or label map. */
+export function checkLabels(issues: Issues, path: string, labels: Record<string, string> | undefined): void {
+  for (const [k, v] of Object.entries(labels ?? {})) {
+    const keyProblem = labelKeyProblem(k);
+    if (keyProblem) issues.error(key(path, k), keyProblem);
+    if (v.length > 63 || (v.length > 0 && !LABEL_NAME.test(v))) {
+      issues.error(key(path, k), `label value "${v}" is invalid: at most 63 alphanumerics, "-", "_" or "."`);
+    }
+  }
+}
+
+/**
+ * Checks `exportTo` the way Istio does: each entry is `.` (this namespace),
+ * `*` (everyone) or a namespace name; no duplicates; `*` stands alone.
+ */
+export function checkExportTo(
+  issues: Issues,
+  path: string,
+  exportTo: string[],
+  ownNamespace: string | undefined,
+): void {
+  const seen = new Set<string>();
+  exportTo.forEach((entry, i) => {
+    const p = at(path, i);
+    const normalised = entry === "." && ownNamespace ? ownNamespace : entry;
+    if (entry !== "." && entry !== "*" && !isDns1123Label(entry)) {
+      issues.error(p, `"${entry}" is not ".", "*" or a valid namespace name`);
+      return;
+    }
+    if (seen.has(normalised) || seen.has(entry)) {
+      issues.error(p, `duplicate exportTo entry "${entry}"`);
+      return;
+    }
+    seen.add(normalised);
+    seen.add(entry);
+  });
+  if (exportTo.includes("*") && exportTo.length > 1) {
+    issues.error(path, `"*" exports to every namespace and cannot be combined with other entries`);
+  }
+}
+
+/** Reports an empty required string. */
+export function requireString(issues: Issues, path: string, value: string, what: string): boolean {
+  if (value.length === 0) {
+    issues.error(path, `${what} is required`);
+    return false;
+  }
+  return true;
+}
+
+/** The HTTP methods Istio accepts in CORS policies and authorization rules. */
+export const HTTP_METHODS = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "DELETE",
+  "CONNECT",
+  "OPTIONS",
+  "TRACE",
+  "PATCH",
+]);
+
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** Whether `name` is a valid HTTP header name (an RFC 7230 token). */
+export function isHeaderName(name: string): boolean {
+  return HEADER_NAME.test(name);
+}
+
+/** Port protocols Istio recognises (case-insensitive). */
+export const PROTOCOLS = new Set([
+  "HTTP",
+  "HTTPS",
+  "GRPC",
+  "GRPC-WEB",
+  "HTTP2",
+  "MONGO",
+  "MYSQL",
+  "REDIS",
+  "TCP",
+  "TLS",
+  "UDP",
+  "UNSUPPORTED",
+  "HBONE",
+]);
+
+/** Whether `protocol` names a protocol Istio knows. */
+export function isKnownProtocol(protocol: string): boolean {
+  return PROTOCOLS.has(protocol.toUpperCase());
+}

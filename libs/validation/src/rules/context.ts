@@ -1,0 +1,16 @@
+import type { Issues } from "../issues.js";
+
+/** What a kind's rules get besides the decoded spec. */
+export interface RuleContext {
+  /** Where errors go. */
+  issues: Issues;
+  /** Path of the spec, normally `spec`. */
+  path: string;
+  /** metadata.name of the resource. */
+  name: string;
+  /** metadata.namespace, when given. */
+  namespace: string | undefined;
+}
+
+/** A kind's semantic checks over its decoded spec. */
+export type SpecValidator<T> = (spec: T, ctx: RuleContext) => void;

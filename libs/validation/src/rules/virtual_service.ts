@@ -1,0 +1,513 @@
+import type {
+  CorsPolicy,
+  Destination,
+  Headers,
+  HTTPFaultInjection,
+  HTTPMatchRequest,
+  HTTPRetry,
+  HTTPRoute,
+  L4MatchAttributes,
+  StringMatch,
+  TLSMatchAttributes,
+  VirtualService,
+} from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+import { at, type Issues, key } from "../issues.js";
+import {
+  checkDuration,
+  checkExportTo,
+  checkLabels,
+  checkPercentage,
+  checkPort,
+  checkRegex,
+  cidrProblem,
+  HTTP_METHODS,
+  hostProblem,
+  isDns1123Label,
+  isDns1123Subdomain,
+  isHeaderName,
+  isIpAddress,
+} from "./common.js";
+import type { RuleContext } from "./context.js";
+
+/** Envoy retry conditions (HTTP and gRPC) that Istio accepts in retryOn. */
+export const RETRY_ON_POLICIES = new Set([
+  "5xx",
+  "gateway-error",
+  "reset",
+  "reset-before-request",
+  "connect-failure",
+  "envoy-ratelimited",
+  "retriable-4xx",
+  "refused-stream",
+  "retriable-status-codes",
+  "retriable-headers",
+  "http3-post-connect-failure",
+  "cancelled",
+  "deadline-exceeded",
+  "internal",
+  "resource-exhausted",
+  "unavailable",
+]);
+
+/** gRPC status names accepted by fault.abort.grpcStatus (numbers 0-16 are accepted too). */
+export const GRPC_STATUS_NAMES = [
+  "OK",
+  "CANCELLED",
+  "UNKNOWN",
+  "INVALID_ARGUMENT",
+  "DEADLINE_EXCEEDED",
+  "NOT_FOUND",
+  "ALREADY_EXISTS",
+  "PERMISSION_DENIED",
+  "RESOURCE_EXHAUSTED",
+  "FAILED_PRECONDITION",
+  "ABORTED",
+  "OUT_OF_RANGE",
+  "UNIMPLEMENTED",
+  "INTERNAL",
+  "UNAVAILABLE",
+  "DATA_LOSS",
+  "UNAUTHENTICATED",
+];
+
+/** Istio's VirtualService rules. */
+export function validateVirtualService(vs: VirtualService, ctx: RuleContext): void {
+  const { issues, path } = ctx;
+  const isDelegate = vs.hosts.length === 0;
+  const appliesToMesh = vs.gateways.length === 0 || vs.gateways.includes("mesh");
+
+  if (isDelegate && vs.gateways.length > 0) {
+    issues.error(`${path}.gateways`, "a delegate VirtualService (one without hosts) must not set gateways");
+  }
+  vs.hosts.forEach((host, i) => {
+    const p = at(`${path}.hosts`, i);
+    if (host === "*") {
+      if (appliesToMesh) {
+        issues.error(
+          p,
+          'wildcard host "*" is only allowed when the VirtualService is bound to gateways (not "mesh")',
+        );
+      }
+      return;
+    }
+    if (isIpAddress(host)) return;
+    const problem = hostProblem(host);
+    if (problem) issues.error(p, problem);
+  });
+  checkGatewayNames(issues, `${path}.gateways`, vs.gateways);
+
+  if (vs.http.length === 0 && vs.tcp.length === 0 && vs.tls.length === 0) {
+    issues.error(path, "at least one of http, tcp or tls routes is required");
+  }
+  checkExportTo(issues, `${path}.exportTo`, vs.exportTo, ctx.namespace);
+
+  vs.http.forEach((route, i) => {
+    validateHttpRoute(issues, at(`${path}.http`, i), route, isDelegate);
+  });
+  vs.tcp.forEach((route, i) => {
+    const p = at(`${path}.tcp`, i);
+    route.match.forEach((m, j) => {
+      checkL4Match(issues, at(`${p}.match`, j), m);
+    });
+    if (route.route.length === 0) issues.error(`${p}.route`, "a TCP route needs at least one destination");
+    checkWeightedDestinations(issues, `${p}.route`, route.route);
+  });
+  vs.tls.forEach((route, i) => {
+    const p = at(`${path}.tls`, i);
+    if (route.match.length === 0)
+      issues.error(`${p}.match`, "a TLS route needs at least one match with sniHosts");
+    route.match.forEach((m, j) => {
+      checkTlsMatch(issues, at(`${p}.match`, j), m, vs.hosts);
+    });
+    if (route.route.length === 0) issues.error(`${p}.route`, "a TLS route needs at least one destination");
+    checkWeightedDestinations(issues, `${p}.route`, route.route);
+  });
+}
+
+/** Checks `gateways` entries: `mesh`, `name` or `namespace/name`. */
+export function checkGatewayNames(issues: Issues, path: string, gateways: string[]): void {
+  gateways.forEach((gw, i) => {
+    if (gw === "mesh") return;
+    const p = at(path, i);
+    const parts = gw.split("/");
+    if (parts.length > 2) {
+      issues.error(p, `gateway "${gw}" must be "name" or "namespace/name"`);
+      return;
+    }
+    const [first = "", second] = parts;
+    if (second !== undefined && !isDns1123Label(first)) {
+      issues.error(p, `gateway "${gw}" has an invalid namespace "${first}"`);
+    }
+    const name = second ?? first;
+    if (!isDns1123Subdomain(name)) issues.error(p, `gateway "${gw}" has an invalid name "${name}"`);
+  });
+}
+
+function validateHttpRoute(issues: Issues, p: string, http: HTTPRoute, isDelegateVs: boolean): void {
+  const routeCount = http.route.length;
+  if (http.delegate) {
+    if (isDelegateVs) issues.error(`${p}.delegate`, "a delegate VirtualService cannot delegate again");
+    if (http.redirect) issues.error(`${p}.redirect`, "a route with delegate must not set redirect");
+    if (routeCount > 0) issues.error(`${p}.route`, "a route with delegate must not set route");
+    if (http.directResponse)
+      issues.error(`${p}.directResponse`, "a route with delegate must not set directResponse");
+    if (!http.delegate.name) issues.error(`${p}.delegate.name`, "delegate name is required");
+    if (http.delegate.namespace && !isDns1123Label(http.delegate.namespace)) {
+      issues.error(`${p}.delegate.namespace`, `"${http.delegate.namespace}" is not a valid namespace name`);
+    }
+  } else if (http.redirect) {
+    if (routeCount > 0) issues.error(`${p}.redirect`, "a route cannot set both route and redirect");
+    if (http.fault) issues.error(`${p}.fault`, "a route cannot set both fault and redirect");
+    if (http.rewrite) issues.error(`${p}.rewrite`, "a route cannot set both rewrite and redirect");
+    if (http.directResponse)
+      issues.error(`${p}.directResponse`, "a route cannot set both redirect and directResponse");
+  } else if (http.directResponse) {
+    if (routeCount > 0)
+      issues.error(`${p}.directResponse`, "a route cannot set both route and directResponse");
+    if (http.fault) issues.error(`${p}.fault`, "a route cannot set both fault and directResponse");
+    if (http.rewrite) issues.error(`${p}.rewrite`, "a route cannot set both rewrite and directResponse");
+  } else if (routeCount === 0) {
+    issues.error(p, "one of route, redirect, directResponse or delegate is required");
+  }
+
+  http.match.forEach((m, i) => {
+    checkHttpMatch(issues, at(`${p}.match`, i), m);
+  });
+  checkHeaderOperations(issues, `${p}.headers`, http.headers);
+  checkCors(issues, `${p}.corsPolicy`, http.corsPolicy);
+  checkFault(issues, `${p}.fault`, http.fault);
+
+  if (http.mirror && http.mirrors.length > 0) {
+    issues.error(`${p}.mirrors`, "mirror and mirrors cannot both be set");
+  }
+  if (http.mirrorPercent !== undefined) {
+    if (http.mirrorPercent > 100) issues.error(`${p}.mirrorPercent`, "mirrorPercent must be at most 100");
+    issues.warn(`${p}.mirrorPercent`, "mirrorPercent is deprecated; use mirrorPercentage");
+  }
+  checkPercentage(issues, `${p}.mirrorPercentage.value`, http.mirrorPercentage?.value);
+  if (http.mirror) checkDestination(issues, `${p}.mirror`, http.mirror);
+  http.mirrors.forEach((mirror, i) => {
+    const mp = at(`${p}.mirrors`, i);
+    if (!mirror.destination) issues.error(`${mp}.destination`, "destination is required");
+    else checkDestination(issues, `${mp}.destination`, mirror.destination);
+    checkPercentage(issues, `${mp}.percentage.value`, mirror.percentage?.value);
+  });
+
+  if (http.redirect) {
+    const r = http.redirect;
+    if (!r.uri && !r.authority && !r.scheme && r.port === undefined && r.derivePort === undefined) {
+      issues.error(`${p}.redirect`, "redirect must change at least one of uri, authority, scheme or port");
+    }
+    if (r.redirectCode !== 0 && (r.redirectCode < 300 || r.redirectCode > 399)) {
+      issues.error(`${p}.redirect.redirectCode`, `redirect code ${r.redirectCode} must be a 3xx status`);
+    }
+    if (r.port !== undefined) checkPort(issues, `${p}.redirect.port`, r.port);
+  }
+  if (http.directResponse) {
+    const status = http.directResponse.status;
+    if (status < 200 || status > 599) {
+      issues.error(`${p}.directResponse.status`, `status ${status} must be between 200 and 599`);
+    }
+  }
+  checkRetries(issues, `${p}.retries`, http.retries);
+  if (http.rewrite) {
+    const rw = http.rewrite;
+    if (rw.uri && rw.uriRegexRewrite) {
+      issues.error(`${p}.rewrite`, "rewrite may set only one of uri and uriRegexRewrite");
+    }
+    if (rw.uriRegexRewrite)
+      checkRegex(issues, `${p}.rewrite.uriRegexRewrite.match`, rw.uriRegexRewrite.match);
+  }
+  checkAuthorityRewrite(issues, p, http);
+  http.route.forEach((dest, i) => {
+    checkHeaderOperations(issues, `${at(`${p}.route`, i)}.headers`, dest.headers);
+  });
+  checkWeightedDestinations(issues, `${p}.route`, http.route);
+  checkDuration(issues, `${p}.timeout`, http.timeout);
+}
+
+function checkAuthorityRewrite(issues: Issues, p: string, http: HTTPRoute): void {
+  const request = http.headers?.request;
+  const setters = [
+    ...Object.keys(request?.set ?? {}).map((k) => ({ k, op: "set" })),
+    ...Object.keys(request?.add ?? {}).map((k) => ({ k, op: "add" })),
+  ].filter(({ k }) => k.toLowerCase() === "host" || k.toLowerCase() === ":authority");
+  const count = setters.length + (http.rewrite?.authority ? 1 : 0);
+  if (count > 1) {
+    const last = setters[setters.length - 1]!;
+    issues.error(
+      key(`${p}.headers.request.${last.op}`, last.k),
+      "the authority header may be rewritten only once",
+    );
+  }
+}
+
+function checkStringMatch(
+  issues: Issues,
+  p: string,
+  match: StringMatch | undefined,
+  allowEmptyPrefix: boolean,
+): void {
+  if (!match) return;
+  if (match.regex !== undefined) {
+    checkRegex(issues, `${p}.regex`, match.regex);
+  } else if (match.prefix !== undefined && match.prefix === "" && !allowEmptyPrefix) {
+    issues.error(`${p}.prefix`, "prefix match must not be empty");
+  } else if (match.exact !== undefined && match.exact === "" && !allowEmptyPrefix) {
+    issues.error(`${p}.exact`, "exact match must not be empty");
+  }
+}
+
+function checkHttpMatch(issues: Issues, p: string, m: HTTPMatchRequest): void {
+  checkStringMatch(issues, `${p}.uri`, m.uri, true);
+  checkStringMatch(issues, `${p}.scheme`, m.scheme, false);
+  checkStringMatch(issues, `${p}.method`, m.method, false);
+  checkStringMatch(issues, `${p}.authority`, m.authority, false);
+  for (const [name, match] of Object.entries(m.headers)) {
+    const hp = key(`${p}.headers`, name);
+    if (!isHeaderName(name) && !name.startsWith("@request.auth.claims")) {
+      issues.error(hp, `"${name}" is not a valid header name`);
+    }
+    checkStringMatch(issues, hp, match, true);
+  }
+  for (const [name, match] of Object.entries(m.withoutHeaders)) {
+    const hp = key(`${p}.withoutHeaders`, name);
+    if (!isHeaderName(name) && !name.startsWith("@request.auth.claims")) {
+      issues.error(hp, `"${name}" is not a valid header name`);
+    }
+    // A bare "*" regex means "header present" in Istio, not an RE2 pattern.
+    if (match.regex !== "*") checkStringMatch(issues, hp, match, true);
+  }
+  for (const [name, match] of Object.entries(m.queryParams)) {
+    checkStringMatch(issues, key(`${p}.queryParams`, name), match, true);
+  }
+  if (m.port !== 0) checkPort(issues, `${p}.port`, m.port);
+  checkLabels(issues, `${p}.sourceLabels`, m.sourceLabels);
+  checkGatewayNames(issues, `${p}.gateways`, m.gateways);
+  if (m.sourceNamespace && !isDns1123Label(m.sourceNamespace)) {
+    issues.error(`${p}.sourceNamespace`, `"${m.sourceNamespace}" is not a valid namespace name`);
+  }
+}
+
+function checkHeaderOperations(issues: Issues, p: string, headers: Headers | undefined): void {
+  if (!headers) return;
+  for (const [side, ops] of [
+    ["request", headers.request],
+    ["response", headers.response],
+  ] as const) {
+    if (!ops) continue;
+    const base = `${p}.${side}`;
+    for (const op of ["set", "add"] as const) {
+      for (const name of Object.keys(ops[op])) {
+        const authority =
+          side === "request" && (name.toLowerCase() === "host" || name.toLowerCase() === ":authority");
+        if (!authority && !isModifiableHeader(name)) {
+          issues.error(
+            key(`${base}.${op}`, name),
+            `header "${name}" is not a valid or modifiable header name`,
+          );
+        }
+      }
+    }
+    ops.remove.forEach((name, i) => {
+      if (!isModifiableHeader(name)) {
+        issues.error(at(`${base}.remove`, i), `header "${name}" is not a valid or modifiable header name`);
+      }
+    });
+  }
+}
+
+// Pseudo-headers (":path") and Host are owned by the proxy.
+function isModifiableHeader(name: string): boolean {
+  return isHeaderName(name) && name.toLowerCase() !== "host";
+}
+
+function checkCors(issues: Issues, p: string, cors: CorsPolicy | undefined): void {
+  if (!cors) return;
+  cors.allowOrigins.forEach((origin, i) => {
+    checkStringMatch(issues, at(`${p}.allowOrigins`, i), origin, false);
+  });
+  if (cors.allowOrigin.length > 0)
+    issues.warn(`${p}.allowOrigin`, "allowOrigin is deprecated; use allowOrigins");
+  cors.allowMethods.forEach((method, i) => {
+    if (!HTTP_METHODS.has(method))
+      issues.error(at(`${p}.allowMethods`, i), `"${method}" is not a valid HTTP method`);
+  });
+  for (const field of ["allowHeaders", "exposeHeaders"] as const) {
+    cors[field].forEach((name, i) => {
+      if (name !== "*" && !isHeaderName(name)) {
+        issues.error(at(`${p}.${field}`, i), `"${name}" is not a valid header name`);
+      }
+    });
+  }
+  if (cors.maxAge) {
+    if (cors.maxAge.nanos !== 0) issues.error(`${p}.maxAge`, "maxAge must be a whole number of seconds");
+    else if (cors.maxAge.seconds < 0) issues.error(`${p}.maxAge`, "maxAge must not be negative");
+  }
+}
+
+function checkFault(issues: Issues, p: string, fault: HTTPFaultInjection | undefined): void {
+  if (!fault) return;
+  if (!fault.abort && !fault.delay) {
+    issues.error(p, "fault injection needs an abort, a delay or both");
+  }
+  if (fault.delay) {
+    const d = fault.delay;
+    const dp = `${p}.delay`;
+    if (d.percent !== 0) {
+      checkPercentage(issues, `${dp}.percent`, d.percent);
+      issues.warn(`${dp}.percent`, "percent is deprecated; use percentage");
+    }
+    checkPercentage(issues, `${dp}.percentage.value`, d.percentage?.value);
+    if (d.exponentialDelay) {
+      issues.error(`${dp}.exponentialDelay`, "exponentialDelay is not supported; use fixedDelay");
+    } else if (!d.fixedDelay) {
+      issues.error(`${dp}.fixedDelay`, "fixedDelay is required");
+    } else {
+      checkDuration(issues, `${dp}.fixedDelay`, d.fixedDelay);
+    }
+  }
+  if (fault.abort) {
+    const a = fault.abort;
+    const ap = `${p}.abort`;
+    checkPercentage(issues, `${ap}.percentage.value`, a.percentage?.value);
+    if (a.http2Error !== undefined) {
+      issues.error(`${ap}.http2Error`, "HTTP/2 error aborts are not supported");
+    } else if (a.grpcStatus !== undefined) {
+      const status = a.grpcStatus;
+      const numeric = /^\d+$/.test(status) ? Number(status) : undefined;
+      if (!(numeric !== undefined ? numeric <= 16 : GRPC_STATUS_NAMES.includes(status))) {
+        issues.error(`${ap}.grpcStatus`, `"${status}" is not a gRPC status (e.g. UNAVAILABLE, or 0-16)`);
+      }
+    } else if (a.httpStatus !== undefined) {
+      if (a.httpStatus < 200 || a.httpStatus > 599) {
+        issues.error(`${ap}.httpStatus`, `HTTP status ${a.httpStatus} must be between 200 and 599`);
+      }
+    } else {
+      issues.error(ap, "abort needs httpStatus or grpcStatus");
+    }
+  }
+}
+
+function checkRetries(issues: Issues, p: string, retries: HTTPRetry | undefined): void {
+  if (!retries) return;
+  if (retries.attempts < 0) issues.error(`${p}.attempts`, "attempts must not be negative");
+  if (
+    retries.attempts === 0 &&
+    (retries.perTryTimeout !== undefined ||
+      retries.retryOn !== "" ||
+      retries.retryRemoteLocalities !== undefined)
+  ) {
+    issues.error(`${p}.attempts`, "retry settings are given but attempts is 0 (retries disabled)");
+  }
+  checkDuration(issues, `${p}.perTryTimeout`, retries.perTryTimeout);
+  checkDuration(issues, `${p}.backoff`, retries.backoff);
+  if (retries.retryOn) {
+    for (const raw of retries.retryOn.split(",")) {
+      const policy = raw.trim();
+      if (policy === "") continue;
+      if (/^\d+$/.test(policy)) {
+        const code = Number(policy);
+        if (code < 100 || code > 599) {
+          issues.error(`${p}.retryOn`, `retryOn status code ${policy} must be between 100 and 599`);
+        }
+      } else if (!RETRY_ON_POLICIES.has(policy)) {
+        issues.error(`${p}.retryOn`, `"${policy}" is not a retry condition Envoy supports`);
+      }
+    }
+  }
+}
+
+/** Checks a destination: host (no bare `*`), subset name and port. */
+export function checkDestination(issues: Issues, p: string, dest: Destination): void {
+  if (dest.host === "") {
+    issues.error(`${p}.host`, "destination host is required");
+  } else if (dest.host === "*") {
+    issues.error(`${p}.host`, 'destination host cannot be "*"');
+  } else {
+    const problem = hostProblem(dest.host);
+    if (problem) issues.error(`${p}.host`, problem);
+  }
+  if (dest.subset && !isDns1123Label(dest.subset)) {
+    issues.error(`${p}.subset`, `subset name "${dest.subset}" must be a DNS-1123 label`);
+  }
+  if (dest.port) checkPort(issues, `${p}.port.number`, dest.port.number);
+}
+
+/**
+ * Istio's weight rules: each weight is non-negative and, when there are
+ * several destinations, they cannot all be 0. Weights need not add up to
+ * 100; Istio scales them.
+ */
+function checkWeightedDestinations(
+  issues: Issues,
+  p: string,
+  routes: Array<{ destination?: Destination | undefined; weight: number }>,
+): void {
+  let total = 0;
+  routes.forEach((r, i) => {
+    const rp = at(p, i);
+    if (!r.destination) issues.error(`${rp}.destination`, "destination is required");
+    else checkDestination(issues, `${rp}.destination`, r.destination);
+    if (r.weight < 0) issues.error(`${rp}.weight`, `weight ${r.weight} must not be negative`);
+    else total += r.weight;
+  });
+  if (routes.length > 1 && total === 0) {
+    issues.error(p, "destination weights add up to 0: at least one must be positive");
+  }
+}
+
+function checkL4Match(issues: Issues, p: string, m: L4MatchAttributes): void {
+  m.destinationSubnets.forEach((subnet, i) => {
+    const problem = cidrProblem(subnet);
+    if (problem) issues.error(at(`${p}.destinationSubnets`, i), problem);
+  });
+  if (m.sourceSubnet) {
+    const problem = cidrProblem(m.sourceSubnet);
+    if (problem) issues.error(`${p}.sourceSubnet`, problem);
+  }
+  if (m.port !== 0) checkPort(issues, `${p}.port`, m.port);
+  checkLabels(issues, `${p}.sourceLabels`, m.sourceLabels);
+  checkGatewayNames(issues, `${p}.gateways`, m.gateways);
+  if (m.sourceNamespace && !isDns1123Label(m.sourceNamespace)) {
+    issues.error(`${p}.sourceNamespace`, `"${m.sourceNamespace}" is not a valid namespace name`);
+  }
+}
+
+function checkTlsMatch(issues: Issues, p: string, m: TLSMatchAttributes, vsHosts: string[]): void {
+  if (m.sniHosts.length === 0) issues.error(`${p}.sniHosts`, "at least one SNI host is required");
+  m.sniHosts.forEach((sni, i) => {
+    const sp = at(`${p}.sniHosts`, i);
+    const problem = sni === "*" ? undefined : hostProblem(sni);
+    if (problem) {
+      issues.error(sp, problem);
+      return;
+    }
+    if (vsHosts.length > 0 && !vsHosts.some((host) => hostCovers(host, sni))) {
+      issues.error(
+        sp,
+        `SNI host "${sni}" is not one of the VirtualService's hosts (or within a wildcard host)`,
+      );
+    }
+  });
+  m.destinationSubnets.forEach((subnet, i) => {
+    const problem = cidrProblem(subnet);
+    if (problem) issues.error(at(`${p}.destinationSubnets`, i), problem);
+  });
+  if (m.port !== 0) checkPort(issues, `${p}.port`, m.port);
+  checkLabels(issues, `${p}.sourceLabels`, m.sourceLabels);
+  checkGatewayNames(issues, `${p}.gateways`, m.gateways);
+}
+
+/** Whether the (possibly wildcard) host `outer` includes `inner`. */
+export function hostCovers(outer: string, inner: string): boolean {
+  const a = outer.toLowerCase();
+  const b = inner.toLowerCase();
+  if (a === "*" || a === b) return true;
+  if (a.startsWith("*")) {
+    const suffix = a.slice(1);
+    if (b.startsWith("*")) return b.slice(1).endsWith(suffix);
+    return b.endsWith(suffix);
+  }
+  return false;
+}

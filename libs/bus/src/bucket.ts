@@ -122,7 +122,9 @@ export class TypedBucket<T> {
         : await this.kv.create(key, bytes);
       return { revision, changed: true };
     } catch (error) {
-      if (options.expectedRevision !== undefined || !isWrongLastSequence(error)) throw error;
+      if (!isWrongLastSequence(error)) throw error;
+      if (options.expectedRevision !== undefined)
+        throw new RevisionConflictError(key, options.expectedRevision);
       // Last-writer-wins put that raced with another writer: try again.
       return this.put(key, value);
     }
@@ -140,6 +142,8 @@ export class TypedBucket<T> {
     for (let attempt = 1; ; attempt++) {
       const current = await this.get(key);
       const next = fn(current?.value);
+      // fn handing back the current value means "no change": write nothing.
+      if (current && next === current.value) return { revision: current.revision, changed: false };
       try {
         if (next === undefined) {
           const deleted = await this.delete(key, { expectedRevision: current?.revision ?? 0 });

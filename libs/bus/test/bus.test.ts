@@ -150,6 +150,14 @@ describe("bus against a real nats-server", () => {
       bucket.put("new", resource("r", {}), { expectedRevision: 5 }),
       RevisionConflictError,
     );
+    // Both writers read revision 0 ("absent"); the second create loses the race.
+    const racers = await Promise.allSettled([
+      bucket.put("raced", resource("a", {}), { expectedRevision: 0 }),
+      bucket.put("raced", resource("b", {}), { expectedRevision: 0 }),
+    ]);
+    assert.equal(racers.filter((r) => r.status === "fulfilled").length, 1);
+    const lost = racers.find((r) => r.status === "rejected");
+    assert.ok(lost?.status === "rejected" && lost.reason instanceof RevisionConflictError, String(lost));
 
     const increments = 12;
     await Promise.all(

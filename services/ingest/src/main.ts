@@ -1,23 +1,72 @@
 // The ingest service's composition root: its settings and its runners, in start order.
+import { pathToFileURL } from "node:url";
 import { Buckets, busRunner } from "@sextant/bus";
-import { baseSettings, DEFAULT_PORTS, portSetting, runService } from "@sextant/runtime";
+import { runService, type ServiceDefinition } from "@sextant/runtime";
+import { AnalysisRunner } from "./analysis/analysis-runner.js";
+import { analysisReport } from "./analysis/report.js";
+import { createHttpApi } from "./api/http-api.js";
+import { httpApiRunner } from "./api/http-api-runner.js";
+import { Applier, ApplyMetrics } from "./apply/applier.js";
+import { NackRecorder } from "./nack/nack-recorder.js";
+import { ingestSettings } from "./settings.js";
+import { FileSource } from "./sources/file-source.js";
+import { ConfigStore } from "./store/config-store.js";
 
-const settings = baseSettings.extend({
-  /** /metrics and /ready. */
-  HTTP_PORT: portSetting(DEFAULT_PORTS.ingest.http),
-});
-
-await runService({
+/** The ingest service: the only writer of the mesh's config. */
+export const ingestService: ServiceDefinition<typeof ingestSettings> = {
   service: "ingest",
-  settings,
-  runners: ({ settings, logger, readiness }) => [
-    // Opens the config buckets it is the only writer of; config parsing, validation and the HTTP API come with the ingest issue.
-    busRunner({
+  settings: ingestSettings,
+  runners: ({ settings, logger, readiness, metrics, http }) => {
+    const nats = busRunner({
       url: settings.NATS_URL,
       name: `ingest-${settings.REPLICA_ID}`,
       logger,
       readiness,
-      buckets: [Buckets.config, Buckets.configStatus],
-    }),
-  ],
-});
+      buckets: [Buckets.config, Buckets.configStatus, Buckets.services],
+    });
+    const store = new ConfigStore(() => nats.bus);
+    const limits = { maxDocuments: settings.MAX_DOCUMENTS, maxBytes: settings.MAX_BODY_BYTES };
+    const applier = new Applier(store, new ApplyMetrics(metrics), limits);
+    const files = settings.CONFIG_DIR
+      ? new FileSource({
+          dir: settings.CONFIG_DIR,
+          applier,
+          store,
+          logger,
+          readiness,
+          rescanMs: settings.CONFIG_DIR_RESCAN_MS,
+        })
+      : undefined;
+    const analysis = new AnalysisRunner({
+      bus: () => nats.bus,
+      store,
+      logger,
+      readiness,
+      domainSuffix: settings.DOMAIN_SUFFIX,
+      debounceMs: settings.ANALYSIS_DEBOUNCE_MS,
+    });
+    return [
+      // Connects to NATS and opens sextant-config and sextant-config-status, which ingest alone writes.
+      nats,
+      // Follows sextant-config and sextant-services; writes analysis messages to sextant-config-status.
+      analysis,
+      // Subscribes to sextant.nack; records proxies' rejections against the config that caused them.
+      new NackRecorder(() => nats.bus, store, logger),
+      // Applies CONFIG_DIR to sextant-config and follows its changes.
+      ...(files ? [files] : []),
+      // Serves the config API (/v1/*) on HTTP_PORT.
+      httpApiRunner(http, () =>
+        createHttpApi({
+          applier,
+          store,
+          logger,
+          maxBodyBytes: settings.MAX_BODY_BYTES,
+          analysis: async () => ({ messages: await analysisReport(store), sources: files?.errors() ?? [] }),
+        }),
+      ),
+    ];
+  },
+};
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href)
+  await runService(ingestService);

@@ -1,0 +1,163 @@
+import { type ConfigRefLike, configKey, hostMatches, resolveHost } from "@sextant/model";
+import { type ConfigMessage, type ConfigResource, Severity } from "@sextant/proto";
+import { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
+import { ServiceEntry } from "@sextant/proto/gen/istio/networking/v1alpha3/service_entry";
+import {
+  type Destination,
+  VirtualService,
+} from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+
+/**
+ * Analysis message codes, after `istioctl analyze`. Istio's codes are used
+ * where Istio has the same check, so users can look them up.
+ */
+export const AnalysisCodes = {
+  /** A reference to a gateway, host or subset that does not exist. */
+  ReferencedResourceNotFound: "IST0101",
+  /** Several VirtualServices bound to the mesh gateway claim one host. */
+  ConflictingMeshGatewayVirtualServiceHosts: "IST0109",
+} as const;
+
+/** Everything analysis looks at. */
+export interface AnalysisInput {
+  readonly resources: readonly ConfigResource[];
+  /** Hostnames in the service registry (sextant-services). */
+  readonly registryHosts: ReadonlySet<string>;
+  readonly domainSuffix: string;
+}
+
+/** Messages per resource, keyed by config key; resources without messages are absent. */
+export type AnalysisResult = Map<string, ConfigMessage[]>;
+
+const MESH_GATEWAY = "mesh";
+
+/**
+ * Runs every analyzer over a snapshot of the config, like `istioctl analyze`:
+ * the checks that need more than one resource, which validation cannot make.
+ */
+export function analyze(input: AnalysisInput): AnalysisResult {
+  const result: AnalysisResult = new Map();
+  const report = (ref: ConfigRefLike, code: string, field: string, message: string) => {
+    const key = configKey(ref);
+    const messages = result.get(key) ?? [];
+    messages.push({ code, severity: Severity.SEVERITY_ERROR, field, message, origin: "analysis" });
+    result.set(key, messages);
+  };
+
+  const virtualServices = typed(input.resources, "VirtualService", VirtualService.fromJSON);
+  const destinationRules = typed(input.resources, "DestinationRule", DestinationRule.fromJSON);
+  const serviceEntries = typed(input.resources, "ServiceEntry", ServiceEntry.fromJSON);
+  const gateways = new Set(
+    input.resources.filter((r) => r.kind === "Gateway").map((r) => `${r.namespace}/${r.name}`),
+  );
+  const knownHosts = new Set(input.registryHosts);
+  for (const { resource, spec } of serviceEntries) {
+    for (const host of spec.hosts) knownHosts.add(resolveHost(host, resource.namespace, input.domainSuffix));
+  }
+  const subsetsByHost = new Map<string, Set<string>>();
+  for (const { resource, spec } of destinationRules) {
+    const host = resolveHost(spec.host, resource.namespace, input.domainSuffix);
+    const subsets = subsetsByHost.get(host) ?? new Set<string>();
+    for (const subset of spec.subsets) subsets.add(subset.name);
+    subsetsByHost.set(host, subsets);
+  }
+
+  // VirtualService -> Gateway references.
+  for (const { resource, spec } of virtualServices) {
+    spec.gateways.forEach((gateway, index) => {
+      if (gateway === MESH_GATEWAY) return;
+      const ref = gatewayRef(gateway, resource.namespace);
+      if (!gateways.has(ref)) {
+        report(
+          resource,
+          AnalysisCodes.ReferencedResourceNotFound,
+          `spec.gateways[${index}]`,
+          `Referenced gateway not found: "${ref}"`,
+        );
+      }
+    });
+  }
+
+  // VirtualService route -> DestinationRule subset references.
+  for (const { resource, spec } of virtualServices) {
+    const check = (destination: Destination | undefined, field: string) => {
+      if (!destination?.subset) return;
+      const host = resolveHost(destination.host, resource.namespace, input.domainSuffix);
+      const defined = [...subsetsByHost].some(
+        ([pattern, subsets]) => hostMatches(pattern, host) && subsets.has(destination.subset),
+      );
+      if (!defined) {
+        report(
+          resource,
+          AnalysisCodes.ReferencedResourceNotFound,
+          `${field}.destination.subset`,
+          `Referenced host+subset in DestinationRule not found: "${host}+${destination.subset}"`,
+        );
+      }
+    };
+    for (const [section, routes] of [
+      ["http", spec.http],
+      ["tcp", spec.tcp],
+      ["tls", spec.tls],
+    ] as const) {
+      routes.forEach((route, i) => {
+        route.route.forEach((r, j) => {
+          check(r.destination, `spec.${section}[${i}].route[${j}]`);
+        });
+      });
+    }
+  }
+
+  // DestinationRule -> a known service.
+  for (const { resource, spec } of destinationRules) {
+    const host = resolveHost(spec.host, resource.namespace, input.domainSuffix);
+    const known = [...knownHosts].some(
+      (candidate) => hostMatches(host, candidate) || hostMatches(candidate, host),
+    );
+    if (!known) {
+      report(
+        resource,
+        AnalysisCodes.ReferencedResourceNotFound,
+        "spec.host",
+        `Referenced host not found: "${host}"`,
+      );
+    }
+  }
+
+  // Two VirtualServices bound to the mesh gateway claiming one host.
+  const claims = new Map<string, Array<{ resource: ConfigResource; index: number }>>();
+  for (const { resource, spec } of virtualServices) {
+    if (spec.gateways.length > 0 && !spec.gateways.includes(MESH_GATEWAY)) continue;
+    spec.hosts.forEach((host, index) => {
+      const fqdn = resolveHost(host, resource.namespace, input.domainSuffix);
+      claims.set(fqdn, [...(claims.get(fqdn) ?? []), { resource, index }]);
+    });
+  }
+  for (const [host, claimants] of claims) {
+    if (claimants.length < 2) continue;
+    const names = claimants.map(({ resource }) => `${resource.namespace}/${resource.name}`).sort();
+    for (const { resource, index } of claimants) {
+      report(
+        resource,
+        AnalysisCodes.ConflictingMeshGatewayVirtualServiceHosts,
+        `spec.hosts[${index}]`,
+        `The VirtualServices ${names.join(", ")} bound to the mesh gateway all define host "${host}"; ` +
+          "which one routes is undefined. Merge them into one VirtualService.",
+      );
+    }
+  }
+  return result;
+}
+
+/** "name" (the VirtualService's namespace), "ns/name" or the older "name.ns.svc..." form. */
+function gatewayRef(gateway: string, namespace: string): string {
+  if (gateway.includes("/")) return gateway;
+  const [name, gatewayNamespace] = gateway.split(".");
+  return `${gateway.includes(".") ? gatewayNamespace : namespace}/${name}`;
+}
+
+function typed<T>(resources: readonly ConfigResource[], kind: string, decode: (json: unknown) => T) {
+  return resources
+    .filter((r) => r.kind === kind)
+    .map((resource) => ({ resource, spec: decode(resource.spec ?? {}) }));
+}

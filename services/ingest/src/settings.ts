@@ -1,0 +1,27 @@
+import { baseSettings, DEFAULT_PORTS, millisecondsSetting, portSetting } from "@sextant/runtime";
+import { z } from "zod";
+
+/** Ingest's settings, from the environment. */
+export const ingestSettings = baseSettings.extend({
+  /** The config API, /metrics and /ready. */
+  HTTP_PORT: portSetting(DEFAULT_PORTS.ingest.http),
+  /** A directory of YAML/JSON config files to keep applied; unset for none. */
+  CONFIG_DIR: z.string().min(1).optional(),
+  /** Full rescan period of CONFIG_DIR, besides its change events. */
+  CONFIG_DIR_RESCAN_MS: millisecondsSetting(2_000),
+  /** Largest request body (and config file) accepted, in bytes. */
+  MAX_BODY_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(2 * 1024 * 1024),
+  /** Most documents accepted in one request or file. */
+  MAX_DOCUMENTS: z.coerce.number().int().positive().default(500),
+  /** The cluster's DNS suffix, for resolving short hosts in analysis. */
+  DOMAIN_SUFFIX: z.string().min(1).default("cluster.local"),
+  /** Quiet time after a change before the config is analysed again. */
+  ANALYSIS_DEBOUNCE_MS: millisecondsSetting(100),
+});
+
+/** Ingest's parsed settings. */
+export type IngestSettings = z.infer<typeof ingestSettings>;

@@ -14,7 +14,7 @@ trap 'rm -f "$log"' EXIT
 # Suites start their own nats-server and processes on random ports; one
 # package at a time keeps the two cores of a CI machine from thrashing.
 status=0
-pnpm exec turbo run test --concurrency=1 --output-logs=full 2>&1 | tee "$log" || status=$?
+pnpm exec turbo run test --concurrency=1 --continue --output-logs=full 2>&1 | tee "$log" || status=$?
 
 # node's test runner ends each package's run with "# pass N" / "# fail N".
 passed=$(grep -E ':test: # pass [0-9]+$' "$log" | awk '{ sum += $NF } END { print sum + 0 }')

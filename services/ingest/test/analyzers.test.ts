@@ -1,0 +1,112 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { configKey } from "@sextant/model";
+import type { ConfigResource } from "@sextant/proto";
+import { AnalysisCodes, analyze } from "../src/analysis/analyzers.js";
+
+const resource = (
+  kind: string,
+  name: string,
+  spec: Record<string, unknown>,
+  namespace = "default",
+): ConfigResource => ({
+  kind,
+  apiVersion: "networking.istio.io/v1",
+  namespace,
+  name,
+  labels: {},
+  annotations: {},
+  generation: 1,
+  revision: 0,
+  spec,
+});
+const registry = new Set(["reviews.default.svc.cluster.local", "ratings.default.svc.cluster.local"]);
+const run = (resources: ConfigResource[]) =>
+  analyze({ resources, registryHosts: registry, domainSuffix: "cluster.local" });
+const codes = (result: ReturnType<typeof run>, r: ConfigResource) =>
+  (result.get(configKey(r)) ?? []).map((m) => [m.code, m.field]);
+
+describe("analyzers", () => {
+  const reviewsRule = resource("DestinationRule", "reviews", {
+    host: "reviews",
+    subsets: [{ name: "v1" }, { name: "v2" }],
+  });
+
+  it("finds nothing wrong with a consistent config", () => {
+    const vs = resource("VirtualService", "reviews", {
+      hosts: ["reviews"],
+      http: [
+        {
+          route: [
+            { destination: { host: "reviews", subset: "v1" } },
+            { destination: { host: "reviews.default.svc.cluster.local", subset: "v2" } },
+          ],
+        },
+      ],
+    });
+    assert.equal(run([vs, reviewsRule]).size, 0);
+  });
+
+  const cases: Array<[string, ConfigResource[], number, Array<[string, string]>]> = [
+    [
+      "a gateway that does not exist, by name and by namespace/name",
+      [
+        resource("VirtualService", "ingress", {
+          hosts: ["*"],
+          gateways: ["missing", "prod/gw", "mesh"],
+          http: [],
+        }),
+        resource("Gateway", "gw", { servers: [] }, "prod"),
+      ],
+      0,
+      [[AnalysisCodes.ReferencedResourceNotFound, "spec.gateways[0]"]],
+    ],
+    [
+      "a subset that no DestinationRule defines, in http and tcp routes",
+      [
+        resource("VirtualService", "reviews", {
+          hosts: ["reviews"],
+          http: [{ route: [{ destination: { host: "reviews", subset: "v3" } }] }],
+          tcp: [{ route: [{ destination: { host: "ratings", subset: "v1" } }] }],
+        }),
+        reviewsRule,
+      ],
+      0,
+      [
+        [AnalysisCodes.ReferencedResourceNotFound, "spec.http[0].route[0].destination.subset"],
+        [AnalysisCodes.ReferencedResourceNotFound, "spec.tcp[0].route[0].destination.subset"],
+      ],
+    ],
+    [
+      "a DestinationRule whose host matches no service",
+      [resource("DestinationRule", "ghost", { host: "ghost" })],
+      0,
+      [[AnalysisCodes.ReferencedResourceNotFound, "spec.host"]],
+    ],
+    [
+      "a DestinationRule host known from a ServiceEntry is fine",
+      [
+        resource("DestinationRule", "google", { host: "www.google.com" }),
+        resource("ServiceEntry", "google", { hosts: ["www.google.com"] }),
+      ],
+      0,
+      [],
+    ],
+    [
+      "two mesh VirtualServices claiming one host, short and long",
+      [
+        resource("VirtualService", "a", { hosts: ["reviews"] }),
+        resource("VirtualService", "b", { hosts: ["reviews.default.svc.cluster.local"] }),
+        resource("VirtualService", "gateway-only", { hosts: ["reviews"], gateways: ["gw"] }),
+        resource("Gateway", "gw", {}),
+      ],
+      1,
+      [[AnalysisCodes.ConflictingMeshGatewayVirtualServiceHosts, "spec.hosts[0]"]],
+    ],
+  ];
+  for (const [name, resources, index, expected] of cases) {
+    it(name, () => {
+      assert.deepEqual(codes(run(resources), resources[index]!), expected);
+    });
+  }
+});

@@ -1,0 +1,75 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { eventually, repositoryRoot } from "@sextant/testing";
+
+/** A Sextant service running as its own process, from its sources. */
+export interface ServiceProcess {
+  readonly name: string;
+  readonly httpPort: number;
+  readonly child: ChildProcess;
+  /** Everything it printed, for failure messages. */
+  output(): string;
+  /** SIGTERM, and the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** A TCP port that was free a moment ago (the OS picks it). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+/** Starts services/<name>/src/main.ts with tsx and waits until its /ready answers 200. */
+export async function startServiceProcess(
+  name: string,
+  env: Record<string, string>,
+): Promise<ServiceProcess> {
+  const httpPort = await freePort();
+  const main = join(repositoryRoot(), "services", name, "src", "main.ts");
+  const child = spawn(process.execPath, ["--conditions=@sextant/source", "--import", "tsx", main], {
+    env: {
+      ...process.env,
+      OTEL_SDK_DISABLED: "true",
+      LOG_LEVEL: "info",
+      HTTP_PORT: String(httpPort),
+      ...env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout?.on("data", (chunk) => {
+    output += chunk;
+  });
+  child.stderr?.on("data", (chunk) => {
+    output += chunk;
+  });
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+    const code = await exited;
+    clearTimeout(timer);
+    return code;
+  };
+  try {
+    await eventually(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}:\n${output}`);
+        return (await fetch(`http://127.0.0.1:${httpPort}/ready`)).ok;
+      },
+      { timeoutMs: 30_000, message: `${name} did not become ready` },
+    );
+  } catch (error) {
+    await stop();
+    throw new Error(`${(error as Error).message}\n${output}`);
+  }
+  return { name, httpPort, child, output: () => output, stop };
+}

@@ -1,0 +1,62 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { Buckets, connectBus } from "@sextant/bus";
+import { createLogger } from "@sextant/observability";
+import { type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import { type ServiceProcess, startServiceProcess } from "../src/processes.js";
+
+/** Each service and the buckets it creates because it writes them. */
+const services: Array<[string, string[]]> = [
+  ["ingest", [Buckets.config.name, Buckets.configStatus.name]],
+  ["discovery", [Buckets.services.name, Buckets.endpoints.name]],
+  ["push", [Buckets.proxyStatus.name]],
+  ["ca", [Buckets.trust.name]],
+  ["webhook", []],
+  ["agent", []],
+];
+
+describe("every service as a process", () => {
+  let nats: NatsServerFixture;
+  const started: ServiceProcess[] = [];
+
+  before(async () => {
+    nats = await startNatsServer();
+  });
+  after(async () => {
+    for (const service of started) await service.stop();
+    await nats?.dispose();
+  });
+
+  for (const [name, buckets] of services) {
+    it(`${name} starts, reports ready, serves metrics, owns its buckets and stops cleanly on SIGTERM`, async () => {
+      const service = await startServiceProcess(name, { NATS_URL: nats.url });
+      started.push(service);
+      const metrics = await (await fetch(`http://127.0.0.1:${service.httpPort}/metrics`)).text();
+      assert.match(metrics, new RegExp(`process_cpu_user_seconds_total\\{service="${name}"\\}`));
+
+      const bus = await connectBus({
+        url: nats.url,
+        name: "e2e",
+        logger: createLogger({ service: "e2e", level: "silent" }),
+      });
+      try {
+        const jsm = await jetstreamManager(bus.nc);
+        const streams: string[] = [];
+        for await (const stream of jsm.streams.list()) streams.push(stream.config.name);
+        for (const bucket of buckets)
+          assert.ok(streams.includes(`KV_${bucket}`), `${name} did not create ${bucket}`);
+      } finally {
+        await bus.close();
+      }
+      assert.equal(await service.stop(), 0, service.output());
+    });
+  }
+
+  it("a service with a bad setting exits with status 2 and names the variable", async () => {
+    await assert.rejects(
+      startServiceProcess("push", { NATS_URL: nats.url, LOG_LEVEL: "chatty" }),
+      /exited with 2[\s\S]*LOG_LEVEL: .*\(got "chatty"\)/,
+    );
+  });
+});

@@ -1,5 +1,6 @@
 export { checkGoldenDir, expectGolden, type GoldenCase, goldenCases, updatingGoldens } from "./golden.js";
 export { type GrpcServerFixture, insecureClientCredentials, startGrpcServer } from "./grpc.js";
+export * from "./kube/index.js";
 export { assertNatsServerInstalled, type NatsServerFixture, startNatsServer } from "./nats.js";
 export { bookinfoNetworkingDir, repositoryRoot, sharedPath } from "./shared.js";
 export { eventually } from "./wait.js";

@@ -41,8 +41,19 @@ export interface HealthServerOptions {
   host?: string;
   registry: Registry;
   readiness: ReadinessGate;
-  /** Extra GET routes (for example /debug/syncz), keyed by path. */
-  routes?: Record<string, () => unknown | Promise<unknown>>;
+  /** Extra GET routes (for example /debug/syncz), keyed by path; they answer JSON. */
+  routes?: Record<string, JsonRoute>;
+}
+
+/** A JSON route: given the query, returns the body (or a {@link JsonAnswer} for another status than 200). */
+export type JsonRoute = (query: URLSearchParams) => unknown | Promise<unknown>;
+
+/** A JSON answer with a status other than 200, for routes. */
+export class JsonAnswer {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+  ) {}
 }
 
 /** A handler for every request the health server does not answer itself. */
@@ -57,6 +68,8 @@ export interface HealthServer {
    * undefined removes it.
    */
   mount(handler: RequestHandler | undefined): void;
+  /** Adds (or replaces) a JSON GET route, such as /debug/syncz. */
+  route(path: string, handler: JsonRoute): void;
   close(): Promise<void>;
 }
 
@@ -66,9 +79,10 @@ export interface HealthServer {
  */
 export async function startHealthServer(options: HealthServerOptions): Promise<HealthServer> {
   let mounted: RequestHandler | undefined;
+  const routes: Record<string, JsonRoute> = { ...options.routes };
   const server: Server = createServer(async (request, response) => {
     const path = (request.url ?? "/").split("?")[0] ?? "/";
-    const own = path === "/metrics" || path === "/ready" || Boolean(options.routes?.[path]);
+    const own = path === "/metrics" || path === "/ready" || Boolean(routes[path]);
     try {
       if (!own && mounted) {
         mounted(request, response);
@@ -81,9 +95,13 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
         const ready = options.readiness.ready;
         const body = JSON.stringify({ ready, pending: options.readiness.pending });
         response.writeHead(ready ? 200 : 503, { "content-type": "application/json" }).end(body);
-      } else if (options.routes?.[path]) {
-        const body = JSON.stringify(await options.routes[path](), null, 2);
-        response.writeHead(200, { "content-type": "application/json" }).end(body);
+      } else if (routes[path]) {
+        const query = new URL(request.url ?? "/", "http://localhost").searchParams;
+        const result = await routes[path](query);
+        const answer = result instanceof JsonAnswer ? result : new JsonAnswer(200, result);
+        response
+          .writeHead(answer.status, { "content-type": "application/json" })
+          .end(JSON.stringify(answer.body, null, 2));
       } else {
         response.writeHead(404, { "content-type": "text/plain" }).end(`no route ${path}\n`);
       }
@@ -99,6 +117,9 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
     port: (server.address() as AddressInfo).port,
     mount: (handler) => {
       mounted = handler;
+    },
+    route: (path, handler) => {
+      routes[path] = handler;
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -1,6 +1,8 @@
 export {
   type HealthServer,
   type HealthServerOptions,
+  JsonAnswer,
+  type JsonRoute,
   ReadinessGate,
   type RequestHandler,
   startHealthServer,

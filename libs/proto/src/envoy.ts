@@ -8,6 +8,7 @@ export { Cluster } from "./gen/envoy/config/cluster/v3/cluster.js";
 export { ClusterLoadAssignment } from "./gen/envoy/config/endpoint/v3/endpoint.js";
 export { Listener } from "./gen/envoy/config/listener/v3/listener.js";
 export { RouteConfiguration } from "./gen/envoy/config/route/v3/route.js";
+export { HTTPFault } from "./gen/envoy/extensions/filters/http/fault/v3/fault.js";
 export { Router } from "./gen/envoy/extensions/filters/http/router/v3/router.js";
 export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
 export {
@@ -33,6 +34,8 @@ export const TypeUrl = {
     "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
   ),
   Router: typeUrlOf("envoy.extensions.filters.http.router.v3.Router"),
+  HTTPFault: typeUrlOf("envoy.extensions.filters.http.fault.v3.HTTPFault"),
+  RBAC: typeUrlOf("envoy.extensions.filters.http.rbac.v3.RBAC"),
   UpstreamTlsContext: typeUrlOf("envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"),
   DownstreamTlsContext: typeUrlOf("envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"),
 } as const;

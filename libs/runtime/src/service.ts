@@ -2,6 +2,7 @@ import {
   createLogger,
   createMetricsRegistry,
   type HealthServer,
+  type JsonRoute,
   type Logger,
   ReadinessGate,
   type Registry,
@@ -20,8 +21,11 @@ export interface ServiceContext<Settings> {
   readonly logger: Logger;
   readonly metrics: Registry;
   readonly readiness: ReadinessGate;
-  /** Serves the service's own HTTP API on HTTP_PORT, beside /metrics and /ready. */
-  readonly http: { mount(handler: RequestHandler | undefined): void };
+  /** Serves the service's own HTTP API and JSON debug routes on HTTP_PORT, beside /metrics and /ready. */
+  readonly http: {
+    mount(handler: RequestHandler | undefined): void;
+    route(path: string, handler: JsonRoute): void;
+  };
 }
 
 /** The description of a service that {@link runService} starts. */
@@ -30,8 +34,6 @@ export interface ServiceDefinition<Schema extends ServiceSettingsSchema> {
   settings: Schema;
   /** Lists the runners, in start order. */
   runners(context: ServiceContext<z.infer<Schema>>): Runner[] | Promise<Runner[]>;
-  /** Extra JSON routes on the health server (for /debug/*). */
-  debugRoutes?(context: ServiceContext<z.infer<Schema>>): Record<string, () => unknown>;
 }
 
 /** A service started by {@link startService}. */
@@ -60,7 +62,10 @@ export async function startService<Schema extends ServiceSettingsSchema>(
     logger,
     metrics,
     readiness,
-    http: { mount: (handler) => health?.mount(handler) },
+    http: {
+      mount: (handler) => health?.mount(handler),
+      route: (path, handler) => health?.route(path, handler),
+    },
   };
   const runners = new RunnerGroup(logger);
   // The health server starts first so that a slow start shows as "not ready"
@@ -69,7 +74,6 @@ export async function startService<Schema extends ServiceSettingsSchema>(
     port: settings.HTTP_PORT,
     registry: metrics,
     readiness,
-    routes: definition.debugRoutes?.(context),
   });
   try {
     await runners.start(await definition.runners(context));

@@ -1,23 +1,61 @@
 // The push service's composition root: its settings and its runners, in start order.
+import { pathToFileURL } from "node:url";
 import { Buckets, busRunner } from "@sextant/bus";
-import { baseSettings, DEFAULT_PORTS, portSetting, runService } from "@sextant/runtime";
+import { runService, type ServiceDefinition } from "@sextant/runtime";
+import { PushInputs } from "./inputs/push-inputs.js";
+import { debugRoutes } from "./server/debug.js";
+import { DiscoveryServer } from "./server/discovery-server.js";
+import { XdsMetrics } from "./server/metrics.js";
+import { xdsServerRunner } from "./server/xds-server-runner.js";
+import { pushSettings } from "./settings.js";
+import { ProxyStatusReporter } from "./status/proxy-status.js";
 
-const settings = baseSettings.extend({
-  /** /metrics and /ready. */
-  HTTP_PORT: portSetting(DEFAULT_PORTS.push.http),
-});
-
-await runService({
+/** The push service: the xDS server. Any number of replicas can run. */
+export const pushService: ServiceDefinition<typeof pushSettings> = {
   service: "push",
-  settings,
-  runners: ({ settings, logger, readiness }) => [
-    // Opens the proxy-status bucket it writes; the xDS server on 15010/15012 comes with the push issue.
-    busRunner({
+  settings: pushSettings,
+  runners: ({ settings, logger, readiness, metrics, http }) => {
+    const nats = busRunner({
       url: settings.NATS_URL,
       name: `push-${settings.REPLICA_ID}`,
       logger,
       readiness,
       buckets: [Buckets.proxyStatus],
-    }),
-  ],
-});
+    });
+    const status = new ProxyStatusReporter({
+      bus: () => nats.bus,
+      logger,
+      replica: settings.REPLICA_ID,
+      flushMs: settings.STATUS_FLUSH_MS,
+    });
+    const inputs = new PushInputs({
+      bus: () => nats.bus,
+      logger,
+      readiness,
+      domainSuffix: settings.DOMAIN_SUFFIX,
+      debounceAfterMs: settings.PUSH_DEBOUNCE_AFTER,
+      debounceMaxMs: settings.PUSH_DEBOUNCE_MAX,
+      onPush: (change, startedAt) => discovery.push(change, startedAt),
+    });
+    const discovery = new DiscoveryServer({
+      logger,
+      metrics: new XdsMetrics(metrics),
+      context: () => inputs.context,
+      events: status,
+      concurrency: settings.PUSH_CONCURRENCY,
+    });
+    for (const [path, route] of Object.entries(debugRoutes(() => discovery, status))) http.route(path, route);
+    return [
+      // Connects to NATS and opens sextant-proxy-status, which push writes.
+      nats,
+      // Writes sextant-proxy-status; publishes sextant.registration and sextant.nack.
+      status,
+      // Follows sextant-config, sextant-services and sextant-endpoints; debounces changes into PushContexts.
+      inputs,
+      // Serves ADS on XDS_PORT once the initial sync is done, so no proxy is sent an empty config.
+      xdsServerRunner(discovery, settings.XDS_PORT, logger),
+    ];
+  },
+};
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await runService(pushService);

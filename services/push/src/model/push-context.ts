@@ -1,0 +1,174 @@
+import { createHash } from "node:crypto";
+import { hostMatches, resolveHost } from "@sextant/model";
+import type { ConfigRef, ConfigResource, Endpoint, Service } from "@sextant/proto";
+import { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
+import { VirtualService } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+
+/** A config resource decoded into its Istio type, with where it came from. */
+export interface TypedConfig<T> {
+  readonly ref: ConfigRef;
+  readonly generation: number;
+  readonly spec: T;
+  /** Hosts of the resource resolved to FQDNs (relative to its namespace). */
+  readonly hosts: readonly string[];
+}
+
+/** Everything a PushContext is built from. */
+export interface PushInputs {
+  readonly config: ReadonlyMap<string, ConfigResource>;
+  readonly services: ReadonlyMap<string, Service>;
+  /** Endpoint shards by KV key; every shard of a host is merged. */
+  readonly endpointShards: ReadonlyMap<string, { hostname: string; endpoints: readonly Endpoint[] }>;
+  readonly domainSuffix: string;
+}
+
+const MESH_GATEWAY = "mesh";
+
+/**
+ * PushContext is the immutable snapshot one push is generated from
+ * (istiod's PushContext). Generators read it without locks; a change builds
+ * a new one. `configVersion` hashes config and services; endpoints have a
+ * version per host, so an endpoint change invalidates only that host's EDS.
+ */
+export class PushContext {
+  readonly configVersion: string;
+  readonly servicesByHost: ReadonlyMap<string, Service>;
+  readonly virtualServices: readonly TypedConfig<VirtualService>[];
+  readonly destinationRules: readonly TypedConfig<DestinationRule>[];
+  readonly endpointsByHost: ReadonlyMap<string, readonly Endpoint[]>;
+  readonly endpointVersions: ReadonlyMap<string, string>;
+
+  private constructor(
+    readonly domainSuffix: string,
+    parts: {
+      configVersion: string;
+      servicesByHost: Map<string, Service>;
+      virtualServices: TypedConfig<VirtualService>[];
+      destinationRules: TypedConfig<DestinationRule>[];
+      endpointsByHost: Map<string, Endpoint[]>;
+      endpointVersions: Map<string, string>;
+    },
+  ) {
+    this.configVersion = parts.configVersion;
+    this.servicesByHost = parts.servicesByHost;
+    this.virtualServices = parts.virtualServices;
+    this.destinationRules = parts.destinationRules;
+    this.endpointsByHost = parts.endpointsByHost;
+    this.endpointVersions = parts.endpointVersions;
+  }
+
+  /** Builds a snapshot from scratch. */
+  static build(inputs: PushInputs): PushContext {
+    const configHash = createHash("sha256");
+    const sortedConfig = [...inputs.config].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    for (const [key, resource] of sortedConfig)
+      configHash.update(`${key}\u0000${resource.generation}\u0000${JSON.stringify(resource.spec)}\u0001`);
+    const servicesByHost = new Map<string, Service>();
+    for (const [key, service] of [...inputs.services].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      configHash.update(`${key}\u0000${JSON.stringify(service)}\u0001`);
+      servicesByHost.set(service.hostname, service);
+    }
+    const typed = <T>(kind: string, decode: (json: unknown) => T, hostsOf: (spec: T) => string[]) =>
+      sortedConfig
+        .filter(([, resource]) => resource.kind === kind)
+        .map(([, resource]) => {
+          const spec = decode(resource.spec ?? {});
+          return {
+            ref: { kind, namespace: resource.namespace, name: resource.name },
+            generation: resource.generation,
+            spec,
+            hosts: hostsOf(spec).map((host) => resolveHost(host, resource.namespace, inputs.domainSuffix)),
+          };
+        });
+    const { endpointsByHost, endpointVersions } = mergeShards(inputs.endpointShards);
+    return new PushContext(inputs.domainSuffix, {
+      configVersion: configHash.digest("hex").slice(0, 16),
+      servicesByHost,
+      virtualServices: typed("VirtualService", VirtualService.fromJSON, (spec) => spec.hosts),
+      destinationRules: typed("DestinationRule", DestinationRule.fromJSON, (spec) => [spec.host]),
+      endpointsByHost,
+      endpointVersions,
+    });
+  }
+
+  /** The same config with new endpoints: what an endpoint-only change needs, without re-decoding config. */
+  withEndpoints(shards: PushInputs["endpointShards"]): PushContext {
+    const { endpointsByHost, endpointVersions } = mergeShards(shards);
+    return new PushContext(this.domainSuffix, {
+      configVersion: this.configVersion,
+      servicesByHost: this.servicesByHost as Map<string, Service>,
+      virtualServices: this.virtualServices as TypedConfig<VirtualService>[],
+      destinationRules: this.destinationRules as TypedConfig<DestinationRule>[],
+      endpointsByHost,
+      endpointVersions,
+    });
+  }
+
+  /**
+   * The VirtualService that routes host for a proxy in namespace, as Istio
+   * picks it for the mesh gateway: visible to the namespace, bound to "mesh",
+   * an exact host before a wildcard, then by namespace/name (istiod uses
+   * creation time, which ingest does not keep).
+   */
+  virtualServiceFor(host: string, namespace: string): TypedConfig<VirtualService> | undefined {
+    let best: { config: TypedConfig<VirtualService>; exact: boolean } | undefined;
+    for (const config of this.virtualServices) {
+      if (!visible(config.spec.exportTo, config.ref.namespace, namespace)) continue;
+      const gateways = config.spec.gateways;
+      if (gateways.length > 0 && !gateways.includes(MESH_GATEWAY)) continue;
+      const exact = config.hosts.includes(host);
+      if (!exact && !config.hosts.some((pattern) => hostMatches(pattern, host))) continue;
+      if (!best || (exact && !best.exact)) best = { config, exact };
+    }
+    return best?.config;
+  }
+
+  /**
+   * The DestinationRule for host seen from namespace, as Istio resolves it:
+   * one in the proxy's own namespace first, then the service's namespace,
+   * then any other visible one; exact hosts before wildcards.
+   */
+  destinationRuleFor(host: string, namespace: string): TypedConfig<DestinationRule> | undefined {
+    const service = this.servicesByHost.get(host);
+    const candidates = this.destinationRules.filter(
+      (config) =>
+        visible(config.spec.exportTo, config.ref.namespace, namespace) &&
+        config.hosts.some((pattern) => hostMatches(pattern, host)),
+    );
+    const rank = (config: TypedConfig<DestinationRule>) =>
+      (config.ref.namespace === namespace ? 0 : config.ref.namespace === service?.namespace ? 2 : 4) +
+      (config.hosts.includes(host) ? 0 : 1);
+    return candidates.sort((a, b) => rank(a) - rank(b))[0];
+  }
+
+  /** The service behind host, if the registry has it and it is visible from namespace. */
+  serviceFor(host: string, namespace: string): Service | undefined {
+    const service = this.servicesByHost.get(host);
+    if (!service) return undefined;
+    return visible(service.exportTo, service.namespace, namespace) ? service : undefined;
+  }
+}
+
+/** Istio's exportTo: empty or "*" is everyone; "." is the resource's own namespace; else the names listed. */
+function visible(exportTo: readonly string[], ownNamespace: string, namespace: string): boolean {
+  if (exportTo.length === 0 || exportTo.includes("*")) return true;
+  return exportTo.some((entry) => (entry === "." ? ownNamespace : entry) === namespace);
+}
+
+function mergeShards(shards: PushInputs["endpointShards"]) {
+  const byHost = new Map<string, Array<[string, readonly Endpoint[]]>>();
+  for (const [key, shard] of shards)
+    byHost.set(shard.hostname, [...(byHost.get(shard.hostname) ?? []), [key, shard.endpoints]]);
+  const endpointsByHost = new Map<string, Endpoint[]>();
+  const endpointVersions = new Map<string, string>();
+  for (const [host, entries] of byHost) {
+    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const endpoints = entries.flatMap(([, list]) => list);
+    endpointsByHost.set(host, endpoints);
+    endpointVersions.set(
+      host,
+      createHash("sha256").update(JSON.stringify(endpoints)).digest("hex").slice(0, 16),
+    );
+  }
+  return { endpointsByHost, endpointVersions };
+}

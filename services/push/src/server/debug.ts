@@ -1,0 +1,71 @@
+import { JsonAnswer, type JsonRoute } from "@sextant/observability";
+import type { Any } from "@sextant/proto";
+import {
+  Cluster,
+  ClusterLoadAssignment,
+  HttpConnectionManager,
+  Listener,
+  RouteConfiguration,
+  TypeUrl,
+} from "@sextant/proto/envoy";
+import type { ProxyStatusReporter } from "../status/proxy-status.js";
+import type { DiscoveryServer } from "./discovery-server.js";
+
+const CODECS: Record<string, { decode(bytes: Uint8Array): unknown; toJSON(message: never): unknown }> = {
+  [TypeUrl.Listener]: Listener,
+  [TypeUrl.RouteConfiguration]: RouteConfiguration,
+  [TypeUrl.Cluster]: Cluster,
+  [TypeUrl.ClusterLoadAssignment]: ClusterLoadAssignment,
+  [TypeUrl.HttpConnectionManager]: HttpConnectionManager,
+};
+
+/** An Any as JSON with its type, decoding nested Anys it knows (the HCM inside a listener). */
+export function anyToJson(any: Any): unknown {
+  const codec = CODECS[any.typeUrl];
+  if (!codec) return { "@type": any.typeUrl, value: Buffer.from(any.value).toString("base64") };
+  return { "@type": any.typeUrl, ...(expandAnys(codec.toJSON(codec.decode(any.value) as never)) as object) };
+}
+
+function expandAnys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(expandAnys);
+  if (value === null || typeof value !== "object") return value;
+  const object = value as Record<string, unknown>;
+  if (typeof object.typeUrl === "string" && typeof object.value === "string" && CODECS[object.typeUrl]) {
+    return anyToJson({ typeUrl: object.typeUrl, value: Buffer.from(object.value, "base64") });
+  }
+  return Object.fromEntries(Object.entries(object).map(([key, inner]) => [key, expandAnys(inner)]));
+}
+
+/** GET /debug/syncz and /debug/config_dump?proxyID=, as istiod serves them. */
+export function debugRoutes(
+  discovery: () => DiscoveryServer,
+  status: ProxyStatusReporter,
+): Record<string, JsonRoute> {
+  return {
+    "/debug/syncz": () =>
+      discovery()
+        .connections()
+        .map((connection) => ({
+          stream: connection.id,
+          kind: connection.proxy.kind,
+          ...status.statusOf(connection),
+        })),
+    "/debug/config_dump": (query: URLSearchParams) => {
+      const proxyId = query.get("proxyID");
+      const connection = discovery()
+        .connections()
+        .filter((c) => c.proxy.id === proxyId)
+        .at(-1);
+      if (!connection)
+        return new JsonAnswer(404, { error: `no proxy ${proxyId ?? "(proxyID missing)"} on this replica` });
+      return {
+        proxyId,
+        configs: [...connection.watched].map(([typeUrl, state]) => ({
+          typeUrl,
+          version: state.versionSent,
+          resources: state.sent.map((resource) => anyToJson(resource.resource)),
+        })),
+      };
+    },
+  };
+}

@@ -1,0 +1,63 @@
+import { Counter, Gauge, Histogram, type Registry } from "@sextant/observability";
+import { TypeUrl } from "@sextant/proto/envoy";
+
+/** The short type names Istio uses as metric labels. */
+export function typeLabel(typeUrl: string): string {
+  switch (typeUrl) {
+    case TypeUrl.Listener:
+      return "lds";
+    case TypeUrl.RouteConfiguration:
+      return "rds";
+    case TypeUrl.Cluster:
+      return "cds";
+    case TypeUrl.ClusterLoadAssignment:
+      return "eds";
+    default:
+      return typeUrl.slice(typeUrl.lastIndexOf(".") + 1);
+  }
+}
+
+/** Push's metrics, under istiod's names so existing dashboards read them. */
+export class XdsMetrics {
+  readonly pushes: Counter<"type">;
+  readonly convergence: Histogram;
+  readonly configSize: Histogram<"type">;
+  readonly rejects: Counter<"type">;
+  readonly expiredNonces: Counter<"type">;
+  readonly connected: Gauge;
+
+  constructor(registry: Registry) {
+    this.pushes = new Counter({
+      name: "pilot_xds_pushes",
+      help: "xDS responses sent, by type.",
+      labelNames: ["type"],
+      registers: [registry],
+    });
+    this.convergence = new Histogram({
+      name: "pilot_proxy_convergence_time",
+      help: "Seconds from a config or registry change until a proxy was sent the result.",
+      buckets: [0.1, 0.5, 1, 3, 5, 10, 20, 30],
+      registers: [registry],
+    });
+    this.configSize = new Histogram({
+      name: "pilot_xds_config_size_bytes",
+      help: "Size of xDS responses, by type.",
+      labelNames: ["type"],
+      buckets: [1, 10_000, 1_000_000, 4_000_000, 10_000_000, 40_000_000],
+      registers: [registry],
+    });
+    this.rejects = new Counter({
+      name: "pilot_total_xds_rejects",
+      help: "xDS responses rejected (NACKed) by proxies, by type.",
+      labelNames: ["type"],
+      registers: [registry],
+    });
+    this.expiredNonces = new Counter({
+      name: "pilot_xds_expired_nonce",
+      help: "Requests ignored because they answered a nonce that is not the latest, by type.",
+      labelNames: ["type"],
+      registers: [registry],
+    });
+    this.connected = new Gauge({ name: "pilot_xds", help: "Connected xDS streams.", registers: [registry] });
+  }
+}

@@ -1,0 +1,35 @@
+import { TypeUrl } from "@sextant/proto/envoy";
+import type { ProxyKind } from "../model/proxy.js";
+import type { Generator, PushChange } from "./generator.js";
+import { generateGrpcClusters } from "./grpc/clusters.js";
+import { endpointsChanged, generateGrpcEndpoints } from "./grpc/endpoints.js";
+import { generateGrpcListeners } from "./grpc/listeners.js";
+import { generateGrpcRoutes } from "./grpc/routes.js";
+
+const onFullPush = (change: PushChange) => change.full;
+
+/**
+ * Every generator, keyed by proxy kind and type URL (istiod's
+ * InitGenerators). Adding a type is one generator and one line here. Envoy
+ * sidecars get theirs with the sidecar issue; until then their requests get
+ * no response (an empty LDS/CDS answer would make Envoy drop its config).
+ */
+export const GENERATORS: Readonly<Record<ProxyKind, ReadonlyMap<string, Generator>>> = {
+  grpc: new Map<string, Generator>([
+    [TypeUrl.Listener, { typeUrl: TypeUrl.Listener, needsPush: onFullPush, generate: generateGrpcListeners }],
+    [
+      TypeUrl.RouteConfiguration,
+      { typeUrl: TypeUrl.RouteConfiguration, needsPush: onFullPush, generate: generateGrpcRoutes },
+    ],
+    [TypeUrl.Cluster, { typeUrl: TypeUrl.Cluster, needsPush: onFullPush, generate: generateGrpcClusters }],
+    [
+      TypeUrl.ClusterLoadAssignment,
+      {
+        typeUrl: TypeUrl.ClusterLoadAssignment,
+        needsPush: endpointsChanged,
+        generate: generateGrpcEndpoints,
+      },
+    ],
+  ]),
+  sidecar: new Map<string, Generator>(),
+};

@@ -1,0 +1,113 @@
+import { type Endpoint, HealthStatus, packAny } from "@sextant/proto";
+import { ClusterLoadAssignment, TypeUrl } from "@sextant/proto/envoy";
+import { HealthStatus as EnvoyHealthStatus } from "@sextant/proto/gen/envoy/config/core/v3/health_check";
+import { cacheKey } from "../../cache/xds-cache.js";
+import type { PushContext } from "../../model/push-context.js";
+import type { GeneratedResource, GenerationContext, PushChange, WatchedNames } from "../generator.js";
+import { parseOutboundClusterName } from "../names.js";
+
+/**
+ * Load assignments for proxyless gRPC clients, one per requested cluster:
+ * the healthy endpoints of its host (those with the subset's labels), by
+ * locality, each locality weighted by its endpoints (gRPC ignores a locality
+ * of weight zero), IP literals only.
+ */
+export function generateGrpcEndpoints(
+  context: GenerationContext,
+  watched: WatchedNames,
+): GeneratedResource[] {
+  if (watched === "*") return [];
+  const { push, proxy, cache } = context;
+  const resources: GeneratedResource[] = [];
+  for (const name of [...watched].sort()) {
+    const host = parseOutboundClusterName(name)?.host ?? "";
+    const key = cacheKey(
+      "eds-grpc",
+      proxy.namespace,
+      name,
+      push.configVersion,
+      push.endpointVersions.get(host) ?? "none",
+    );
+    const resource = cache.get(key, () => buildLoadAssignment(push, proxy.namespace, name));
+    if (resource) resources.push(resource);
+  }
+  return resources;
+}
+
+/** True if an endpoint change touches one of the watched clusters. */
+export function endpointsChanged(change: PushChange, watched: WatchedNames): boolean {
+  if (change.full) return true;
+  if (watched === "*") return change.endpointHosts.size > 0;
+  for (const name of watched) {
+    const host = parseOutboundClusterName(name)?.host;
+    if (host && change.endpointHosts.has(host)) return true;
+  }
+  return false;
+}
+
+/** The load assignment of cluster `name`; an existing cluster with no endpoints gets an empty one. */
+export function buildLoadAssignment(
+  push: PushContext,
+  namespace: string,
+  name: string,
+): GeneratedResource | null {
+  const parsed = parseOutboundClusterName(name);
+  if (!parsed) return null;
+  const service = push.serviceFor(parsed.host, namespace);
+  const servicePort = service?.ports.find((port) => port.number === parsed.port);
+  if (!service || !servicePort) return null;
+  const rule = push.destinationRuleFor(parsed.host, namespace);
+  const subsetLabels = parsed.subset ? rule?.spec.subsets.find((s) => s.name === parsed.subset)?.labels : {};
+  if (!subsetLabels) return null;
+
+  const byLocality = new Map<string, { locality: Endpoint["locality"]; endpoints: Endpoint[] }>();
+  for (const endpoint of push.endpointsByHost.get(parsed.host) ?? []) {
+    if (
+      endpoint.health !== HealthStatus.HEALTH_STATUS_HEALTHY &&
+      endpoint.health !== HealthStatus.HEALTH_STATUS_UNSPECIFIED
+    )
+      continue;
+    if (!isIpLiteral(endpoint.address)) continue;
+    if (!Object.entries(subsetLabels).every(([label, value]) => endpoint.labels[label] === value)) continue;
+    const locality = endpoint.locality ?? { region: "", zone: "", subzone: "" };
+    const key = `${locality.region}/${locality.zone}/${locality.subzone}`;
+    const group = byLocality.get(key) ?? { locality, endpoints: [] };
+    group.endpoints.push(endpoint);
+    byLocality.set(key, group);
+  }
+  const port = (endpoint: Endpoint) =>
+    endpoint.ports[servicePort.name] || servicePort.targetPort || servicePort.number;
+  const localities = [...byLocality]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([, { locality, endpoints }]) => {
+      const sorted = [...endpoints].sort((a, b) =>
+        `${a.address}:${port(a)}`.localeCompare(`${b.address}:${port(b)}`),
+      );
+      return {
+        locality: {
+          region: locality?.region ?? "",
+          zone: locality?.zone ?? "",
+          subZone: locality?.subzone ?? "",
+        },
+        lbEndpoints: sorted.map((endpoint) => ({
+          endpoint: { address: { socketAddress: { address: endpoint.address, portValue: port(endpoint) } } },
+          healthStatus: EnvoyHealthStatus.HEALTHY,
+          loadBalancingWeight: endpoint.weight || 1,
+        })),
+        loadBalancingWeight: sorted.reduce((sum, endpoint) => sum + (endpoint.weight || 1), 0),
+        priority: 0,
+      };
+    });
+  const assignment = ClusterLoadAssignment.fromPartial({ clusterName: name, endpoints: localities });
+  return {
+    name,
+    resource: packAny(TypeUrl.ClusterLoadAssignment, ClusterLoadAssignment, assignment),
+    sources: rule && parsed.subset ? [rule.ref] : [],
+  };
+}
+
+function isIpLiteral(address: string): boolean {
+  return (
+    /^\d{1,3}(\.\d{1,3}){3}$/.test(address) || (address.includes(":") && /^[0-9a-fA-F:.]+$/.test(address))
+  );
+}

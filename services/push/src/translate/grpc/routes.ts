@@ -1,0 +1,270 @@
+import { resolveHost } from "@sextant/model";
+import { type ConfigRef, packAny } from "@sextant/proto";
+import { RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import type { HeaderMatcher } from "@sextant/proto/gen/envoy/config/route/v3/route_components";
+import { HTTPFault } from "@sextant/proto/gen/envoy/extensions/filters/http/fault/v3/fault";
+import { FractionalPercent_DenominatorType } from "@sextant/proto/gen/envoy/type/v3/percent";
+import type { Duration } from "@sextant/proto/gen/google/protobuf/duration";
+import type {
+  HTTPFaultInjection,
+  HTTPMatchRequest,
+  HTTPRetry,
+  HTTPRoute,
+  HTTPRouteDestination,
+  StringMatch,
+} from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+import { cacheKey } from "../../cache/xds-cache.js";
+import type { PushContext } from "../../model/push-context.js";
+import type { GeneratedResource, GenerationContext, WatchedNames } from "../generator.js";
+import { outboundClusterName, parseHostPort, resolveClientHost } from "../names.js";
+import { FAULT_FILTER_NAME } from "./listeners.js";
+
+/** gRPC status codes by name, for Istio's `abort.grpcStatus: "UNAVAILABLE"`. */
+const GRPC_STATUS: Record<string, number> = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+  UNAUTHENTICATED: 16,
+};
+
+/** The retry conditions gRPC clients understand (gRFC A44), from Istio's retryOn list. */
+const GRPC_RETRY_ON = new Set([
+  "cancelled",
+  "deadline-exceeded",
+  "internal",
+  "resource-exhausted",
+  "unavailable",
+]);
+
+/**
+ * Route configurations for proxyless gRPC clients, one per requested
+ * `<host>:<port>`: a single virtual host whose domains are the requested name
+ * and the host's other spellings, with the routes of the VirtualService that
+ * owns the host (or one default route to `outbound|<port>||<host>`).
+ */
+export function generateGrpcRoutes(context: GenerationContext, watched: WatchedNames): GeneratedResource[] {
+  if (watched === "*") return [];
+  const { push, proxy, cache } = context;
+  const resources: GeneratedResource[] = [];
+  for (const name of [...watched].sort()) {
+    const resource = cache.get(cacheKey("rds-grpc", proxy.namespace, name, push.configVersion), () =>
+      buildRouteConfiguration(push, proxy.namespace, name),
+    );
+    if (resource) resources.push(resource);
+  }
+  return resources;
+}
+
+/** The route configuration `name` (`<host>:<port>`) as seen from namespace; null if no such service port. */
+export function buildRouteConfiguration(
+  push: PushContext,
+  namespace: string,
+  name: string,
+): GeneratedResource | null {
+  const target = parseHostPort(name);
+  if (!target) return null;
+  const host = resolveClientHost(target.host, namespace, push.domainSuffix);
+  const service = push.serviceFor(host, namespace);
+  if (!service?.ports.some((port) => port.number === target.port)) return null;
+
+  const virtualService = push.virtualServiceFor(host, namespace);
+  const sources: ConfigRef[] = [];
+  let routes: PartialRoute[];
+  if (virtualService) {
+    sources.push(virtualService.ref);
+    const onlyPort = service.ports.length === 1 ? service.ports[0]?.number : undefined;
+    routes = virtualService.spec.http.flatMap((route, index) =>
+      translateHttpRoute(push, route, index, virtualService.ref.namespace, target.port, onlyPort),
+    );
+  } else {
+    routes = [
+      {
+        name: "default",
+        match: { prefix: "/" },
+        route: { cluster: outboundClusterName(target.port, "", host) },
+      },
+    ];
+  }
+  const shortName = host.split(".")[0] ?? host;
+  const domains = [
+    ...new Set([
+      name,
+      `${host}:${target.port}`,
+      host,
+      `${shortName}:${target.port}`,
+      `${shortName}.${service.namespace}:${target.port}`,
+    ]),
+  ];
+  const configuration = RouteConfiguration.fromPartial({
+    name,
+    virtualHosts: [{ name: `${host}:${target.port}`, domains, routes: routes as RouteInput[] }],
+  });
+  return { name, resource: packAny(TypeUrl.RouteConfiguration, RouteConfiguration, configuration), sources };
+}
+
+/** A route as a plain object; RouteConfiguration.fromPartial fills in the rest. */
+type PartialRoute = Record<string, unknown>;
+type RouteInput = NonNullable<
+  NonNullable<Parameters<typeof RouteConfiguration.fromPartial>[0]["virtualHosts"]>[number]["routes"]
+>[number];
+
+/** One Istio HTTPRoute becomes one Envoy route per match (matches are ORed), or one catch-all. */
+function translateHttpRoute(
+  push: PushContext,
+  route: HTTPRoute,
+  index: number,
+  vsNamespace: string,
+  listenerPort: number,
+  onlyServicePort: number | undefined,
+): PartialRoute[] {
+  const matches = route.match.length > 0 ? route.match : [undefined];
+  const applicable = matches.filter((match) => !match?.port || match.port === listenerPort);
+  const action = buildAction(push, route, vsNamespace, listenerPort, onlyServicePort);
+  const typedPerFilterConfig = route.fault
+    ? { [FAULT_FILTER_NAME]: packAny(TypeUrl.HTTPFault, HTTPFault, translateFault(route.fault)) }
+    : {};
+  return applicable.map((match, matchIndex) => ({
+    name: route.name || `route-${index}${matches.length > 1 ? `-${matchIndex}` : ""}`,
+    match: translateMatch(match),
+    route: action,
+    typedPerFilterConfig,
+  }));
+}
+
+function buildAction(
+  push: PushContext,
+  route: HTTPRoute,
+  vsNamespace: string,
+  listenerPort: number,
+  onlyServicePort: number | undefined,
+) {
+  const clusterOf = (destination: HTTPRouteDestination) => {
+    const host = resolveHost(destination.destination?.host ?? "", vsNamespace, push.domainSuffix);
+    const port =
+      destination.destination?.port?.number ||
+      onlyServicePortOf(push, host) ||
+      onlyServicePort ||
+      listenerPort;
+    return outboundClusterName(port, destination.destination?.subset ?? "", host);
+  };
+  const weighted = route.route.filter((destination) => route.route.length === 1 || destination.weight > 0);
+  const action: Record<string, unknown> =
+    weighted.length === 1
+      ? { cluster: clusterOf(weighted[0]!) }
+      : {
+          weightedClusters: {
+            clusters: weighted.map((destination) => ({
+              name: clusterOf(destination),
+              weight: destination.weight,
+            })),
+          },
+        };
+  if (route.timeout) {
+    // gRPC clients take the route timeout as a stream deadline (gRFC A31).
+    action.maxStreamDuration = { maxStreamDuration: route.timeout, grpcTimeoutHeaderMax: route.timeout };
+  }
+  if (route.retries && route.retries.attempts > 0) action.retryPolicy = translateRetries(route.retries);
+  return action;
+}
+
+function onlyServicePortOf(push: PushContext, host: string): number | undefined {
+  const ports = push.servicesByHost.get(host)?.ports ?? [];
+  return ports.length === 1 ? ports[0]?.number : undefined;
+}
+
+function translateMatch(match: HTTPMatchRequest | undefined): Record<string, unknown> {
+  const result: Record<string, unknown> = { prefix: "/" };
+  if (match?.uri) {
+    delete result.prefix;
+    if (match.uri.exact !== undefined) result.path = match.uri.exact;
+    else if (match.uri.prefix !== undefined) result.prefix = match.uri.prefix;
+    else if (match.uri.regex !== undefined) result.safeRegex = { regex: match.uri.regex };
+    if (match.ignoreUriCase) result.caseSensitive = false;
+  }
+  const headers: Partial<HeaderMatcher>[] = [];
+  for (const [name, value] of Object.entries(match?.headers ?? {}).sort(([a], [b]) => a.localeCompare(b))) {
+    headers.push(headerMatcher(name, value, false));
+  }
+  for (const [name, value] of Object.entries(match?.withoutHeaders ?? {}).sort(([a], [b]) =>
+    a.localeCompare(b),
+  )) {
+    headers.push(headerMatcher(name, value, true));
+  }
+  if (headers.length > 0) result.headers = headers;
+  return result;
+}
+
+/** An empty StringMatch means "header present", as in Istio. */
+function headerMatcher(name: string, value: StringMatch, invert: boolean): Partial<HeaderMatcher> {
+  const matcher: Partial<HeaderMatcher> = { name, invertMatch: invert };
+  if (value.exact !== undefined)
+    matcher.stringMatch = { exact: value.exact, ignoreCase: false } as HeaderMatcher["stringMatch"];
+  else if (value.prefix !== undefined)
+    matcher.stringMatch = { prefix: value.prefix, ignoreCase: false } as HeaderMatcher["stringMatch"];
+  else if (value.regex !== undefined)
+    matcher.stringMatch = {
+      safeRegex: { regex: value.regex },
+      ignoreCase: false,
+    } as HeaderMatcher["stringMatch"];
+  else matcher.presentMatch = true;
+  return matcher;
+}
+
+function translateRetries(retries: HTTPRetry): Record<string, unknown> {
+  const retryOn = retries.retryOn
+    .split(",")
+    .map((condition) => condition.trim())
+    .filter((condition) => GRPC_RETRY_ON.has(condition));
+  return {
+    numRetries: retries.attempts,
+    retryOn: (retryOn.length > 0 ? retryOn : ["unavailable"]).join(","),
+    // gRPC requires a backoff; these are Envoy's defaults.
+    retryBackOff: { baseInterval: millis(25), maxInterval: millis(250) },
+    ...(retries.perTryTimeout ? { perTryTimeout: retries.perTryTimeout } : {}),
+  };
+}
+
+function translateFault(fault: HTTPFaultInjection): HTTPFault {
+  const partial: Record<string, unknown> = {};
+  if (fault.delay?.fixedDelay) {
+    partial.delay = {
+      fixedDelay: fault.delay.fixedDelay,
+      percentage: fraction(fault.delay.percentage?.value ?? fault.delay.percent ?? 100),
+    };
+  }
+  if (fault.abort) {
+    const abort: Record<string, unknown> = { percentage: fraction(fault.abort.percentage?.value ?? 100) };
+    if (fault.abort.grpcStatus !== undefined) {
+      const code = /^\d+$/.test(fault.abort.grpcStatus)
+        ? Number(fault.abort.grpcStatus)
+        : GRPC_STATUS[fault.abort.grpcStatus];
+      abort.grpcStatus = code ?? GRPC_STATUS.UNKNOWN;
+    } else if (fault.abort.httpStatus !== undefined) {
+      abort.httpStatus = fault.abort.httpStatus;
+    }
+    partial.abort = abort;
+  }
+  return HTTPFault.fromPartial(partial);
+}
+
+/** A percentage (0-100, fractional) as Envoy's FractionalPercent per million. */
+function fraction(percent: number) {
+  return { numerator: Math.round(percent * 10_000), denominator: FractionalPercent_DenominatorType.MILLION };
+}
+
+function millis(ms: number): Duration {
+  return { seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1_000_000 };
+}

@@ -1,0 +1,97 @@
+import * as grpc from "@grpc/grpc-js";
+
+/**
+ * A tiny gRPC service for the end-to-end tests, in the spirit of Bookinfo's
+ * reviews: `Whoami` answers with the backend's name, so tests can count
+ * which version served each call. Messages are raw UTF-8 bytes: no proto.
+ */
+const identity = (buffer: Buffer) => buffer;
+const text = (value: string) => Buffer.from(value, "utf8");
+
+/** The service definition, shared by backends and clients. */
+export const ReviewsService: grpc.ServiceDefinition = {
+  Whoami: {
+    path: "/bookinfo.Reviews/Whoami",
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: identity,
+    requestDeserialize: identity,
+    responseSerialize: identity,
+    responseDeserialize: identity,
+  },
+};
+
+/** A running backend. */
+export interface Backend {
+  readonly name: string;
+  readonly port: number;
+  readonly calls: number;
+  close(): void;
+}
+
+/** Starts a backend on 127.0.0.1 (a port the OS picks) that answers its name. */
+export async function startBackend(name: string): Promise<Backend> {
+  const server = new grpc.Server();
+  let calls = 0;
+  server.addService(ReviewsService, {
+    Whoami: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+      calls++;
+      callback(null, text(name));
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, bound) =>
+      error ? reject(error) : resolve(bound),
+    ),
+  );
+  return {
+    name,
+    port,
+    get calls() {
+      return calls;
+    },
+    close: () => server.forceShutdown(),
+  };
+}
+
+/** A generic client constructor for ReviewsService. */
+export const ReviewsClient = grpc.makeGenericClientConstructor(ReviewsService, "Reviews");
+
+/** One Whoami call: the backend's name, or the error's status code as "error:<code>". */
+export function whoami(
+  client: grpc.Client,
+  metadata = new grpc.Metadata(),
+  deadlineMs = 5_000,
+): Promise<string> {
+  return new Promise((resolve) => {
+    const call = (client as unknown as { Whoami: (...args: unknown[]) => void }).Whoami.bind(client);
+    call(
+      Buffer.alloc(0),
+      metadata,
+      { deadline: Date.now() + deadlineMs },
+      (error: grpc.ServiceError | null, response: Buffer) =>
+        resolve(error ? `error:${error.code}` : response.toString("utf8")),
+    );
+  });
+}
+
+/** Makes `count` calls, `parallel` at a time, and counts the answers. */
+export async function tally(
+  client: grpc.Client,
+  count: number,
+  metadata?: grpc.Metadata,
+  parallel = 20,
+): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  let started = 0;
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (started < count) {
+        started++;
+        const answer = await whoami(client, metadata);
+        counts.set(answer, (counts.get(answer) ?? 0) + 1);
+      }
+    }),
+  );
+  return counts;
+}

@@ -54,10 +54,9 @@ export class Connection {
     return resources.reduce((size, r) => size + r.resource.value.length, 0);
   }
 
-  /** Ends the stream from the server side (for example, a node that cannot be served). */
-  close(error?: Error): void {
-    if (error) this.stream.destroy(error);
-    else this.stream.end();
+  /** Ends the stream from the server side; the proxy reconnects (to this replica or another). */
+  close(): void {
+    this.stream.end();
   }
 }
 

@@ -1,4 +1,4 @@
-import { status as GrpcStatus, type ServerDuplexStream } from "@grpc/grpc-js";
+import { status as GrpcStatus, Metadata, type ServerDuplexStream } from "@grpc/grpc-js";
 import type { Logger } from "@sextant/observability";
 import type { ConfigRef } from "@sextant/proto";
 import {
@@ -81,10 +81,10 @@ export class DiscoveryServer {
     return {
       streamAggregatedResources: (stream) => this.serve(stream),
       deltaAggregatedResources: (stream) => {
-        stream.destroy(
-          Object.assign(new Error("incremental (delta) xDS is not served yet; use state-of-the-world ADS"), {
-            code: GrpcStatus.UNIMPLEMENTED,
-          }),
+        endWithStatus(
+          stream,
+          GrpcStatus.UNIMPLEMENTED,
+          "incremental (delta) xDS is not served yet; use state-of-the-world ADS",
         );
       },
     };
@@ -156,7 +156,7 @@ export class DiscoveryServer {
     } catch (error) {
       if (!(error instanceof InvalidNodeError)) throw error;
       this.options.logger.warn({ node: request.node?.id, reason: error.message }, "refusing an xDS stream");
-      stream.destroy(Object.assign(new Error(error.message), { code: GrpcStatus.INVALID_ARGUMENT }));
+      endWithStatus(stream, GrpcStatus.INVALID_ARGUMENT, error.message);
       return undefined;
     }
     const connection = new Connection(proxy, stream);
@@ -276,4 +276,16 @@ export class DiscoveryServer {
     if (startedAt !== undefined) this.options.metrics.convergence.observe((Date.now() - startedAt) / 1000);
     this.options.events.changed(connection);
   }
+}
+
+/**
+ * Ends a server stream with a gRPC status. grpc-js sends the status of an
+ * "error" event emitted on the call; destroy() would only reset the stream.
+ */
+function endWithStatus(
+  stream: { emit(event: "error", status: object): boolean },
+  code: GrpcStatus,
+  details: string,
+): void {
+  stream.emit("error", { code, details, metadata: new Metadata() });
 }

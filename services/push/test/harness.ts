@@ -1,0 +1,205 @@
+import { createServer } from "node:net";
+import { type ClientDuplexStream, credentials } from "@grpc/grpc-js";
+import { Buckets, type Bus, connectBus, encodeKey } from "@sextant/bus";
+import { createLogger } from "@sextant/observability";
+import {
+  type ConfigResource,
+  EndpointShard,
+  HealthStatus,
+  Protocol,
+  Resolution,
+  Service,
+} from "@sextant/proto";
+import {
+  AggregatedDiscoveryServiceClient,
+  type DiscoveryRequest,
+  type DiscoveryResponse,
+} from "@sextant/proto/envoy";
+import { type StartedService, startService } from "@sextant/runtime";
+import { pushService } from "../src/main.js";
+import type { PushSettings } from "../src/settings.js";
+
+/** A port that was free a moment ago. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+/** A push replica started in-process. */
+export interface PushFixture {
+  readonly xdsAddress: string;
+  readonly httpUrl: string;
+  readonly service: StartedService<PushSettings>;
+  stop(): Promise<void>;
+}
+
+/** Starts push against natsUrl on free ports. */
+export async function startPush(natsUrl: string, env: Record<string, string> = {}): Promise<PushFixture> {
+  const xdsPort = await freePort();
+  const service = await startService(pushService, {
+    NATS_URL: natsUrl,
+    HTTP_PORT: "0",
+    XDS_PORT: String(xdsPort),
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
+    OTEL_SDK_DISABLED: "true",
+    PUSH_DEBOUNCE_AFTER: "20",
+    STATUS_FLUSH_MS: "50",
+    ...env,
+  });
+  return {
+    xdsAddress: `127.0.0.1:${xdsPort}`,
+    httpUrl: `http://127.0.0.1:${service.httpPort}`,
+    service,
+    stop: () => service.stop(),
+  };
+}
+
+/** A bus client of the test's own. */
+export function testBus(url: string): Promise<Bus> {
+  return connectBus({ url, name: "push-test", logger: createLogger({ service: "test", level: "silent" }) });
+}
+
+/** Registers a service with one port and the given endpoints (what discovery would write). */
+export async function registerService(
+  bus: Bus,
+  host: string,
+  port: { name: string; number: number },
+  endpoints: Array<{ address: string; port: number; labels: Record<string, string>; healthy?: boolean }>,
+): Promise<void> {
+  const [name = host, namespace = "default"] = host.split(".");
+  await (await bus.bucket(Buckets.services)).put(
+    encodeKey(namespace, host),
+    Service.fromPartial({
+      hostname: host,
+      namespace,
+      name,
+      ports: [{ ...port, protocol: Protocol.PROTOCOL_GRPC }],
+      resolution: Resolution.RESOLUTION_STATIC,
+    }),
+  );
+  await (await bus.bucket(Buckets.endpoints)).put(
+    encodeKey(namespace, host, "test"),
+    EndpointShard.fromPartial({
+      hostname: host,
+      namespace,
+      shard: "test",
+      endpoints: endpoints.map((e) => ({
+        address: e.address,
+        ports: { [port.name]: e.port },
+        labels: e.labels,
+        namespace,
+        health:
+          e.healthy === false ? HealthStatus.HEALTH_STATUS_UNHEALTHY : HealthStatus.HEALTH_STATUS_HEALTHY,
+      })),
+    }),
+  );
+}
+
+/** Stores a config resource as ingest would (spec in canonical JSON). */
+export async function putConfig(
+  bus: Bus,
+  resource: Partial<ConfigResource> & { kind: string; name: string },
+): Promise<void> {
+  const namespace = resource.namespace ?? "default";
+  const bucket = await bus.bucket(Buckets.config);
+  const key = encodeKey(resource.kind, namespace, resource.name);
+  const current = await bucket.get(key);
+  await bucket.put(key, {
+    apiVersion: "networking.istio.io/v1",
+    labels: {},
+    annotations: {},
+    revision: 0,
+    spec: {},
+    ...resource,
+    namespace,
+    generation: (current?.value.generation ?? 0) + 1,
+  });
+}
+
+/**
+ * A hand-rolled ADS client: it sends exactly the requests a test writes and
+ * queues every response, so tests can check the protocol step by step.
+ */
+export class AdsTestClient {
+  readonly #client: AggregatedDiscoveryServiceClient;
+  readonly #stream: ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+  readonly #responses: DiscoveryResponse[] = [];
+  readonly #waiters: Array<(response: DiscoveryResponse) => void> = [];
+  error: (Error & { code?: number }) | undefined;
+  ended = false;
+
+  constructor(address: string) {
+    this.#client = new AggregatedDiscoveryServiceClient(address, credentials.createInsecure());
+    this.#stream = this.#client.streamAggregatedResources();
+    this.#stream.on("data", (response: DiscoveryResponse) => {
+      const waiter = this.#waiters.shift();
+      if (waiter) waiter(response);
+      else this.#responses.push(response);
+    });
+    this.#stream.on("error", (error) => {
+      this.error = error;
+    });
+    this.#stream.on("end", () => {
+      this.ended = true;
+    });
+  }
+
+  send(request: Partial<DiscoveryRequest>): void {
+    this.#stream.write({
+      versionInfo: "",
+      node: undefined,
+      resourceNames: [],
+      resourceLocators: [],
+      typeUrl: "",
+      responseNonce: "",
+      errorDetail: undefined,
+      ...request,
+    });
+  }
+
+  /** The next response, failing after timeoutMs (a generous bound, not a measurement). */
+  next(timeoutMs = 10_000): Promise<DiscoveryResponse> {
+    const queued = this.#responses.shift();
+    if (queued) return Promise.resolve(queued);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no response within ${timeoutMs} ms`)), timeoutMs);
+      this.#waiters.push((response) => {
+        clearTimeout(timer);
+        resolve(response);
+      });
+    });
+  }
+
+  /** How many responses arrived that no one has read. */
+  get unread(): number {
+    return this.#responses.length;
+  }
+
+  close(): void {
+    this.#stream.end();
+    this.#client.close();
+  }
+}
+
+/** The node of a proxyless gRPC client in namespace default. */
+export function grpcNode(pod = "client-1", metadata: Record<string, unknown> = {}) {
+  return {
+    id: `sidecar~10.0.0.1~${pod}.default~default.svc.cluster.local`,
+    cluster: "",
+    metadata: { GENERATOR: "grpc", NAMESPACE: "default", ...metadata },
+    dynamicParameters: {},
+    locality: undefined,
+    userAgentName: "test",
+    userAgentVersion: undefined,
+    userAgentBuildVersion: undefined,
+    extensions: [],
+    clientFeatures: [],
+    listeningAddresses: [],
+  };
+}

@@ -1,0 +1,266 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { status as GrpcStatus } from "@grpc/grpc-js";
+import { Buckets, type Bus, encodeKey, Subjects } from "@sextant/bus";
+import { RegistrationEventType, type WorkloadRegistration } from "@sextant/proto";
+import { type DiscoveryResponse, Listener, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import { eventually, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import {
+  AdsTestClient,
+  grpcNode,
+  type PushFixture,
+  putConfig,
+  registerService,
+  startPush,
+  testBus,
+} from "./harness.js";
+
+const HOST = "reviews.default.svc.cluster.local";
+const LISTENER = `${HOST}:9080`;
+
+describe("ADS protocol", () => {
+  let nats: NatsServerFixture;
+  let bus: Bus;
+  let push: PushFixture;
+  const clients: AdsTestClient[] = [];
+  const connect = () => {
+    const client = new AdsTestClient(push.xdsAddress);
+    clients.push(client);
+    return client;
+  };
+  /** Subscribes to the listener and returns the first response. */
+  const subscribe = async (client: AdsTestClient, pod = "client-1", metadata = {}) => {
+    client.send({ node: grpcNode(pod, metadata), typeUrl: TypeUrl.Listener, resourceNames: [LISTENER] });
+    return client.next();
+  };
+  /**
+   * Proves that nothing was sent in answer to the requests before it: a
+   * stream's requests are handled in order, so the next response must be the
+   * answer to this new subscription, not a late answer to an earlier request.
+   */
+  const assertNothingBefore = async (client: AdsTestClient) => {
+    client.send({ typeUrl: TypeUrl.RouteConfiguration, resourceNames: [LISTENER] });
+    const probe = await client.next();
+    assert.equal(probe.typeUrl, TypeUrl.RouteConfiguration, "an earlier request was answered");
+    assert.equal(client.unread, 0);
+    return probe;
+  };
+
+  before(async () => {
+    nats = await startNatsServer();
+    bus = await testBus(nats.url);
+    await registerService(bus, HOST, { name: "grpc", number: 9080 }, [
+      { address: "10.1.0.1", port: 9080, labels: { version: "v1" } },
+    ]);
+    await registerService(bus, "ratings.default.svc.cluster.local", { name: "grpc", number: 9080 }, [
+      { address: "10.1.0.9", port: 9080, labels: { version: "v1" } },
+    ]);
+    push = await startPush(nats.url);
+  });
+  after(async () => {
+    for (const client of clients) client.close();
+    await push?.stop();
+    await bus?.close();
+    await nats?.dispose();
+  });
+
+  it("answers a new subscription with the named resource, a version and a nonce", async () => {
+    const client = connect();
+    const response = await subscribe(client);
+    assert.equal(response.typeUrl, TypeUrl.Listener);
+    assert.ok(response.nonce && response.versionInfo);
+    assert.deepEqual(
+      response.resources.map((r) => Listener.decode(r.value).name),
+      [LISTENER],
+    );
+  });
+
+  it("does not answer an ACK of the same names, nor a stale nonce", async () => {
+    const client = connect();
+    const first = await subscribe(client);
+    client.send({
+      typeUrl: TypeUrl.Listener,
+      resourceNames: [LISTENER],
+      versionInfo: first.versionInfo,
+      responseNonce: first.nonce,
+    });
+    client.send({
+      typeUrl: TypeUrl.Listener,
+      resourceNames: [LISTENER, "ratings.default.svc.cluster.local:9080"],
+      versionInfo: first.versionInfo,
+      responseNonce: "not-a-nonce-we-sent",
+    });
+    await assertNothingBefore(client);
+  });
+
+  it("answers a change of names with the full new set", async () => {
+    const client = connect();
+    const first = await subscribe(client);
+    const both = [LISTENER, "ratings.default.svc.cluster.local:9080"];
+    client.send({
+      typeUrl: TypeUrl.Listener,
+      resourceNames: both,
+      versionInfo: first.versionInfo,
+      responseNonce: first.nonce,
+    });
+    const second = await client.next();
+    assert.deepEqual(second.resources.map((r) => Listener.decode(r.value).name).sort(), both.sort());
+    assert.notEqual(second.versionInfo, first.versionInfo);
+  });
+
+  it("records a NACK, does not push it again, and pushes the next change", async () => {
+    const client = connect();
+    const pod = "nacker";
+    const first = await subscribe(client, pod);
+    client.send({
+      typeUrl: TypeUrl.Listener,
+      resourceNames: [LISTENER],
+      versionInfo: "",
+      responseNonce: first.nonce,
+      errorDetail: { code: 3, message: "listener rejected for the test", details: [] },
+    });
+    const routes = await assertNothingBefore(client);
+    const syncz = await eventually(async () => {
+      const proxies = (await (await fetch(`${push.httpUrl}/debug/syncz`)).json()) as Array<{
+        proxyId: string;
+        types: Record<string, { lastNack?: { message: string; version: string } }>;
+      }>;
+      return proxies.find((p) => p.proxyId === grpcNode(pod).id);
+    });
+    assert.equal(syncz.types[TypeUrl.Listener]?.lastNack?.message, "listener rejected for the test");
+    assert.equal(syncz.types[TypeUrl.Listener]?.lastNack?.version, first.versionInfo);
+
+    // A config change produces new routes, which are pushed.
+    client.send({
+      typeUrl: TypeUrl.RouteConfiguration,
+      resourceNames: [LISTENER],
+      versionInfo: routes.versionInfo,
+      responseNonce: routes.nonce,
+    });
+    await putConfig(bus, {
+      kind: "VirtualService",
+      name: "reviews-nack",
+      spec: { hosts: ["reviews"], http: [{ route: [{ destination: { host: "ratings" } }] }] },
+    });
+    const pushed = await client.next();
+    assert.equal(pushed.typeUrl, TypeUrl.RouteConfiguration);
+    const route = RouteConfiguration.decode(pushed.resources[0]!.value).virtualHosts[0]?.routes[0];
+    assert.equal(route?.route?.cluster, "outbound|9080||ratings.default.svc.cluster.local");
+  });
+
+  it("ignores a type it has no generator for and keeps the stream", async () => {
+    const client = connect();
+    await subscribe(client);
+    client.send({
+      typeUrl: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret",
+      resourceNames: ["default"],
+    });
+    await assertNothingBefore(client);
+    assert.equal(client.error, undefined);
+  });
+
+  it("refuses a node id it cannot read, with INVALID_ARGUMENT", async () => {
+    const client = connect();
+    client.send({
+      node: { ...grpcNode(), id: "not-an-istio-node-id" },
+      typeUrl: TypeUrl.Listener,
+      resourceNames: [LISTENER],
+    });
+    await eventually(() => client.error);
+    assert.equal(client.error?.code, GrpcStatus.INVALID_ARGUMENT);
+    assert.match(client.error?.message ?? "", /not of the form/);
+  });
+
+  it("answers a reconnect with the same version, so nothing changes for the proxy", async () => {
+    const first = connect();
+    const before = await subscribe(first, "reconnecter");
+    first.close();
+    const second = connect();
+    second.send({
+      node: grpcNode("reconnecter"),
+      typeUrl: TypeUrl.Listener,
+      resourceNames: [LISTENER],
+      versionInfo: before.versionInfo,
+    });
+    const after = await second.next();
+    assert.equal(after.versionInfo, before.versionInfo);
+    assert.deepEqual(after.resources, before.resources);
+  });
+
+  it("serves a second stream from the same node, and keeps its status until the last stream closes", async () => {
+    const proxyStatus = await bus.bucket(Buckets.proxyStatus);
+    const key = encodeKey(grpcNode("twice").id);
+    const a = connect();
+    const b = connect();
+    await subscribe(a, "twice");
+    await subscribe(b, "twice");
+    await eventually(async () => (await proxyStatus.get(key))?.value.types[TypeUrl.Listener]);
+    a.close();
+    await assertNothingBefore(b);
+    assert.ok(await proxyStatus.get(key), "status removed while a stream was still open");
+    b.close();
+    await eventually(async () => !(await proxyStatus.get(key)), {
+      message: "status not removed after the last stream",
+    });
+  });
+
+  it("publishes registration events for a proxy naming a WorkloadGroup", async () => {
+    const events: WorkloadRegistration[] = [];
+    const subscription = bus.subject(Subjects.registration).subscribe((event) => {
+      events.push(event.value);
+    });
+    await bus.nc.flush();
+    const client = connect();
+    await subscribe(client, "vm-1", {
+      AUTO_REGISTER_GROUP: "reviews-vms",
+      SERVICE_ACCOUNT: "reviews",
+      LABELS: { app: "reviews" },
+    });
+    await eventually(() => events.length === 1);
+    client.close();
+    await eventually(() => events.length === 2);
+    subscription.unsubscribe();
+    assert.deepEqual(
+      events.map((e) => [e.type, e.workloadGroup, e.namespace, e.serviceAccount, e.labels.app, e.address]),
+      [
+        [
+          RegistrationEventType.REGISTRATION_EVENT_TYPE_CONNECTED,
+          "reviews-vms",
+          "default",
+          "reviews",
+          "reviews",
+          "10.0.0.1",
+        ],
+        [
+          RegistrationEventType.REGISTRATION_EVENT_TYPE_DISCONNECTED,
+          "reviews-vms",
+          "default",
+          "reviews",
+          "reviews",
+          "10.0.0.1",
+        ],
+      ],
+    );
+  });
+
+  it("gives the same versions from two replicas with the same inputs", async () => {
+    const other = await startPush(nats.url);
+    try {
+      const responses: DiscoveryResponse[] = [];
+      for (const address of [push.xdsAddress, other.xdsAddress]) {
+        const client = new AdsTestClient(address);
+        clients.push(client);
+        client.send({
+          node: grpcNode("replica-check"),
+          typeUrl: TypeUrl.RouteConfiguration,
+          resourceNames: [LISTENER],
+        });
+        responses.push(await client.next());
+      }
+      assert.equal(responses[0]?.versionInfo, responses[1]?.versionInfo);
+      assert.deepEqual(responses[0]?.resources, responses[1]?.resources);
+    } finally {
+      await other.stop();
+    }
+  });
+});

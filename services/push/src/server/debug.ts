@@ -3,9 +3,11 @@ import type { Any } from "@sextant/proto";
 import {
   Cluster,
   ClusterLoadAssignment,
+  HTTPFault,
   HttpConnectionManager,
   Listener,
   RouteConfiguration,
+  Router,
   TypeUrl,
 } from "@sextant/proto/envoy";
 import type { ProxyStatusReporter } from "../status/proxy-status.js";
@@ -17,6 +19,8 @@ const CODECS: Record<string, { decode(bytes: Uint8Array): unknown; toJSON(messag
   [TypeUrl.Cluster]: Cluster,
   [TypeUrl.ClusterLoadAssignment]: ClusterLoadAssignment,
   [TypeUrl.HttpConnectionManager]: HttpConnectionManager,
+  [TypeUrl.HTTPFault]: HTTPFault,
+  [TypeUrl.Router]: Router,
 };
 
 /** An Any as JSON with its type, decoding nested Anys it knows (the HCM inside a listener). */

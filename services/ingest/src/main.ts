@@ -10,6 +10,7 @@ import { Applier, ApplyMetrics } from "./apply/applier.js";
 import { NackRecorder } from "./nack/nack-recorder.js";
 import { ingestSettings } from "./settings.js";
 import { FileSource } from "./sources/file-source.js";
+import { KubeSource, loadKubeConfig } from "./sources/kube-source.js";
 import { ConfigStore } from "./store/config-store.js";
 
 /** The ingest service: the only writer of the mesh's config. */
@@ -37,6 +38,17 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
           rescanMs: settings.CONFIG_DIR_RESCAN_MS,
         })
       : undefined;
+    const kubernetes = settings.KUBERNETES_CONFIG
+      ? new KubeSource({
+          kubeConfig: loadKubeConfig(settings.KUBECONFIG),
+          applier,
+          store,
+          bus: () => nats.bus,
+          logger,
+          readiness,
+          metrics,
+        })
+      : undefined;
     const analysis = new AnalysisRunner({
       bus: () => nats.bus,
       store,
@@ -54,6 +66,8 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
       new NackRecorder(() => nats.bus, store, logger),
       // Applies CONFIG_DIR to sextant-config and follows its changes.
       ...(files ? [files] : []),
+      // Applies the cluster's Istio custom resources and writes their status; follows their changes.
+      ...(kubernetes ? [kubernetes] : []),
       // Serves the config API (/v1/*) on HTTP_PORT.
       httpApiRunner(http, () =>
         createHttpApi({
@@ -61,7 +75,10 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
           store,
           logger,
           maxBodyBytes: settings.MAX_BODY_BYTES,
-          analysis: async () => ({ messages: await analysisReport(store), sources: files?.errors() ?? [] }),
+          analysis: async () => ({
+            messages: await analysisReport(store),
+            sources: [...(files?.errors() ?? []), ...(kubernetes?.errors() ?? [])],
+          }),
         }),
       ),
     ];

@@ -9,6 +9,16 @@ export const ingestSettings = baseSettings.extend({
   CONFIG_DIR: z.string().min(1).optional(),
   /** Full rescan period of CONFIG_DIR, besides its change events. */
   CONFIG_DIR_RESCAN_MS: millisecondsSetting(2_000),
+  /** Follow the Istio custom resources of the Kubernetes cluster ("true" or "false"). */
+  KUBERNETES_CONFIG: z
+    .enum(["true", "false"], { message: 'must be "true" or "false"' })
+    .default("false")
+    .transform((value) => value === "true"),
+  /**
+   * Kubeconfig file(s) for KUBERNETES_CONFIG, as kubectl reads KUBECONFIG;
+   * unset: ~/.kube/config, else the in-cluster service account.
+   */
+  KUBECONFIG: z.string().min(1).optional(),
   /** Largest request body (and config file) accepted, in bytes. */
   MAX_BODY_BYTES: z.coerce
     .number()

@@ -1,0 +1,85 @@
+import type { KubernetesObject } from "@kubernetes/client-node";
+import { KINDS, NETWORKING_GROUP, SECURITY_GROUP } from "@sextant/validation";
+
+/**
+ * The one served version the Kubernetes source watches in each API group.
+ * Istio's CRDs serve every kind under several versions (networking v1,
+ * v1beta1, v1alpha3; security v1, v1beta1) of one stored object, and the API
+ * server converts between them, so one informer per kind at one version sees
+ * every object whatever version it was written with. v1 is the newest in both
+ * groups and the one Istio itself reads since 1.22; objects are stored with
+ * this apiVersion.
+ */
+export const WATCHED_VERSIONS: Readonly<Record<string, string>> = {
+  [NETWORKING_GROUP]: "v1",
+  [SECURITY_GROUP]: "v1",
+};
+
+/** The resource (plural) names of Istio's CRDs, by kind; a kind missing here fails at start-up. */
+const PLURALS: Readonly<Record<string, string>> = {
+  VirtualService: "virtualservices",
+  DestinationRule: "destinationrules",
+  Gateway: "gateways",
+  ServiceEntry: "serviceentries",
+  WorkloadEntry: "workloadentries",
+  WorkloadGroup: "workloadgroups",
+  Sidecar: "sidecars",
+  PeerAuthentication: "peerauthentications",
+  AuthorizationPolicy: "authorizationpolicies",
+  RequestAuthentication: "requestauthentications",
+};
+
+/** One Istio kind as the Kubernetes source watches it. */
+export interface WatchedKind {
+  readonly kind: string;
+  readonly group: string;
+  readonly version: string;
+  readonly plural: string;
+  /** The cluster-wide collection path, e.g. /apis/networking.istio.io/v1/virtualservices. */
+  readonly path: string;
+}
+
+/**
+ * Every kind Sextant supports (`KINDS` of @sextant/validation), at its
+ * group's watched version. Throws if a kind has no known plural or group
+ * version, so a kind added to validation cannot be silently left unwatched.
+ */
+export function watchedKinds(): WatchedKind[] {
+  return [...KINDS.values()].map(({ kind, group }) => {
+    const plural = PLURALS[kind];
+    const version = WATCHED_VERSIONS[group];
+    if (!plural || !version) throw new Error(`the Kubernetes source does not know how to watch ${kind}`);
+    return { kind, group, version, plural, path: `/apis/${group}/${version}/${plural}` };
+  });
+}
+
+/**
+ * The annotation kubectl apply writes: a client-side copy of the whole
+ * object, which a file or HTTP apply of the same resource does not carry.
+ */
+const LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration";
+
+/**
+ * The document ingest applies for a Kubernetes object: apiVersion, kind,
+ * name, namespace, labels, annotations and spec, and nothing the API server
+ * manages (uid, resourceVersion, creationTimestamp, managedFields,
+ * generation, finalizers, ownerReferences, status). Fields are kept by
+ * allow-list, so the same resource gives the same stored value as when it
+ * is applied from a file or over HTTP.
+ */
+export function configDocument(object: KubernetesObject & { spec?: unknown }): Record<string, unknown> {
+  const metadata = object.metadata ?? {};
+  const annotations = { ...metadata.annotations };
+  delete annotations[LAST_APPLIED_ANNOTATION];
+  return {
+    apiVersion: object.apiVersion,
+    kind: object.kind,
+    metadata: {
+      name: metadata.name,
+      namespace: metadata.namespace,
+      ...(metadata.labels && Object.keys(metadata.labels).length > 0 ? { labels: metadata.labels } : {}),
+      ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+    },
+    spec: object.spec ?? {},
+  };
+}

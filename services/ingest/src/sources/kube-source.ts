@@ -1,0 +1,453 @@
+import { delimiter } from "node:path";
+import {
+  CustomObjectsApi,
+  KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  ListWatch,
+  PatchStrategy,
+  setHeaderOptions,
+  Watch,
+} from "@kubernetes/client-node";
+import { Buckets, type Watch as BucketWatch, type Bus, type WatchEvent } from "@sextant/bus";
+import { type ConfigRefLike, configKey, describeRef, parseConfigKey } from "@sextant/model";
+import { Counter, type Logger, type ReadinessGate, type Registry } from "@sextant/observability";
+import type { ConfigStatus } from "@sextant/proto";
+import type { Runner } from "@sextant/runtime";
+import type { Applier } from "../apply/applier.js";
+import type { DocumentError } from "../apply/prepare.js";
+import type { ConfigStore } from "../store/config-store.js";
+import type { SourceErrors } from "./file-source.js";
+import { configDocument, type WatchedKind, watchedKinds } from "./kube-objects.js";
+import {
+  analysisStatus,
+  type IstioStatus,
+  statusPatch,
+  statusUpToDate,
+  validationErrorStatus,
+} from "./kube-status.js";
+
+/** The status source of every resource the Kubernetes source stores. */
+export const KUBERNETES_SOURCE = "kubernetes";
+
+const SYNC_CONDITION = "kubernetes initial sync";
+
+/** An Istio custom resource as the API server returns it. */
+type IstioObject = KubernetesObject & { spec?: unknown; status?: unknown };
+
+/** Options of {@link KubeSource}. */
+export interface KubeSourceOptions {
+  /** Where the API server is and how to authenticate; tests pass one pointing at a fake server. */
+  kubeConfig: KubeConfig;
+  applier: Applier;
+  store: ConfigStore;
+  /** Read on start: the bus runner connects first. */
+  bus: () => Bus;
+  logger: Logger;
+  readiness: ReadinessGate;
+  metrics: Registry;
+  /** Retry delays after an informer or an object fails: the first, doubled up to the most. */
+  backoff?: { initialMs: number; maxMs: number };
+}
+
+/** One kind's informer and its restart state. */
+interface KindInformer {
+  readonly kind: WatchedKind;
+  readonly informer: ListWatch<IstioObject>;
+  /** True once the first list is in the cache: before that, an absent object means nothing. */
+  synced: boolean;
+  readonly firstSync: Promise<void>;
+  failures: number;
+  startedAt: number;
+  restartTimer?: NodeJS.Timeout;
+}
+
+/** What the source last did with one object. */
+interface ObjectState {
+  /** The applied document as JSON: an object whose document did not change is not applied again. */
+  readonly document: string;
+  /** The object's metadata.generation, which its status's observedGeneration reports. */
+  readonly kubeGeneration: number;
+  /** Sextant's generation of the stored value; undefined if the object is invalid. */
+  readonly storedGeneration?: number;
+  readonly errors: DocumentError[];
+}
+
+/** How long an informer must have run for its next failure to start the backoff over. */
+const BACKOFF_RESET_MS = 60_000;
+
+/**
+ * KubeSource keeps the config store in step with the Istio custom resources
+ * of a Kubernetes cluster. An informer per kind (cluster-wide, at one served
+ * version) feeds a work queue of object keys; each key is reconciled against
+ * the informer's cache, so bursts, relists and retries all converge on the
+ * cluster's current state:
+ *
+ * - an object that exists is applied through the Applier with source
+ *   `kubernetes` (server-managed metadata stripped, so it is the same value as
+ *   from a file or HTTP); an invalid one is not stored, and its errors go to
+ *   its status subresource (`status.validationMessages`, as Istio writes it);
+ * - an object that is gone is deleted from the store if `kubernetes` still
+ *   owns it;
+ * - a stored object's analysis and proxy messages (sextant-config-status)
+ *   are written to its status too. A status is only written when it differs,
+ *   since each write comes back as a MODIFIED event.
+ *
+ * Ready once every kind is listed and applied and what was deleted from the
+ * cluster while ingest was down is deleted from the store. An informer that
+ * fails (the API server went away, a reset watch) restarts with a backoff; a
+ * 410 Gone makes it relist.
+ */
+export class KubeSource implements Runner {
+  readonly name = "kubernetes-source";
+  readonly #api: CustomObjectsApi;
+  readonly #informers = new Map<string, KindInformer>();
+  readonly #pending = new Set<string>();
+  readonly #objects = new Map<string, ObjectState>();
+  readonly #statuses = new Map<string, ConfigStatus>();
+  readonly #retries = new Map<string, { failures: number; timer: NodeJS.Timeout }>();
+  readonly #backoff: { initialMs: number; maxMs: number };
+  readonly #watchFailures: Counter<"kind">;
+  #statusWatch: BucketWatch | undefined;
+  /** Reconciles and orphan collection run one at a time, in order. */
+  #serial: Promise<void> = Promise.resolve();
+  #draining = false;
+  #closed = false;
+
+  constructor(private readonly options: KubeSourceOptions) {
+    this.#api = options.kubeConfig.makeApiClient(CustomObjectsApi);
+    this.#backoff = options.backoff ?? { initialMs: 200, maxMs: 30_000 };
+    this.#watchFailures = new Counter({
+      name: "sextant_ingest_kubernetes_watch_failures_total",
+      help: "Failed lists or watches of Istio custom resources, by kind; each is retried after a backoff.",
+      labelNames: ["kind"],
+      registers: [options.metrics],
+    });
+  }
+
+  async start(): Promise<void> {
+    this.options.readiness.require(SYNC_CONDITION);
+    const statuses = await this.options.bus().bucket(Buckets.configStatus);
+    this.#statusWatch = await statuses.watch((event) => this.onStatusEvent(event));
+    for (const kind of watchedKinds()) this.#informers.set(kind.kind, this.makeInformer(kind));
+    for (const informer of this.#informers.values()) this.startInformer(informer);
+    // Not awaited: an unreachable API server must not hold up the other runners; /ready says it.
+    void this.initialSync();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const { informer, restartTimer } of this.#informers.values()) {
+      clearTimeout(restartTimer);
+      await informer.stop();
+    }
+    for (const { timer } of this.#retries.values()) clearTimeout(timer);
+    await this.#statusWatch?.stop();
+    await this.#serial;
+  }
+
+  /** Objects in the cluster that failed validation, for GET /v1/analyze. */
+  errors(): SourceErrors[] {
+    return [...this.#objects]
+      .filter(([, state]) => state.errors.length > 0)
+      .map(([key, state]) => ({
+        source: `${KUBERNETES_SOURCE}:${describeRef(parseConfigKey(key))}`,
+        errors: state.errors,
+      }));
+  }
+
+  private makeInformer(kind: WatchedKind): KindInformer {
+    let markSynced!: () => void;
+    const firstSync = new Promise<void>((resolve) => {
+      markSynced = resolve;
+    });
+    let listed = false;
+    const state: KindInformer = {
+      kind,
+      synced: false,
+      firstSync,
+      failures: 0,
+      startedAt: 0,
+      // ListWatch lists, fills its cache, then watches from the list's
+      // resourceVersion: the first watch after a successful list is the
+      // moment the cache holds the whole collection.
+      informer: new ListWatch<IstioObject>(
+        kind.path,
+        new GuardedWatch(this.options.kubeConfig, () => {
+          if (!listed || state.synced) return;
+          state.synced = true;
+          markSynced();
+        }),
+        async () => {
+          const list = (await this.#api.listClusterCustomObject({
+            group: kind.group,
+            version: kind.version,
+            plural: kind.plural,
+          })) as KubernetesListObject<IstioObject>;
+          listed = true;
+          state.failures = 0;
+          return list;
+        },
+        false,
+      ),
+    };
+    const enqueue = (object: IstioObject) => {
+      const { name, namespace } = object.metadata ?? {};
+      if (name && namespace) this.enqueue(configKey({ kind: kind.kind, namespace, name }));
+    };
+    state.informer.on("add", enqueue);
+    state.informer.on("update", enqueue);
+    state.informer.on("delete", enqueue);
+    state.informer.on("error", (error) => this.onInformerError(state, error));
+    return state;
+  }
+
+  private startInformer(state: KindInformer): void {
+    if (this.#closed) return;
+    state.startedAt = Date.now();
+    state.informer.start().catch((error) => this.onInformerError(state, error));
+  }
+
+  /** ListWatch stops on any error but 410: restart it, resuming from its last resourceVersion. */
+  private onInformerError(state: KindInformer, error: unknown): void {
+    if (this.#closed) return;
+    clearTimeout(state.restartTimer);
+    this.#watchFailures.inc({ kind: state.kind.kind });
+    state.failures = Date.now() - state.startedAt > BACKOFF_RESET_MS ? 1 : state.failures + 1;
+    const delay = this.delayAfter(state.failures);
+    this.options.logger.warn(
+      { kind: state.kind.kind, err: error, retryInMs: delay },
+      "kubernetes watch failed; restarting",
+    );
+    state.restartTimer = setTimeout(() => this.startInformer(state), delay);
+  }
+
+  private async initialSync(): Promise<void> {
+    const informers = [...this.#informers.values()];
+    await Promise.all(informers.map((state) => state.firstSync));
+    if (this.#closed) return;
+    for (const state of informers) {
+      for (const object of state.informer.list()) {
+        const { name, namespace } = object.metadata ?? {};
+        if (name && namespace) this.#pending.add(configKey({ kind: state.kind.kind, namespace, name }));
+      }
+    }
+    this.drainSoon();
+    await this.serially(() => this.collectOrphans());
+    if (this.#closed) return;
+    this.options.readiness.done(SYNC_CONDITION);
+    this.options.logger.info(
+      { objects: informers.reduce((sum, state) => sum + state.informer.list().length, 0) },
+      "kubernetes initial sync done",
+    );
+  }
+
+  /** After the first lists: delete what the cluster lost while ingest was down. */
+  private async collectOrphans(): Promise<void> {
+    const owned = await this.options.store.ownedByWithSource((source) => source === KUBERNETES_SOURCE);
+    for (const { ref } of owned) {
+      const state = this.#informers.get(ref.kind);
+      if (!state || state.informer.get(ref.name, ref.namespace)) continue;
+      await this.options.store.deleteIfOwned(ref, KUBERNETES_SOURCE);
+      this.options.logger.info({ resource: describeRef(ref) }, "deleted a resource no longer in the cluster");
+    }
+  }
+
+  private onStatusEvent(event: WatchEvent<ConfigStatus>): void {
+    // Only what this source stored gets its messages written to the cluster.
+    if (event.type === "delete" || event.value.source !== KUBERNETES_SOURCE) {
+      this.#statuses.delete(event.key);
+      return;
+    }
+    this.#statuses.set(event.key, event.value);
+    // New analysis or proxy messages for an object of the cluster: bring its status up to date.
+    if (this.#objects.has(event.key)) this.enqueue(event.key);
+  }
+
+  private enqueue(key: string): void {
+    if (this.#closed) return;
+    this.#pending.add(key);
+    this.drainSoon();
+  }
+
+  private drainSoon(): void {
+    if (this.#draining || this.#closed) return;
+    this.#draining = true;
+    void this.serially(async () => {
+      try {
+        for (const key of this.#pending) {
+          if (this.#closed) return;
+          this.#pending.delete(key);
+          await this.reconcileOrRetry(key);
+        }
+      } finally {
+        this.#draining = false;
+      }
+    });
+  }
+
+  private serially(task: () => Promise<void>): Promise<void> {
+    const run = this.#serial.then(task);
+    this.#serial = run.catch((error) => {
+      this.options.logger.error({ err: error }, "kubernetes source task failed");
+    });
+    return this.#serial;
+  }
+
+  private async reconcileOrRetry(key: string): Promise<void> {
+    try {
+      await this.reconcile(key);
+      clearTimeout(this.#retries.get(key)?.timer);
+      this.#retries.delete(key);
+    } catch (error) {
+      const failures = (this.#retries.get(key)?.failures ?? 0) + 1;
+      const delay = this.delayAfter(failures);
+      this.options.logger.warn(
+        { resource: describeRef(parseConfigKey(key)), err: error, retryInMs: delay },
+        "cannot sync a kubernetes object; retrying",
+      );
+      clearTimeout(this.#retries.get(key)?.timer);
+      this.#retries.set(key, { failures, timer: setTimeout(() => this.enqueue(key), delay) });
+    }
+  }
+
+  /** Makes the store, and the object's status, agree with the informer's cache for one key. */
+  private async reconcile(key: string): Promise<void> {
+    const ref = parseConfigKey(key);
+    const state = this.#informers.get(ref.kind);
+    if (!state?.synced) return; // the initial sync enqueues everything once listed
+    const object = state.informer.get(ref.name, ref.namespace);
+    if (!object) {
+      this.#objects.delete(key);
+      if (await this.options.store.deleteIfOwned(ref, KUBERNETES_SOURCE)) {
+        this.options.logger.info({ resource: describeRef(ref) }, "deleted: gone from the cluster");
+      }
+      return;
+    }
+    const document = JSON.stringify(configDocument(object));
+    const kubeGeneration = object.metadata?.generation ?? 0;
+    let current = this.#objects.get(key);
+    if (current?.document === document) {
+      current = { ...current, kubeGeneration };
+    } else {
+      // JSON is YAML: the object goes through the same parse and validation as a file or a POST.
+      const outcome = await this.options.applier.apply(document, KUBERNETES_SOURCE);
+      if (outcome.ok) {
+        current = { document, kubeGeneration, storedGeneration: outcome.applied[0]?.generation, errors: [] };
+      } else if (outcome.reason === "invalid") {
+        // What was stored from an earlier valid version stays, as a broken file keeps its resources.
+        current = { document, kubeGeneration, errors: outcome.errors };
+        this.options.logger.warn(
+          { resource: describeRef(ref), errors: outcome.errors.length, first: outcome.errors[0]?.message },
+          "kubernetes object rejected by validation; not stored",
+        );
+      } else {
+        throw new Error(outcome.message);
+      }
+    }
+    this.#objects.set(key, current);
+    await this.syncStatus(key, ref, state.kind, object, current);
+  }
+
+  private async syncStatus(
+    key: string,
+    ref: ConfigRefLike,
+    kind: WatchedKind,
+    object: IstioObject,
+    state: ObjectState,
+  ): Promise<void> {
+    let desired: IstioStatus;
+    if (state.errors.length > 0) {
+      desired = validationErrorStatus(state.errors, state.kubeGeneration);
+    } else {
+      const status = this.#statuses.get(key);
+      // Only for what this source stored, and once analysis has seen the stored generation:
+      // the status watch re-enqueues the key when it has.
+      if (status?.source !== KUBERNETES_SOURCE || status.observedGeneration !== state.storedGeneration)
+        return;
+      desired = analysisStatus(status.messages, state.kubeGeneration);
+    }
+    if (statusUpToDate(object.status, desired)) return;
+    try {
+      await this.#api.patchNamespacedCustomObjectStatus(
+        {
+          group: kind.group,
+          version: kind.version,
+          namespace: ref.namespace,
+          plural: kind.plural,
+          name: ref.name,
+          body: statusPatch(desired),
+        },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      );
+    } catch (error) {
+      const code = (error as { code?: number }).code;
+      // Deleted meanwhile: its DELETED event follows.
+      if (code === 404) return;
+      // Forbidden, invalid: retrying will not help; say so once per attempt.
+      if (code !== undefined && code >= 400 && code < 500 && code !== 409 && code !== 429) {
+        this.options.logger.warn({ resource: describeRef(ref), code, err: error }, "cannot write status");
+        return;
+      }
+      throw error;
+    }
+  }
+
+  private delayAfter(failures: number): number {
+    const base = Math.min(this.#backoff.maxMs, this.#backoff.initialMs * 2 ** Math.max(0, failures - 1));
+    // Jitter, so replicas that lost the API server together do not come back in step.
+    return Math.round(base * (0.8 + Math.random() * 0.4));
+  }
+}
+
+/**
+ * client-node's Watch, with two changes the informer needs: it reports each
+ * (re)watch (the informer calls it right after a list has filled its cache),
+ * and a failure before the request is sent (e.g. credentials that cannot be
+ * loaded) reaches the informer's error handler instead of becoming an
+ * unhandled rejection that would stop the process.
+ */
+class GuardedWatch extends Watch {
+  constructor(
+    config: KubeConfig,
+    private readonly onWatch: () => void,
+  ) {
+    super(config);
+  }
+
+  override async watch(
+    path: string,
+    queryParams: Record<string, string | number | boolean | undefined>,
+    callback: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
+    this.onWatch();
+    try {
+      return await super.watch(path, queryParams, callback, done);
+    } catch (error) {
+      done(error);
+      return new AbortController();
+    }
+  }
+}
+
+/**
+ * The KubeConfig to use: the files of a KUBECONFIG value (a path list, later
+ * files merged in, as kubectl reads it) if one is given, else client-node's
+ * defaults (KUBECONFIG, ~/.kube/config, then the in-cluster service account).
+ */
+export function loadKubeConfig(kubeconfig?: string): KubeConfig {
+  const config = new KubeConfig();
+  const files = (kubeconfig ?? "").split(delimiter).filter((file) => file);
+  if (files.length === 0) {
+    config.loadFromDefault();
+    return config;
+  }
+  config.loadFromFile(files[0]!);
+  for (const file of files.slice(1)) {
+    const more = new KubeConfig();
+    more.loadFromFile(file);
+    config.mergeConfig(more);
+  }
+  return config;
+}

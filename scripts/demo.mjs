@@ -6,7 +6,7 @@
 //   npm run demo            run until Ctrl-C
 //   npm run demo -- --once  start, check, stop (also the default when CI=true)
 import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,18 +21,16 @@ const services = [
   { name: "ingest", port: 8080, role: "config API: validation and storage (sextant-config)" },
   { name: "discovery", port: 15015, role: "service registry (sextant-services, sextant-endpoints)" },
   { name: "ca", port: 15016, role: "workload certificates (sextant-trust)" },
-  { name: "push", port: 15014, role: "xDS server for sidecars and proxyless gRPC" },
+  { name: "push", port: 15014, role: "xDS server (ADS on 15010) for proxyless gRPC clients" },
   { name: "webhook", port: 15018, role: "sidecar injection and config validation" },
 ];
 
 /** What the services do not do yet, said plainly rather than faked. */
 const notBuiltYet = [
-  "ingest does not accept config yet (no HTTP API on 8080 beyond /metrics and /ready)",
-  "discovery does not watch Kubernetes or ServiceEntries yet",
-  "push serves no xDS yet (15010/15012 are not open)",
-  "ca issues no certificates yet (8060 is not open)",
+  "ca issues no certificates yet (8060 is not open), so there is no mTLS",
   "webhook serves no admission requests yet (15017 is not open)",
-  "no demo workloads (Bookinfo over proxyless gRPC) yet",
+  "push serves proxyless gRPC clients on 15010; Envoy sidecars and the mTLS port 15012 come later",
+  "no demo workloads (Bookinfo over proxyless gRPC) and no traffic split display yet",
 ];
 
 const children = [];
@@ -132,6 +130,50 @@ async function waitNats(port, timeoutMs = 15_000) {
   throw new Error(`nats-server did not accept connections on ${port}`);
 }
 
+/**
+ * Applies Istio's own Bookinfo networking samples through ingest's API, as a
+ * user would, and shows what ingest answered and what its analysis found.
+ */
+async function applyBookinfoSamples() {
+  const dir = join(root, "..", "shared", "samples", "bookinfo", "networking");
+  if (!existsSync(dir)) {
+    console.log(`\n(${dir} not found: skipping the Bookinfo samples)`);
+    return;
+  }
+  console.log(
+    `\n${color(1, "Applying Istio's Bookinfo samples through ingest")} (POST localhost:8080/v1/apply)`,
+  );
+  for (const file of readdirSync(dir)
+    .filter((f) => f.endsWith(".yaml"))
+    .sort()) {
+    const response = await fetch("http://127.0.0.1:8080/v1/apply", {
+      method: "POST",
+      body: readFileSync(join(dir, file)),
+    });
+    const body = await response.json();
+    const results = response.ok
+      ? body.resources.map((r) => `${r.kind}/${r.name} ${r.result} (gen ${r.generation})`).join(", ")
+      : body.error;
+    console.log(
+      `  ${response.ok ? color(32, String(response.status)) : color(31, String(response.status))} ${file.padEnd(42)} ${results}`,
+    );
+  }
+  // Analysis runs after each burst of changes settles: wait until its answer stops changing.
+  let analysis = { messages: [] };
+  for (let previous = -1, deadline = Date.now() + 5_000; Date.now() < deadline; ) {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    analysis = await (await fetch("http://127.0.0.1:8080/v1/analyze")).json();
+    if (analysis.messages.length === previous && previous > 0) break;
+    previous = analysis.messages.length;
+  }
+  console.log(
+    `\n${color(1, "Analysis")} (GET localhost:8080/v1/analyze): ${analysis.messages.length} messages`,
+  );
+  for (const m of analysis.messages.slice(0, 8))
+    console.log(`  ${m.code} ${m.level.padEnd(7)} ${m.kind}/${m.name} ${m.field}: ${m.message}`);
+  if (analysis.messages.length > 8) console.log(`  ... and ${analysis.messages.length - 8} more`);
+}
+
 let stopping = false;
 async function stop(code) {
   if (stopping) return;
@@ -194,6 +236,8 @@ try {
       `  ${ready ? color(32, "ready") : color(31, "DOWN ")}  ${service.name.padEnd(10)} :${service.port}  ${service.role}`,
     );
   }
+  await applyBookinfoSamples();
+
   console.log(`\n${color(33, "Not built yet")} (see the open issues):`);
   for (const line of notBuiltYet) console.log(`  - ${line}`);
 

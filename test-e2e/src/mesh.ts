@@ -4,9 +4,9 @@ import { join } from "node:path";
 import { Buckets, type Bus, connectBus, encodeKey } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
 import { EndpointShard, HealthStatus, Protocol, Resolution, Service } from "@sextant/proto";
-import { bookinfoNetworkingDir, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import { bookinfoNetworkingDir, freePort, type NatsServerFixture, startNatsServer } from "@sextant/testing";
 import { type Backend, startBackend } from "./grpc-app.js";
-import { freePort, type ServiceProcess, startServiceProcess } from "./processes.js";
+import { type ServiceProcess, startServiceProcess } from "./processes.js";
 
 /** The reviews service every e2e suite routes to. */
 export const REVIEWS_HOST = "reviews.default.svc.cluster.local";

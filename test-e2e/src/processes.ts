@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { join } from "node:path";
-import { eventually, repositoryRoot } from "@sextant/testing";
+import { eventually, freePort, repositoryRoot } from "@sextant/testing";
 
 /** A Sextant service running as its own process, from its sources. */
 export interface ServiceProcess {
@@ -12,18 +11,6 @@ export interface ServiceProcess {
   output(): string;
   /** SIGTERM, and the exit code. */
   stop(): Promise<number | null>;
-}
-
-/** A TCP port that was free a moment ago (the OS picks it). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
 }
 
 /** Starts services/<name>/src/main.ts with tsx and waits until its /ready answers 200. */

@@ -2,5 +2,6 @@ export { checkGoldenDir, expectGolden, type GoldenCase, goldenCases, updatingGol
 export { type GrpcServerFixture, insecureClientCredentials, startGrpcServer } from "./grpc.js";
 export * from "./kube/index.js";
 export { assertNatsServerInstalled, type NatsServerFixture, startNatsServer } from "./nats.js";
+export { freePort } from "./ports.js";
 export { bookinfoNetworkingDir, repositoryRoot, sharedPath } from "./shared.js";
 export { eventually } from "./wait.js";

@@ -14,8 +14,7 @@ import { fileURLToPath } from "node:url";
 import { Buckets, connectBus, encodeKey } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
 import { EndpointShard, HealthStatus, Protocol, Resolution, Service } from "@sextant/proto";
-import { eventually, startNatsServer } from "@sextant/testing";
-import { freePort } from "../test/harness.js";
+import { eventually, freePort, startNatsServer } from "@sextant/testing";
 
 const NS = (process.env.BENCH_N ?? "100,1000,2000").split(",").map(Number);
 const MS = (process.env.BENCH_M ?? "100,1000").split(",").map(Number);

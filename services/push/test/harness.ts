@@ -1,4 +1,3 @@
-import { createServer } from "node:net";
 import { type ClientDuplexStream, credentials } from "@grpc/grpc-js";
 import { Buckets, type Bus, connectBus, encodeKey } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
@@ -16,20 +15,9 @@ import {
   type DiscoveryResponse,
 } from "@sextant/proto/envoy";
 import { type StartedService, startService } from "@sextant/runtime";
+import { freePort } from "@sextant/testing";
 import { pushService } from "../src/main.js";
 import type { PushSettings } from "../src/settings.js";
-
-/** A port that was free a moment ago. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
 
 /** A push replica started in-process. */
 export interface PushFixture {

@@ -38,3 +38,24 @@ export interface Generator {
   needsPush(change: PushChange, watched: WatchedNames): boolean;
   generate(context: GenerationContext, watched: WatchedNames): GeneratedResource[];
 }
+
+/**
+ * The shape every by-name generator shares: for each watched name, in order,
+ * the cached resource under the key its inputs give (built on a miss), and
+ * nothing for a name that does not resolve. A wildcard gets nothing: gRPC
+ * clients always subscribe by name.
+ */
+export function generateByName(
+  context: GenerationContext,
+  watched: WatchedNames,
+  keyOf: (name: string) => string,
+  build: (name: string) => GeneratedResource | null,
+): GeneratedResource[] {
+  if (watched === "*") return [];
+  const resources: GeneratedResource[] = [];
+  for (const name of [...watched].sort()) {
+    const resource = context.cache.get(keyOf(name), () => build(name));
+    if (resource) resources.push(resource);
+  }
+  return resources;
+}

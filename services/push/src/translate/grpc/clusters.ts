@@ -12,7 +12,12 @@ import {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { PushContext } from "../../model/push-context.js";
-import type { GeneratedResource, GenerationContext, WatchedNames } from "../generator.js";
+import {
+  type GeneratedResource,
+  type GenerationContext,
+  generateByName,
+  type WatchedNames,
+} from "../generator.js";
 import { parseOutboundClusterName } from "../names.js";
 
 /** Istio's simple load balancers as Envoy's lb_policy; gRPC clients accept ROUND_ROBIN and RING_HASH. */
@@ -33,16 +38,13 @@ const LB_POLICY: Partial<Record<LoadBalancerSettings_SimpleLB, Cluster_LbPolicy>
  * client's NACK says so.
  */
 export function generateGrpcClusters(context: GenerationContext, watched: WatchedNames): GeneratedResource[] {
-  if (watched === "*") return [];
-  const { push, proxy, cache } = context;
-  const resources: GeneratedResource[] = [];
-  for (const name of [...watched].sort()) {
-    const resource = cache.get(cacheKey("cds-grpc", proxy.namespace, name, push.configVersion), () =>
-      buildCluster(push, proxy.namespace, name),
-    );
-    if (resource) resources.push(resource);
-  }
-  return resources;
+  const { push, proxy } = context;
+  return generateByName(
+    context,
+    watched,
+    (name) => cacheKey("cds-grpc", proxy.namespace, name, push.configVersion),
+    (name) => buildCluster(push, proxy.namespace, name),
+  );
 }
 
 /** The cluster `name` as seen from namespace; null if its service, port or subset does not exist. */

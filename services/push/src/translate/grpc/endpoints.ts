@@ -3,7 +3,13 @@ import { ClusterLoadAssignment, TypeUrl } from "@sextant/proto/envoy";
 import { HealthStatus as EnvoyHealthStatus } from "@sextant/proto/gen/envoy/config/core/v3/health_check";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { PushContext } from "../../model/push-context.js";
-import type { GeneratedResource, GenerationContext, PushChange, WatchedNames } from "../generator.js";
+import {
+  type GeneratedResource,
+  type GenerationContext,
+  generateByName,
+  type PushChange,
+  type WatchedNames,
+} from "../generator.js";
 import { parseOutboundClusterName } from "../names.js";
 
 /**
@@ -16,22 +22,22 @@ export function generateGrpcEndpoints(
   context: GenerationContext,
   watched: WatchedNames,
 ): GeneratedResource[] {
-  if (watched === "*") return [];
-  const { push, proxy, cache } = context;
-  const resources: GeneratedResource[] = [];
-  for (const name of [...watched].sort()) {
-    const host = parseOutboundClusterName(name)?.host ?? "";
-    const key = cacheKey(
-      "eds-grpc",
-      proxy.namespace,
-      name,
-      push.configVersion,
-      push.endpointVersions.get(host) ?? "none",
-    );
-    const resource = cache.get(key, () => buildLoadAssignment(push, proxy.namespace, name));
-    if (resource) resources.push(resource);
-  }
-  return resources;
+  const { push, proxy } = context;
+  return generateByName(
+    context,
+    watched,
+    (name) => {
+      const host = parseOutboundClusterName(name)?.host ?? "";
+      return cacheKey(
+        "eds-grpc",
+        proxy.namespace,
+        name,
+        push.configVersion,
+        push.endpointVersions.get(host) ?? "none",
+      );
+    },
+    (name) => buildLoadAssignment(push, proxy.namespace, name),
+  );
 }
 
 /** True if an endpoint change touches one of the watched clusters. */

@@ -15,7 +15,12 @@ import type {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { PushContext } from "../../model/push-context.js";
-import type { GeneratedResource, GenerationContext, WatchedNames } from "../generator.js";
+import {
+  type GeneratedResource,
+  type GenerationContext,
+  generateByName,
+  type WatchedNames,
+} from "../generator.js";
 import { outboundClusterName, parseHostPort, resolveClientHost } from "../names.js";
 import { FAULT_FILTER_NAME } from "./listeners.js";
 
@@ -56,16 +61,13 @@ const GRPC_RETRY_ON = new Set([
  * owns the host (or one default route to `outbound|<port>||<host>`).
  */
 export function generateGrpcRoutes(context: GenerationContext, watched: WatchedNames): GeneratedResource[] {
-  if (watched === "*") return [];
-  const { push, proxy, cache } = context;
-  const resources: GeneratedResource[] = [];
-  for (const name of [...watched].sort()) {
-    const resource = cache.get(cacheKey("rds-grpc", proxy.namespace, name, push.configVersion), () =>
-      buildRouteConfiguration(push, proxy.namespace, name),
-    );
-    if (resource) resources.push(resource);
-  }
-  return resources;
+  const { push, proxy } = context;
+  return generateByName(
+    context,
+    watched,
+    (name) => cacheKey("rds-grpc", proxy.namespace, name, push.configVersion),
+    (name) => buildRouteConfiguration(push, proxy.namespace, name),
+  );
 }
 
 /** The route configuration `name` (`<host>:<port>`) as seen from namespace; null if no such service port. */

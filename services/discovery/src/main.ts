@@ -1,23 +1,98 @@
 // The discovery service's composition root: its settings and its runners, in start order.
+import { pathToFileURL } from "node:url";
+import { KubeConfig } from "@kubernetes/client-node";
 import { Buckets, busRunner } from "@sextant/bus";
-import { baseSettings, DEFAULT_PORTS, portSetting, runService } from "@sextant/runtime";
+import { runService, type ServiceDefinition } from "@sextant/runtime";
+import { registryz } from "./debug/registryz.js";
+import { KubeSource } from "./kube/kube-source.js";
+import { Publisher } from "./publish/publisher.js";
+import { AutoRegistration } from "./registration/auto-registration.js";
+import { Registry } from "./registry/registry.js";
+import { ConfigSource } from "./serviceentry/config-source.js";
+import { type DiscoverySettings, discoverySettings } from "./settings.js";
 
-const settings = baseSettings.extend({
-  /** /metrics and /ready. */
-  HTTP_PORT: portSetting(DEFAULT_PORTS.discovery.http),
-});
+/** True if Kubernetes should be read: asked for, or (auto) a kubeconfig or in-cluster environment exists. */
+function kubernetesEnabled(settings: DiscoverySettings): boolean {
+  if (settings.KUBERNETES !== "auto") return settings.KUBERNETES === "on";
+  return Boolean(settings.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST);
+}
 
-await runService({
+/** The Kubernetes client configuration: KUBECONFIG's file if set, else in-cluster or the default file. */
+function loadKubeConfig(settings: DiscoverySettings): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  if (settings.KUBECONFIG) kubeConfig.loadFromFile(settings.KUBECONFIG);
+  else kubeConfig.loadFromDefault();
+  return kubeConfig;
+}
+
+/** The discovery service: the mesh's service registry, from Kubernetes and ServiceEntries. */
+export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
   service: "discovery",
-  settings,
-  runners: ({ settings, logger, readiness }) => [
-    // Opens the registry buckets it writes; the Kubernetes and ServiceEntry sources come with the discovery issue.
-    busRunner({
+  settings: discoverySettings,
+  runners: (context) => {
+    const { settings, logger, readiness, metrics, http } = context;
+    const nats = busRunner({
       url: settings.NATS_URL,
       name: `discovery-${settings.REPLICA_ID}`,
       logger,
       readiness,
       buckets: [Buckets.services, Buckets.endpoints],
-    }),
-  ],
-});
+    });
+    const registry = new Registry({
+      domainSuffix: settings.DOMAIN_SUFFIX,
+      clusterId: settings.CLUSTER_ID,
+      network: settings.NETWORK,
+    });
+    let kube: KubeSource | undefined;
+    if (kubernetesEnabled(settings)) {
+      kube = new KubeSource({ kubeConfig: loadKubeConfig(settings), registry, logger, readiness, metrics });
+    } else {
+      logger.info("no Kubernetes configuration (KUBECONFIG, in-cluster); reading ServiceEntries only");
+    }
+    const publisher = new Publisher({
+      bus: () => nats.bus,
+      registry,
+      identity: settings.REPLICA_ID,
+      leaseDurationMs: settings.LEASE_DURATION_MS,
+      leaseRenewMs: settings.LEASE_RENEW_MS,
+      concurrency: settings.WRITE_CONCURRENCY,
+      logger,
+      readiness,
+      metrics,
+      onLeaderChange: (leader) => registration?.leaderChanged(leader),
+    });
+    const registration = settings.INGEST_URL
+      ? new AutoRegistration({
+          bus: () => nats.bus,
+          registry,
+          ingestUrl: settings.INGEST_URL,
+          gracePeriodMs: settings.WORKLOAD_ENTRY_GRACE_PERIOD_MS,
+          isLeader: () => publisher.status().leader,
+          logger,
+          metrics,
+        })
+      : undefined;
+    // GET /debug/registryz: the registry this replica computed, with its leadership state.
+    http.route("/debug/registryz", () =>
+      registryz(registry, {
+        leader: () => publisher.status(),
+        registrations: registration ? () => registration.status() : undefined,
+      }),
+    );
+    return [
+      // Connects to NATS and opens sextant-services and sextant-endpoints, which discovery alone writes.
+      nats,
+      // Follows ServiceEntry, WorkloadEntry and WorkloadGroup in sextant-config.
+      new ConfigSource({ bus: () => nats.bus, registry, logger, readiness }),
+      // Follows Namespaces, Nodes, Pods, Services and EndpointSlices.
+      ...(kube ? [kube] : []),
+      // Subscribes to sextant.registration; creates and removes WorkloadEntries through ingest.
+      ...(registration ? [registration] : []),
+      // Competes for the lease in sextant-leases; the leader writes the registry.
+      publisher,
+    ];
+  },
+};
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href)
+  await runService(discoveryService);

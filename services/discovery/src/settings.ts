@@ -1,0 +1,45 @@
+import { baseSettings, DEFAULT_PORTS, millisecondsSetting, portSetting } from "@sextant/runtime";
+import { z } from "zod";
+
+/** Discovery's settings, from the environment. Names follow istiod's where one exists. */
+export const discoverySettings = baseSettings
+  .extend({
+    /** /debug/registryz, /metrics and /ready. */
+    HTTP_PORT: portSetting(DEFAULT_PORTS.discovery.http),
+    /** The cluster's DNS suffix: Kubernetes services are `<name>.<ns>.svc.<suffix>` (istiod: DOMAIN_SUFFIX). */
+    DOMAIN_SUFFIX: z.string().min(1).default("cluster.local"),
+    /** Names this cluster in endpoint shards, `kubernetes/<CLUSTER_ID>` (istiod: CLUSTER_ID, default "Kubernetes"). */
+    CLUSTER_ID: z.string().min(1).default("Kubernetes"),
+    /** The network of endpoints that no pod or namespace label places elsewhere; empty for the default network. */
+    NETWORK: z.string().default(""),
+    /**
+     * Whether to read Kubernetes: "auto" reads it when KUBECONFIG is set or the
+     * process runs in a pod (KUBERNETES_SERVICE_HOST), so a local mesh without
+     * Kubernetes runs on ServiceEntries alone.
+     */
+    KUBERNETES: z.enum(["auto", "on", "off"]).default("auto"),
+    /** A kubeconfig file to read Kubernetes with; unset: in-cluster config, or ~/.kube/config. */
+    KUBECONFIG: z.string().min(1).optional(),
+    /** Ingest's HTTP API, through which auto-registered WorkloadEntries are created; unset turns auto-registration off. */
+    INGEST_URL: z
+      .string()
+      .url()
+      .optional()
+      .transform((url) => url?.replace(/\/+$/, "")),
+    /** How long an auto-registered WorkloadEntry outlives its proxy's disconnection (istiod: PILOT_WORKLOAD_ENTRY_GRACE_PERIOD, 10s). */
+    WORKLOAD_ENTRY_GRACE_PERIOD_MS: millisecondsSetting(10_000),
+    /** How long a leader's lease lasts without renewal before another replica may take it. */
+    LEASE_DURATION_MS: z.coerce.number().int().min(500).default(10_000),
+    /** How often the leader renews its lease and standbys look at it. */
+    LEASE_RENEW_MS: z.coerce.number().int().min(100).default(2_000),
+    /** KV writes in flight at once while publishing the registry. */
+    WRITE_CONCURRENCY: z.coerce.number().int().min(1).max(1024).default(64),
+  })
+  .refine((settings) => settings.LEASE_RENEW_MS * 2 <= settings.LEASE_DURATION_MS, {
+    // A leader must get at least two renewal attempts in before its lease runs out.
+    message: "must be at most half of LEASE_DURATION_MS",
+    path: ["LEASE_RENEW_MS"],
+  });
+
+/** Discovery's parsed settings. */
+export type DiscoverySettings = z.infer<typeof discoverySettings>;

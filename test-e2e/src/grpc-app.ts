@@ -24,13 +24,18 @@ export const ReviewsService: grpc.ServiceDefinition = {
 /** A running backend. */
 export interface Backend {
   readonly name: string;
+  readonly address: string;
   readonly port: number;
   readonly calls: number;
   close(): void;
 }
 
-/** Starts a backend on 127.0.0.1 (a port the OS picks) that answers its name. */
-export async function startBackend(name: string): Promise<Backend> {
+/**
+ * Starts a backend that answers its name, on a port the OS picks. Each
+ * backend can have a loopback address of its own (all of 127.0.0.0/8 is
+ * local on Linux), as each VM of a mesh has its own IP.
+ */
+export async function startBackend(name: string, address = "127.0.0.1"): Promise<Backend> {
   const server = new grpc.Server();
   let calls = 0;
   server.addService(ReviewsService, {
@@ -40,12 +45,13 @@ export async function startBackend(name: string): Promise<Backend> {
     },
   });
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, bound) =>
+    server.bindAsync(`${address}:0`, grpc.ServerCredentials.createInsecure(), (error, bound) =>
       error ? reject(error) : resolve(bound),
     ),
   );
   return {
     name,
+    address,
     port,
     get calls() {
       return calls;

@@ -1,10 +1,15 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { Buckets, type Bus, connectBus, encodeKey } from "@sextant/bus";
+import { Buckets, type Bus, connectBus } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
-import { EndpointShard, HealthStatus, Protocol, Resolution, Service } from "@sextant/proto";
-import { bookinfoNetworkingDir, freePort, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import {
+  bookinfoNetworkingDir,
+  eventually,
+  freePort,
+  type NatsServerFixture,
+  startNatsServer,
+} from "@sextant/testing";
 import { type Backend, startBackend } from "./grpc-app.js";
 import { type ServiceProcess, startServiceProcess } from "./processes.js";
 
@@ -15,11 +20,12 @@ export const REVIEWS_HOST = "reviews.default.svc.cluster.local";
 export const bookinfoSample = (file: string): string =>
   readFileSync(join(bookinfoNetworkingDir(), file), "utf8");
 
-/** A control plane of real processes: nats-server, ingest and push replicas, with reviews v1-v3 backends. */
+/** A control plane of real processes: nats-server, ingest, discovery and push replicas, with reviews v1-v3 backends. */
 export interface Mesh {
   readonly nats: NatsServerFixture;
   readonly bus: Bus;
   readonly ingest: ServiceProcess;
+  readonly discovery: ServiceProcess;
   readonly pushes: ServiceProcess[];
   readonly xdsPorts: number[];
   readonly backends: Backend[];
@@ -31,9 +37,10 @@ export interface Mesh {
 }
 
 /**
- * Starts the mesh. The registry entry for reviews is written to the
- * registry buckets directly, the way discovery writes it, so these suites
- * exercise push and ingest on their own.
+ * Starts the mesh: nats-server, ingest, discovery and push as processes.
+ * The reviews backends join as Bookinfo's VMs would: a ServiceEntry for
+ * reviews and one WorkloadEntry per version, applied through ingest, which
+ * discovery turns into the registry that push serves.
  */
 export async function startMesh(options: { pushReplicas?: number } = {}): Promise<Mesh> {
   const nats = await startNatsServer();
@@ -43,36 +50,32 @@ export async function startMesh(options: { pushReplicas?: number } = {}): Promis
     logger: createLogger({ service: "e2e", level: "silent" }),
   });
   const backends: Backend[] = [];
-  for (const version of ["v1", "v2", "v3"]) backends.push(await startBackend(`reviews-${version}`));
-  await (await bus.bucket(Buckets.services)).put(
-    encodeKey("default", REVIEWS_HOST),
-    Service.fromPartial({
-      hostname: REVIEWS_HOST,
-      namespace: "default",
-      name: "reviews",
-      addresses: ["10.96.0.10"],
-      ports: [{ name: "grpc", number: 9080, protocol: Protocol.PROTOCOL_GRPC }],
-      resolution: Resolution.RESOLUTION_STATIC,
-      registry: "e2e",
-    }),
-  );
-  await (await bus.bucket(Buckets.endpoints)).put(
-    encodeKey("default", REVIEWS_HOST, "e2e"),
-    EndpointShard.fromPartial({
-      hostname: REVIEWS_HOST,
-      namespace: "default",
-      shard: "e2e",
-      endpoints: backends.map((backend) => ({
-        address: "127.0.0.1",
-        ports: { grpc: backend.port },
-        labels: { app: "reviews", version: backend.name.replace("reviews-", "") },
-        serviceAccount: "bookinfo-reviews",
-        namespace: "default",
-        health: HealthStatus.HEALTH_STATUS_HEALTHY,
-      })),
-    }),
-  );
+  for (const [index, version] of ["v1", "v2", "v3"].entries()) {
+    backends.push(await startBackend(`reviews-${version}`, `127.0.0.${11 + index}`));
+  }
   const ingest = await startServiceProcess("ingest", { NATS_URL: nats.url });
+  const discovery = await startServiceProcess("discovery", {
+    NATS_URL: nats.url,
+    INGEST_URL: `http://127.0.0.1:${ingest.httpPort}`,
+  });
+  const apply = async (yaml: string) => {
+    const response = await fetch(`http://127.0.0.1:${ingest.httpPort}/v1/apply`, {
+      method: "POST",
+      body: yaml,
+    });
+    assert.equal(response.status, 200, await response.text());
+  };
+  await apply(reviewsRegistration(backends));
+  // Push must start with reviews in the registry, as it would in a running mesh.
+  await eventually(
+    async () => {
+      const shards = await (await bus.bucket(Buckets.endpoints)).list();
+      return shards.some(
+        (entry) => entry.value.hostname === REVIEWS_HOST && entry.value.endpoints.length === backends.length,
+      );
+    },
+    { timeoutMs: 30_000, message: "discovery never published the reviews endpoints" },
+  );
   const pushes: ServiceProcess[] = [];
   const xdsPorts: number[] = [];
   for (let replica = 0; replica < (options.pushReplicas ?? 1); replica++) {
@@ -91,6 +94,7 @@ export async function startMesh(options: { pushReplicas?: number } = {}): Promis
     nats,
     bus,
     ingest,
+    discovery,
     pushes,
     xdsPorts,
     backends,
@@ -119,9 +123,38 @@ export async function startMesh(options: { pushReplicas?: number } = {}): Promis
     async close() {
       for (const backend of backends) backend.close();
       for (const push of pushes) await push.stop();
+      await discovery.stop();
       await ingest.stop();
       await bus.close();
       await nats.dispose();
     },
   };
+}
+
+/** The ServiceEntry for reviews and a WorkloadEntry per backend, as YAML for ingest. */
+function reviewsRegistration(backends: Backend[]): string {
+  const serviceEntry = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: reviews, namespace: default}
+spec:
+  hosts: [${REVIEWS_HOST}]
+  addresses: [10.96.0.10]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 9080, name: grpc, protocol: GRPC}]
+  workloadSelector:
+    labels: {app: reviews}
+`;
+  const workloadEntries = backends.map(
+    (backend) => `apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: ${backend.name}, namespace: default}
+spec:
+  address: ${backend.address}
+  ports: {grpc: ${backend.port}}
+  labels: {app: reviews, version: ${backend.name.replace("reviews-", "")}}
+  serviceAccount: bookinfo-reviews
+`,
+  );
+  return [serviceEntry, ...workloadEntries].join("---\n");
 }

@@ -57,7 +57,7 @@ export class ConfigStore {
           { ...resource, generation, revision: 0 },
           { expectedRevision: current?.revision ?? 0 },
         );
-        await this.recordSource(key, ref, source);
+        await this.recordSource(key, ref, source, generation);
         const result: ApplyResult = !current ? "created" : put.changed ? "configured" : "unchanged";
         return { ref, result, revision: put.revision, generation };
       } catch (error) {
@@ -155,11 +155,17 @@ export class ConfigStore {
     });
   }
 
-  private async recordSource(key: string, ref: ConfigRefLike, source: string): Promise<void> {
+  /**
+   * Records where a resource came from. A new status starts at the stored
+   * generation: analysis may have run before it existed (and written
+   * nothing), and a NACK recorded next must still be cleared when the
+   * generation moves on.
+   */
+  private async recordSource(key: string, ref: ConfigRefLike, source: string, generation: number): Promise<void> {
     await (await this.status).update(key, (current) =>
       current?.source === source
         ? current
-        : { observedGeneration: 0, messages: [], ...current, ...ref, source },
+        : { observedGeneration: generation, messages: [], ...current, ...ref, source },
     );
   }
 }

@@ -89,7 +89,16 @@ export function buildRouteConfiguration(
     sources.push(virtualService.ref);
     const onlyPort = service.ports.length === 1 ? service.ports[0]?.number : undefined;
     routes = virtualService.spec.http.flatMap((route, index) =>
-      translateHttpRoute(push, route, index, virtualService.ref.namespace, target.port, onlyPort),
+      translateHttpRoute(
+        push,
+        route,
+        index,
+        virtualService.ref.namespace,
+        namespace,
+        target.port,
+        onlyPort,
+        sources,
+      ),
     );
   } else {
     routes = [
@@ -129,12 +138,22 @@ function translateHttpRoute(
   route: HTTPRoute,
   index: number,
   vsNamespace: string,
+  proxyNamespace: string,
   listenerPort: number,
   onlyServicePort: number | undefined,
+  sources: ConfigRef[],
 ): PartialRoute[] {
   const matches = route.match.length > 0 ? route.match : [undefined];
   const applicable = matches.filter((match) => !match?.port || match.port === listenerPort);
-  const action = buildAction(push, route, vsNamespace, listenerPort, onlyServicePort);
+  const action = buildAction(
+    push,
+    route,
+    vsNamespace,
+    proxyNamespace,
+    listenerPort,
+    onlyServicePort,
+    sources,
+  );
   const typedPerFilterConfig = route.fault
     ? { [FAULT_FILTER_NAME]: packAny(TypeUrl.HTTPFault, HTTPFault, translateFault(route.fault)) }
     : {};
@@ -150,8 +169,10 @@ function buildAction(
   push: PushContext,
   route: HTTPRoute,
   vsNamespace: string,
+  proxyNamespace: string,
   listenerPort: number,
   onlyServicePort: number | undefined,
+  sources: ConfigRef[],
 ) {
   const clusterOf = (destination: HTTPRouteDestination) => {
     const host = resolveHost(destination.destination?.host ?? "", vsNamespace, push.domainSuffix);
@@ -179,7 +200,45 @@ function buildAction(
     action.maxStreamDuration = { maxStreamDuration: route.timeout, grpcTimeoutHeaderMax: route.timeout };
   }
   if (route.retries && route.retries.attempts > 0) action.retryPolicy = translateRetries(route.retries);
+  const hashPolicy = hashPolicyFor(push, weighted, vsNamespace, proxyNamespace, sources);
+  if (hashPolicy.length > 0) action.hashPolicy = hashPolicy;
   return action;
+}
+
+/**
+ * A RING_HASH cluster only hashes what the route tells it to: the header of
+ * the destinations' DestinationRule `consistentHash.httpHeaderName` (subset
+ * level over top level). gRPC clients hash headers; Istio's cookie, source
+ * IP and query-parameter keys have no gRPC equivalent and are left out.
+ */
+function hashPolicyFor(
+  push: PushContext,
+  destinations: readonly HTTPRouteDestination[],
+  vsNamespace: string,
+  proxyNamespace: string,
+  sources: ConfigRef[],
+): Array<Record<string, unknown>> {
+  const headers = new Set<string>();
+  for (const destination of destinations) {
+    const host = resolveHost(destination.destination?.host ?? "", vsNamespace, push.domainSuffix);
+    const rule = push.destinationRuleFor(host, proxyNamespace);
+    if (!rule) continue;
+    const subset = rule.spec.subsets.find((s) => s.name === destination.destination?.subset);
+    const consistentHash =
+      subset?.trafficPolicy?.loadBalancer?.consistentHash ??
+      rule.spec.trafficPolicy?.loadBalancer?.consistentHash;
+    if (!consistentHash?.httpHeaderName) continue;
+    headers.add(consistentHash.httpHeaderName);
+    if (
+      !sources.some(
+        (ref) =>
+          ref.kind === rule.ref.kind && ref.namespace === rule.ref.namespace && ref.name === rule.ref.name,
+      )
+    ) {
+      sources.push(rule.ref);
+    }
+  }
+  return [...headers].sort().map((headerName) => ({ header: { headerName } }));
 }
 
 function onlyServicePortOf(push: PushContext, host: string): number | undefined {

@@ -21,6 +21,8 @@ export interface Entry<T> {
   readonly key: string;
   readonly value: T;
   readonly revision: number;
+  /** The stored bytes, so a writer can compare without encoding again. */
+  readonly raw?: Uint8Array;
 }
 
 /** The outcome of a put: the revision now current, and whether anything was written. */
@@ -91,7 +93,7 @@ export class TypedBucket<T> {
   async get(key: string): Promise<Entry<T> | undefined> {
     const entry = await this.kv.get(key);
     if (entry?.operation !== "PUT") return undefined;
-    return { key, value: this.spec.codec.decode(entry.value), revision: entry.revision };
+    return { key, value: this.spec.codec.decode(entry.value), revision: entry.revision, raw: entry.value };
   }
 
   /**
@@ -131,6 +133,33 @@ export class TypedBucket<T> {
   }
 
   /**
+   * Writes value over `current`, the entry the caller read with get()
+   * (undefined: the key was absent), without reading it again: nothing is
+   * written if the content is the same, and the write is conditional on
+   * current's revision (RevisionConflictError if another writer got there
+   * first). This is put() with the read already done, for read-modify-write
+   * callers on a hot path.
+   */
+  async putOver(key: string, value: T, current: Entry<T> | undefined): Promise<PutResult> {
+    const bytes = encodeCanonical(this.spec.codec, value);
+    const currentBytes = current
+      ? (current.raw ?? encodeCanonical(this.spec.codec, current.value))
+      : undefined;
+    if (current && currentBytes && Buffer.compare(Buffer.from(currentBytes), Buffer.from(bytes)) === 0) {
+      return { revision: current.revision, changed: false };
+    }
+    try {
+      const revision = current
+        ? await this.kv.update(key, bytes, current.revision)
+        : await this.kv.create(key, bytes);
+      return { revision, changed: true };
+    } catch (error) {
+      if (isWrongLastSequence(error)) throw new RevisionConflictError(key, current?.revision ?? 0);
+      throw error;
+    }
+  }
+
+  /**
    * Applies fn to the current value and stores the result, retrying when
    * another writer got there first. fn returning undefined deletes the key.
    */
@@ -149,7 +178,7 @@ export class TypedBucket<T> {
           const deleted = await this.delete(key, { expectedRevision: current?.revision ?? 0 });
           return { revision: current?.revision ?? 0, changed: deleted };
         }
-        return await this.put(key, next, { expectedRevision: current?.revision ?? 0 });
+        return await this.putOver(key, next, current);
       } catch (error) {
         if (!(error instanceof RevisionConflictError) && !isWrongLastSequence(error)) throw error;
         if (attempt >= maxAttempts) throw error;

@@ -138,6 +138,22 @@ describe("bus against a real nats-server", () => {
     assert.deepEqual(listed.map((entry) => decodeKey(entry.key)[1]).sort(), ["default", "prod"]);
   });
 
+  it("writes over an entry already read, without rewriting unchanged content or losing a race", async () => {
+    const bucket = await freshBucket();
+    assert.equal((await bucket.putOver("k", resource("r", { v: 1 }), undefined)).changed, true);
+    const read = await bucket.get("k");
+    assert.deepEqual(await bucket.putOver("k", resource("r", { v: 1 }), read), {
+      revision: read!.revision,
+      changed: false,
+    });
+    const written = await bucket.putOver("k", resource("r", { v: 2 }), read);
+    assert.equal(written.changed, true);
+    // `read` is now stale: another write over it must fail, not overwrite v2.
+    await assert.rejects(bucket.putOver("k", resource("r", { v: 3 }), read), RevisionConflictError);
+    await assert.rejects(bucket.putOver("k", resource("r", { v: 3 }), undefined), RevisionConflictError);
+    assert.deepEqual((await bucket.get("k"))?.value.spec, { v: 2 });
+  });
+
   it("refuses a write at a stale revision and serialises concurrent updates", async () => {
     const bucket = await freshBucket();
     const { revision } = await bucket.put("k", resource("r", { n: 0 }));

@@ -52,11 +52,7 @@ export class ConfigStore {
           ? current.value.generation
           : current.value.generation + 1;
       try {
-        const put = await (await this.config).put(
-          key,
-          { ...resource, generation, revision: 0 },
-          { expectedRevision: current?.revision ?? 0 },
-        );
+        const put = await (await this.config).putOver(key, { ...resource, generation, revision: 0 }, current);
         await this.recordSource(key, ref, source, generation);
         const result: ApplyResult = !current ? "created" : put.changed ? "configured" : "unchanged";
         return { ref, result, revision: put.revision, generation };
@@ -161,7 +157,12 @@ export class ConfigStore {
    * nothing), and a NACK recorded next must still be cleared when the
    * generation moves on.
    */
-  private async recordSource(key: string, ref: ConfigRefLike, source: string, generation: number): Promise<void> {
+  private async recordSource(
+    key: string,
+    ref: ConfigRefLike,
+    source: string,
+    generation: number,
+  ): Promise<void> {
     await (await this.status).update(key, (current) =>
       current?.source === source
         ? current

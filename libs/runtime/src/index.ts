@@ -1,5 +1,6 @@
 export { DEFAULT_NATS_URL, DEFAULT_PORTS } from "./ports.js";
 export { type Runner, RunnerGroup } from "./runner.js";
+export { SerialTasks } from "./serial.js";
 export {
   runService,
   type ServiceContext,

@@ -7,6 +7,7 @@ import {
   portSetting,
   type Runner,
   RunnerGroup,
+  SerialTasks,
   SettingsError,
   startService,
 } from "../src/index.js";
@@ -117,5 +118,25 @@ describe("startService", () => {
       ),
       (error: unknown) => error instanceof SettingsError && /HTTP_PORT/.test(error.message),
     );
+  });
+});
+
+describe("SerialTasks", () => {
+  it("runs tasks one at a time in order, and keeps going after a failure", async () => {
+    const log: string[] = [];
+    const errors: unknown[] = [];
+    const tasks = new SerialTasks((error) => errors.push(error));
+    const slow = (name: string, ms: number) => async () => {
+      log.push(`start ${name}`);
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      log.push(`end ${name}`);
+    };
+    void tasks.run(slow("a", 20));
+    void tasks.run(() => {
+      throw new Error("b failed");
+    });
+    await tasks.run(slow("c", 1));
+    assert.deepEqual(log, ["start a", "end a", "start c", "end c"]);
+    assert.match(String(errors[0]), /b failed/);
   });
 });

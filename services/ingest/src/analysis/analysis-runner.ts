@@ -2,7 +2,7 @@ import { Buckets, type Bus, type Watch } from "@sextant/bus";
 import { configKey, parseConfigKey } from "@sextant/model";
 import type { Logger, ReadinessGate } from "@sextant/observability";
 import type { ConfigResource } from "@sextant/proto";
-import type { Runner } from "@sextant/runtime";
+import { type Runner, SerialTasks } from "@sextant/runtime";
 import type { ConfigStore } from "../store/config-store.js";
 import { analyze } from "./analyzers.js";
 
@@ -32,10 +32,12 @@ export class AnalysisRunner implements Runner {
   /** What was last written per key, so an unchanged result costs no KV round trip. */
   readonly #written = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> = Promise.resolve();
   #closed = false;
+  readonly #tasks: SerialTasks;
 
-  constructor(private readonly options: AnalysisRunnerOptions) {}
+  constructor(private readonly options: AnalysisRunnerOptions) {
+    this.#tasks = new SerialTasks((error) => options.logger.error({ err: error }, "analysis failed"));
+  }
 
   async start(): Promise<void> {
     this.options.readiness.require("analysis initial sync");
@@ -63,18 +65,13 @@ export class AnalysisRunner implements Runner {
     this.#closed = true;
     clearTimeout(this.#timer);
     await Promise.all(this.#watches.map((watch) => watch.stop()));
-    await this.#running;
+    await this.#tasks.idle();
   }
 
   /** Analyses the current snapshot and writes the messages that changed; resolves when written. */
   analyseNow(): Promise<void> {
     // Runs never overlap: each waits for the previous one.
-    this.#running = this.#running
-      .then(() => this.runOnce())
-      .catch((error) => {
-        this.options.logger.error({ err: error }, "analysis failed");
-      });
-    return this.#running;
+    return this.#tasks.run(() => this.runOnce());
   }
 
   private schedule(): void {

@@ -4,7 +4,7 @@ import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { type ConfigRefLike, describeRef } from "@sextant/model";
 import type { Logger, ReadinessGate } from "@sextant/observability";
-import type { Runner } from "@sextant/runtime";
+import { type Runner, SerialTasks } from "@sextant/runtime";
 import type { Applier } from "../apply/applier.js";
 import type { DocumentError } from "../apply/prepare.js";
 import type { ConfigStore } from "../store/config-store.js";
@@ -50,10 +50,14 @@ export class FileSource implements Runner {
   #watcher: FSWatcher | undefined;
   #interval: NodeJS.Timeout | undefined;
   #debounce: NodeJS.Timeout | undefined;
-  #scanning: Promise<void> = Promise.resolve();
   #closed = false;
+  readonly #tasks: SerialTasks;
 
-  constructor(private readonly options: FileSourceOptions) {}
+  constructor(private readonly options: FileSourceOptions) {
+    this.#tasks = new SerialTasks((error) =>
+      options.logger.error({ err: error }, "config directory scan failed"),
+    );
+  }
 
   async start(): Promise<void> {
     this.options.readiness.require("config directory initial sync");
@@ -79,7 +83,7 @@ export class FileSource implements Runner {
     this.#watcher?.close();
     clearInterval(this.#interval);
     clearTimeout(this.#debounce);
-    await this.#scanning;
+    await this.#tasks.idle();
   }
 
   /** Files that failed to apply, for GET /v1/analyze. */
@@ -89,12 +93,7 @@ export class FileSource implements Runner {
 
   /** Rescans now; resolves once the store reflects the directory. */
   scan(): Promise<void> {
-    this.#scanning = this.#scanning
-      .then(() => this.scanOnce())
-      .catch((error) => {
-        this.options.logger.error({ err: error }, "config directory scan failed");
-      });
-    return this.#scanning;
+    return this.#tasks.run(() => this.scanOnce());
   }
 
   private scheduleScan(delay = this.options.debounceMs ?? 100): void {

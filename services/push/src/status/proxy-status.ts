@@ -8,7 +8,7 @@ import {
   type TypeSyncStatus,
   WorkloadRegistration,
 } from "@sextant/proto";
-import type { Runner } from "@sextant/runtime";
+import { type Runner, SerialTasks } from "@sextant/runtime";
 import type { Connection } from "../server/connection.js";
 import type { DiscoveryServerEvents } from "../server/discovery-server.js";
 
@@ -34,9 +34,14 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
   readonly #streams = new Map<string, Set<Connection>>();
   readonly #dirty = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
-  #flushing: Promise<void> = Promise.resolve();
 
-  constructor(private readonly options: ProxyStatusReporterOptions) {}
+  readonly #tasks: SerialTasks;
+
+  constructor(private readonly options: ProxyStatusReporterOptions) {
+    this.#tasks = new SerialTasks((error) =>
+      options.logger.warn({ err: error }, "proxy status not written; will retry"),
+    );
+  }
 
   async start(): Promise<void> {
     this.#timer = setInterval(() => void this.flush(), this.options.flushMs);
@@ -98,12 +103,7 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
 
   /** Writes the state of every proxy that changed since the last flush. */
   flush(): Promise<void> {
-    this.#flushing = this.#flushing
-      .then(() => this.flushOnce())
-      .catch((error) => {
-        this.options.logger.warn({ err: error }, "proxy status not written; will retry");
-      });
-    return this.#flushing;
+    return this.#tasks.run(() => this.flushOnce());
   }
 
   private async flushOnce(): Promise<void> {

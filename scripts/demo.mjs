@@ -20,14 +20,14 @@ const natsPort = 4222;
 const services = [
   { name: "ingest", port: 8080, role: "config API: validation and storage (sextant-config)" },
   { name: "discovery", port: 15015, role: "service registry (sextant-services, sextant-endpoints)" },
-  { name: "ca", port: 15016, role: "workload certificates (sextant-trust)" },
+  { name: "ca", port: 15016, role: "workload certificates over TLS on 8060 (sextant-trust)" },
   { name: "push", port: 15014, role: "xDS server (ADS on 15010) for proxyless gRPC clients" },
   { name: "webhook", port: 15018, role: "sidecar injection and config validation" },
 ];
 
 /** What the services do not do yet, said plainly rather than faked. */
 const notBuiltYet = [
-  "ca issues no certificates yet (8060 is not open), so there is no mTLS",
+  "the agent does not yet fetch certificates from ca (8060), so workloads have no mTLS",
   "webhook serves no admission requests yet (15017 is not open)",
   "push serves proxyless gRPC clients on 15010; Envoy sidecars and the mTLS port 15012 come later",
   "no demo workloads (Bookinfo over proxyless gRPC) and no traffic split display yet",
@@ -222,6 +222,8 @@ try {
     start(service.name, process.execPath, [join("services", service.name, "dist", "main.js")], {
       NATS_URL: `nats://127.0.0.1:${natsPort}`,
       HTTP_PORT: String(service.port),
+      // The CA keeps its root in Istio's cacerts layout; the demo's lives with its NATS store.
+      CA_CERTS_DIR: join(stateDir, "cacerts"),
     });
     await waitReady(service.name, `http://127.0.0.1:${service.port}/ready`);
   }

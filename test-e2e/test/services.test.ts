@@ -1,4 +1,7 @@
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Buckets, connectBus } from "@sextant/bus";
@@ -20,17 +23,24 @@ describe("every service as a process", () => {
   let nats: NatsServerFixture;
   const started: ServiceProcess[] = [];
 
+  // The CA writes its root to disk; keep it out of the working tree.
+  const store = mkdtempSync(join(tmpdir(), "sextant-e2e-"));
+
   before(async () => {
     nats = await startNatsServer();
   });
   after(async () => {
     for (const service of started) await service.stop();
     await nats?.dispose();
+    rmSync(store, { recursive: true, force: true });
   });
 
   for (const [name, buckets] of services) {
     it(`${name} starts, reports ready, serves metrics, owns its buckets and stops cleanly on SIGTERM`, async () => {
-      const service = await startServiceProcess(name, { NATS_URL: nats.url });
+      const service = await startServiceProcess(name, {
+        NATS_URL: nats.url,
+        CA_CERTS_DIR: join(store, "cacerts"),
+      });
       started.push(service);
       const metrics = await (await fetch(`http://127.0.0.1:${service.httpPort}/metrics`)).text();
       assert.match(metrics, new RegExp(`process_cpu_user_seconds_total\\{service="${name}"\\}`));

@@ -1,23 +1,85 @@
 // The ca service's composition root: its settings and its runners, in start order.
+import { pathToFileURL } from "node:url";
+import { KubeConfig } from "@kubernetes/client-node";
 import { Buckets, busRunner } from "@sextant/bus";
-import { baseSettings, DEFAULT_PORTS, portSetting, runService } from "@sextant/runtime";
+import { runService, type ServiceDefinition } from "@sextant/runtime";
+import type { Authenticator } from "./auth/authenticator.js";
+import { BootstrapTokenAuthenticator } from "./auth/bootstrap-tokens.js";
+import { KubernetesTokenAuthenticator } from "./auth/kubernetes.js";
+import { MeshCertificateAuthenticator } from "./auth/mesh-certificate.js";
+import { caMaterialRunner } from "./pki/material-runner.js";
+import { certificateService } from "./server/certificate-service.js";
+import { caServerRunner } from "./server/grpc-server-runner.js";
+import { CaMetrics } from "./server/metrics.js";
+import { type CaSettings, caSettings } from "./settings.js";
+import { trustBundleRunner } from "./trust/trust-bundle.js";
 
-const settings = baseSettings.extend({
-  /** /metrics and /ready. */
-  HTTP_PORT: portSetting(DEFAULT_PORTS.ca.http),
-});
+/** The Kubernetes client configuration: KUBECONFIG's file if set, else in-cluster or the default file. */
+function loadKubeConfig(settings: CaSettings): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  if (settings.KUBECONFIG) kubeConfig.loadFromFile(settings.KUBECONFIG);
+  else kubeConfig.loadFromDefault();
+  return kubeConfig;
+}
 
-await runService({
+/** The ca service: signs SPIFFE workload certificates over Istio's CreateCertificate. Replicas share CA_CERTS_DIR. */
+export const caService: ServiceDefinition<typeof caSettings> = {
   service: "ca",
-  settings,
-  runners: ({ settings, logger, readiness }) => [
-    // Opens the trust bucket it writes; CreateCertificate on 8060 comes with the CA issue.
-    busRunner({
+  settings: caSettings,
+  runners: ({ settings, logger, readiness, metrics }) => {
+    const nats = busRunner({
       url: settings.NATS_URL,
       name: `ca-${settings.REPLICA_ID}`,
       logger,
       readiness,
       buckets: [Buckets.trust],
-    }),
-  ],
-});
+    });
+    const material = caMaterialRunner(settings, logger);
+    const authenticators: Authenticator[] = settings.CA_AUTHENTICATORS.map((name): Authenticator => {
+      switch (name) {
+        case "kubernetes":
+          return new KubernetesTokenAuthenticator(loadKubeConfig(settings), settings.TOKEN_AUDIENCES);
+        case "mesh-certificate":
+          return new MeshCertificateAuthenticator(settings.TRUST_DOMAIN, () => [
+            material.issuer.material.signingCert,
+          ]);
+        case "bootstrap-token":
+          // The settings schema requires the file with this authenticator.
+          return BootstrapTokenAuthenticator.fromFile(settings.BOOTSTRAP_TOKENS_FILE ?? "");
+        default:
+          throw new Error(`unknown authenticator ${name satisfies never}`);
+      }
+    });
+    return [
+      // Connects to NATS and opens sextant-trust, which only ca writes.
+      nats,
+      // Loads the cacerts material (or creates a self-signed root) and the serving certificate.
+      material,
+      // Puts the root in sextant-trust before anything is signed with it.
+      trustBundleRunner({
+        bus: () => nats.bus,
+        trustDomain: settings.TRUST_DOMAIN,
+        rootPem: () => material.issuer.material.root.toString(),
+        maxWorkloadTtlSeconds: settings.MAX_WORKLOAD_CERT_TTL,
+        logger,
+      }),
+      // CreateCertificate over TLS on GRPC_PORT.
+      caServerRunner({
+        port: settings.GRPC_PORT,
+        implementation: () =>
+          certificateService({
+            trustDomain: settings.TRUST_DOMAIN,
+            authenticators,
+            issuer: () => material.issuer,
+            metrics: new CaMetrics(metrics),
+            logger,
+          }),
+        tls: () => ({ ...material.serving, rootsPem: material.issuer.material.root.toString() }),
+        logger,
+        readiness,
+      }),
+    ];
+  },
+};
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await runService(caService);

@@ -1,0 +1,96 @@
+import { baseSettings, DEFAULT_PORTS, portSetting } from "@sextant/runtime";
+import { z } from "zod";
+
+const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** A duration from an environment variable: plain seconds, or Go-style with one unit (`90s`, `24h`, `2160h`, `90d`). */
+export const durationSecondsSetting = (fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .transform((value, ctx) => {
+      const match = /^(\d+)([smhd]?)$/.exec(value.trim());
+      if (!match?.[1]) {
+        ctx.addIssue({
+          code: z.ZodIssueCode.custom,
+          message: "must be a duration such as 3600, 90s, 24h or 90d",
+        });
+        return z.NEVER;
+      }
+      return Number(match[1]) * (UNIT_SECONDS[match[2] || "s"] ?? 1);
+    })
+    .refine((seconds) => seconds > 0, { message: "must be positive" });
+
+const list = z
+  .string()
+  .default("")
+  .transform((value) =>
+    value
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean),
+  );
+
+/** The CA's settings, from the environment. Names and defaults follow istiod's where it has them. */
+export const caSettings = baseSettings
+  .extend({
+    /** /metrics and /ready. */
+    HTTP_PORT: portSetting(DEFAULT_PORTS.ca.http),
+    /** CreateCertificate over TLS. */
+    GRPC_PORT: portSetting(DEFAULT_PORTS.ca.grpc),
+    /** The SPIFFE trust domain. */
+    TRUST_DOMAIN: z
+      .string()
+      .min(1)
+      .regex(/^[a-z0-9.-]+$/, "must be lower-case letters, digits, dots and dashes")
+      .default("cluster.local"),
+    /** The namespace the CA runs in: its serving certificate names sextant-ca.<ns>.svc. */
+    POD_NAMESPACE: z.string().min(1).default("istio-system"),
+    /** The cacerts directory (istiod: ./etc/cacerts); a self-signed root is created there when empty. */
+    CA_CERTS_DIR: z.string().min(1).default("./etc/cacerts"),
+    /** Extra DNS names or IPs of the serving certificate (besides sextant-ca.<ns>.svc, localhost, 127.0.0.1). */
+    CA_SERVER_SANS: list,
+    /** Workload certificate lifetime when a request asks for none (istiod: DEFAULT_WORKLOAD_CERT_TTL). */
+    DEFAULT_WORKLOAD_CERT_TTL: durationSecondsSetting("24h"),
+    /** Longest workload certificate lifetime; longer requests are cut (istiod: MAX_WORKLOAD_CERT_TTL). */
+    MAX_WORKLOAD_CERT_TTL: durationSecondsSetting("90d"),
+    /** Lifetime of a generated self-signed root (istiod: CITADEL_SELF_SIGNED_CA_CERT_TTL). */
+    CITADEL_SELF_SIGNED_CA_CERT_TTL: durationSecondsSetting("3650d"),
+    /** Authenticators, tried in this order: kubernetes, mesh-certificate, bootstrap-token. */
+    CA_AUTHENTICATORS: list.pipe(z.array(z.enum(["kubernetes", "mesh-certificate", "bootstrap-token"]))),
+    /** Audiences a service-account token must carry (istiod: TOKEN_AUDIENCES). */
+    TOKEN_AUDIENCES: list.transform((values) => (values.length > 0 ? values : ["istio-ca"])),
+    /** A kubeconfig for TokenReview; unset: in-cluster, or the default file. */
+    KUBECONFIG: z.string().min(1).optional(),
+    /** JSON file mapping bootstrap tokens to { namespace, serviceAccount }. */
+    BOOTSTRAP_TOKENS_FILE: z.string().min(1).optional(),
+  })
+  .transform((settings) => ({
+    ...settings,
+    // Default order: what is configured. Kubernetes when it is reachable, renewal always, bootstrap tokens when a file is given.
+    CA_AUTHENTICATORS:
+      settings.CA_AUTHENTICATORS.length > 0
+        ? settings.CA_AUTHENTICATORS
+        : ([
+            ...(settings.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST ? (["kubernetes"] as const) : []),
+            "mesh-certificate",
+            ...(settings.BOOTSTRAP_TOKENS_FILE ? (["bootstrap-token"] as const) : []),
+          ] as Array<"kubernetes" | "mesh-certificate" | "bootstrap-token">),
+  }))
+  .superRefine((settings, ctx) => {
+    if (settings.DEFAULT_WORKLOAD_CERT_TTL > settings.MAX_WORKLOAD_CERT_TTL)
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ["DEFAULT_WORKLOAD_CERT_TTL"],
+        message: "must not exceed MAX_WORKLOAD_CERT_TTL",
+      });
+    if (settings.CA_AUTHENTICATORS.includes("bootstrap-token") && !settings.BOOTSTRAP_TOKENS_FILE)
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ["BOOTSTRAP_TOKENS_FILE"],
+        message: "is required by the bootstrap-token authenticator",
+      });
+  });
+
+/** The CA's parsed settings. */
+export type CaSettings = z.infer<typeof caSettings>;

@@ -30,7 +30,7 @@ const notBuiltYet = [
   "the agent does not yet fetch certificates from ca (8060), so workloads have no mTLS",
   "webhook serves no admission requests yet (15017 is not open)",
   "push serves proxyless gRPC clients on 15010; Envoy sidecars and the mTLS port 15012 come later",
-  "no demo workloads (Bookinfo over proxyless gRPC) and no traffic split display yet",
+  "the demo workloads run without agents, so their traffic is plaintext",
 ];
 
 const children = [];
@@ -174,6 +174,25 @@ async function applyBookinfoSamples() {
   if (analysis.messages.length > 8) console.log(`  ... and ${analysis.messages.length - 8} more`);
 }
 
+/**
+ * Runs the traffic walk-through (libs/bookinfo): real gRPC backends and a
+ * real @grpc/grpc-js-xds client routed by push as the samples change.
+ * Resolves to its exit code: 0 when every step's observed split held.
+ */
+function runWalkthrough() {
+  const samples = join(root, "..", "shared", "samples", "bookinfo", "networking");
+  const args = [
+    join(root, "libs", "bookinfo", "dist", "walkthrough.js"),
+    "http://127.0.0.1:8080",
+    "127.0.0.1:15010",
+    samples,
+  ];
+  if (once) args.push("--once");
+  const child = spawn(process.execPath, args, { cwd: root, stdio: "inherit" });
+  children.push({ name: "walkthrough", child });
+  return new Promise((resolve) => child.once("exit", (code) => resolve(code ?? 1)));
+}
+
 let stopping = false;
 async function stop(code) {
   if (stopping) return;
@@ -195,6 +214,8 @@ process.on("SIGTERM", () => void stop(0));
 try {
   await assertPortFree(natsPort, "nats-server");
   for (const service of services) await assertPortFree(service.port, service.name);
+  await assertPortFree(15010, "push (xDS)");
+  await assertPortFree(8060, "ca (CreateCertificate)");
 
   mkdirSync(join(stateDir, "nats"), { recursive: true });
   // nats-server logs every start-up detail; keep them in a file, not on screen.
@@ -224,6 +245,8 @@ try {
       HTTP_PORT: String(service.port),
       // The CA keeps its root in Istio's cacerts layout; the demo's lives with its NATS store.
       CA_CERTS_DIR: join(stateDir, "cacerts"),
+      // Discovery creates auto-registered WorkloadEntries through ingest's API.
+      INGEST_URL: "http://127.0.0.1:8080",
     });
     await waitReady(service.name, `http://127.0.0.1:${service.port}/ready`);
   }
@@ -239,13 +262,16 @@ try {
     );
   }
   await applyBookinfoSamples();
+  const walkthrough = await runWalkthrough();
 
   console.log(`\n${color(33, "Not built yet")} (see the open issues):`);
   for (const line of notBuiltYet) console.log(`  - ${line}`);
 
   if (once) {
-    console.log("\nEvery service reported ready; stopping (--once).");
-    await stop(0);
+    console.log(
+      `\nEvery service reported ready; the walk-through ${walkthrough === 0 ? "held" : "FAILED"}; stopping (--once).`,
+    );
+    await stop(walkthrough);
   } else {
     console.log("\nRunning. Metrics: curl localhost:15014/metrics. Press Ctrl-C to stop.");
   }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { type Backend, startBackend } from "@sextant/bookinfo";
 import { Buckets, type Bus, connectBus } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
 import {
@@ -10,7 +11,6 @@ import {
   type NatsServerFixture,
   startNatsServer,
 } from "@sextant/testing";
-import { type Backend, startBackend } from "./grpc-app.js";
 import { type ServiceProcess, startServiceProcess } from "./processes.js";
 
 /** The reviews service every e2e suite routes to. */

@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import * as xds from "@grpc/grpc-js-xds";
+import { ReviewsClient, tally } from "@sextant/bookinfo";
 import { eventually } from "@sextant/testing";
-import { ReviewsClient, tally } from "../src/grpc-app.js";
 import { REVIEWS_HOST as HOST, type Mesh, bookinfoSample as sample, startMesh } from "../src/mesh.js";
 
 const share = (counts: Map<string, number>, key: string, total: number) =>

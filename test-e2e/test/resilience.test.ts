@@ -2,10 +2,10 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import * as xds from "@grpc/grpc-js-xds";
+import { ReviewsClient, tally, whoami } from "@sextant/bookinfo";
 import { TypeUrl } from "@sextant/proto/envoy";
 import { eventually } from "@sextant/testing";
 import { startTcpBalancer, type TcpBalancer } from "../src/balancer.js";
-import { ReviewsClient, tally, whoami } from "../src/grpc-app.js";
 import { bookinfoSample, type Mesh, REVIEWS_HOST, startMesh } from "../src/mesh.js";
 import type { ServiceProcess } from "../src/processes.js";
 

@@ -28,7 +28,7 @@ const services = [
 /** What the services do not do yet, said plainly rather than faked. */
 const notBuiltYet = [
   "the agent does not yet fetch certificates from ca (8060), so workloads have no mTLS",
-  "webhook serves no admission requests yet (15017 is not open)",
+  "webhook serves /inject and /validate on 15017 only when given TLS files (TLS_CERT_FILE, TLS_KEY_FILE); the demo has no Kubernetes to call it",
   "push serves proxyless gRPC clients on 15010; Envoy sidecars and the mTLS port 15012 come later",
   "the demo workloads run without agents, so their traffic is plaintext",
 ];

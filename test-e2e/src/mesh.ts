@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { type Backend, startBackend } from "@sextant/bookinfo";
+import { type Backend, REVIEWS_HOST, reviewsRegistrationYaml, startReviewsBackends } from "@sextant/bookinfo";
 import { Buckets, type Bus, connectBus } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
 import {
@@ -9,12 +9,13 @@ import {
   eventually,
   freePort,
   type NatsServerFixture,
+  type ServiceProcess,
   startNatsServer,
+  startServiceProcess,
 } from "@sextant/testing";
-import { type ServiceProcess, startServiceProcess } from "./processes.js";
 
 /** The reviews service every e2e suite routes to. */
-export const REVIEWS_HOST = "reviews.default.svc.cluster.local";
+export { REVIEWS_HOST };
 
 /** One of Istio's Bookinfo networking samples, unchanged. */
 export const bookinfoSample = (file: string): string =>
@@ -49,10 +50,7 @@ export async function startMesh(options: { pushReplicas?: number } = {}): Promis
     name: "e2e",
     logger: createLogger({ service: "e2e", level: "silent" }),
   });
-  const backends: Backend[] = [];
-  for (const [index, version] of ["v1", "v2", "v3"].entries()) {
-    backends.push(await startBackend(`reviews-${version}`, `127.0.0.${11 + index}`));
-  }
+  const backends = await startReviewsBackends();
   const ingest = await startServiceProcess("ingest", { NATS_URL: nats.url });
   const discovery = await startServiceProcess("discovery", {
     NATS_URL: nats.url,
@@ -65,7 +63,7 @@ export async function startMesh(options: { pushReplicas?: number } = {}): Promis
     });
     assert.equal(response.status, 200, await response.text());
   };
-  await apply(reviewsRegistration(backends));
+  await apply(reviewsRegistrationYaml(backends));
   // Push must start with reviews in the registry, as it would in a running mesh.
   await eventually(
     async () => {
@@ -129,32 +127,4 @@ export async function startMesh(options: { pushReplicas?: number } = {}): Promis
       await nats.dispose();
     },
   };
-}
-
-/** The ServiceEntry for reviews and a WorkloadEntry per backend, as YAML for ingest. */
-function reviewsRegistration(backends: Backend[]): string {
-  const serviceEntry = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: reviews, namespace: default}
-spec:
-  hosts: [${REVIEWS_HOST}]
-  addresses: [10.96.0.10]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 9080, name: grpc, protocol: GRPC}]
-  workloadSelector:
-    labels: {app: reviews}
-`;
-  const workloadEntries = backends.map(
-    (backend) => `apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: ${backend.name}, namespace: default}
-spec:
-  address: ${backend.address}
-  ports: {grpc: ${backend.port}}
-  labels: {app: reviews, version: ${backend.name.replace("reviews-", "")}}
-  serviceAccount: bookinfo-reviews
-`,
-  );
-  return [serviceEntry, ...workloadEntries].join("---\n");
 }

@@ -4,10 +4,9 @@ import * as grpc from "@grpc/grpc-js";
 import * as xds from "@grpc/grpc-js-xds";
 import { ReviewsClient, tally, whoami } from "@sextant/bookinfo";
 import { TypeUrl } from "@sextant/proto/envoy";
-import { eventually } from "@sextant/testing";
+import { eventually, type ServiceProcess } from "@sextant/testing";
 import { startTcpBalancer, type TcpBalancer } from "../src/balancer.js";
 import { bookinfoSample, type Mesh, REVIEWS_HOST, startMesh } from "../src/mesh.js";
-import type { ServiceProcess } from "../src/processes.js";
 
 type Syncz = Array<{
   proxyId: string;

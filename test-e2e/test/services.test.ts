@@ -6,8 +6,12 @@ import { after, before, describe, it } from "node:test";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Buckets, connectBus } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
-import { type NatsServerFixture, startNatsServer } from "@sextant/testing";
-import { type ServiceProcess, startServiceProcess } from "../src/processes.js";
+import {
+  type NatsServerFixture,
+  type ServiceProcess,
+  startNatsServer,
+  startServiceProcess,
+} from "@sextant/testing";
 
 /** Each service and the buckets it creates because it writes them. */
 const services: Array<[string, string[]]> = [

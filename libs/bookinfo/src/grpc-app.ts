@@ -101,3 +101,47 @@ export async function tally(
   );
   return counts;
 }
+
+/** The host the reviews backends serve, as Bookinfo names it in Kubernetes. */
+export const REVIEWS_HOST = "reviews.default.svc.cluster.local";
+
+/**
+ * How the reviews backends join a mesh without Kubernetes, as Bookinfo's VMs
+ * would: a ServiceEntry for reviews (gRPC on 9080) selecting one
+ * WorkloadEntry per backend, labelled with its version. YAML for ingest.
+ */
+export function reviewsRegistrationYaml(backends: readonly Backend[]): string {
+  const serviceEntry = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: reviews, namespace: default}
+spec:
+  hosts: [${REVIEWS_HOST}]
+  addresses: [10.96.0.10]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 9080, name: grpc, protocol: GRPC}]
+  workloadSelector:
+    labels: {app: reviews}
+`;
+  const workloadEntries = backends.map(
+    (backend) => `apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: ${backend.name}, namespace: default}
+spec:
+  address: ${backend.address}
+  ports: {grpc: ${backend.port}}
+  labels: {app: reviews, version: ${backend.name.replace("reviews-", "")}}
+  serviceAccount: bookinfo-reviews
+`,
+  );
+  return [serviceEntry, ...workloadEntries].join("---\n");
+}
+
+/** Starts reviews v1, v2 and v3, each on a loopback address of its own (127.0.0.11-13), as VMs have their own IPs. */
+export async function startReviewsBackends(): Promise<Backend[]> {
+  const backends: Backend[] = [];
+  for (const [index, version] of ["v1", "v2", "v3"].entries()) {
+    backends.push(await startBackend(`reviews-${version}`, `127.0.0.${11 + index}`));
+  }
+  return backends;
+}

@@ -13,11 +13,16 @@ import { join } from "node:path";
 import { createInterface } from "node:readline/promises";
 import * as grpc from "@grpc/grpc-js";
 import * as xds from "@grpc/grpc-js-xds";
-import { type Backend, ReviewsClient, startBackend, tally } from "./grpc-app.js";
+import {
+  REVIEWS_HOST,
+  ReviewsClient,
+  reviewsRegistrationYaml,
+  startReviewsBackends,
+  tally,
+} from "./grpc-app.js";
 
 const [ingestUrl = "", xdsAddress = "", samplesDir = ""] = process.argv.slice(2);
 const once = process.argv.includes("--once");
-const HOST = "reviews.default.svc.cluster.local";
 const CALLS = 400;
 const TOLERANCE = 5;
 const tty = process.stdout.isTTY;
@@ -38,32 +43,6 @@ async function apply(yaml: string): Promise<void> {
   const response = await fetch(`${ingestUrl}/v1/apply`, { method: "POST", body: yaml });
   if (!response.ok)
     throw new Error(`ingest refused the config (${response.status}): ${await response.text()}`);
-}
-
-function registration(backends: Backend[]): string {
-  return [
-    `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: reviews, namespace: default}
-spec:
-  hosts: [${HOST}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 9080, name: grpc, protocol: GRPC}]
-  workloadSelector: {labels: {app: reviews}}
-`,
-    ...backends.map(
-      (backend) => `apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: ${backend.name}, namespace: default}
-spec:
-  address: ${backend.address}
-  ports: {grpc: ${backend.port}}
-  labels: {app: reviews, version: ${backend.name.replace("reviews-", "")}}
-  serviceAccount: bookinfo-reviews
-`,
-    ),
-  ].join("---\n");
 }
 
 function bars(counts: Map<string, number>, total: number): string[] {
@@ -112,14 +91,11 @@ const steps: Step[] = [
 ];
 
 async function main(): Promise<number> {
-  const backends: Backend[] = [];
-  for (const [index, version] of ["v1", "v2", "v3"].entries()) {
-    backends.push(await startBackend(`reviews-${version}`, `127.0.0.${11 + index}`));
-  }
+  const backends = await startReviewsBackends();
   console.log(`\n${color(1, "Bookinfo reviews over proxyless gRPC")}`);
   for (const backend of backends)
     console.log(`  ${backend.name} serving on ${backend.address}:${backend.port}`);
-  await apply(registration(backends));
+  await apply(reviewsRegistrationYaml(backends));
   console.log(
     "  registered through ingest: ServiceEntry reviews + 3 WorkloadEntries (discovery publishes the registry)",
   );
@@ -135,7 +111,7 @@ async function main(): Promise<number> {
     },
   });
   xds.register();
-  const client = new ReviewsClient(`xds:///${HOST}:9080`, grpc.credentials.createInsecure());
+  const client = new ReviewsClient(`xds:///${REVIEWS_HOST}:9080`, grpc.credentials.createInsecure());
   const jason = new grpc.Metadata();
   jason.set("end-user", "jason");
   const prompt =

@@ -102,33 +102,19 @@ export class TypedBucket<T> {
    * key is still at that revision, otherwise RevisionConflictError.
    */
   async put(key: string, value: T, options: { expectedRevision?: number } = {}): Promise<PutResult> {
-    const bytes = encodeCanonical(this.spec.codec, value);
-    const current = await this.kv.get(key);
-    const currentRevision = current && current.operation === "PUT" ? current.revision : 0;
-    if (options.expectedRevision !== undefined && options.expectedRevision !== currentRevision) {
-      throw new RevisionConflictError(key, options.expectedRevision);
-    }
-    if (
-      current &&
-      current.operation === "PUT" &&
-      Buffer.compare(Buffer.from(current.value), Buffer.from(bytes)) === 0
-    ) {
-      return { revision: current.revision, changed: false };
-    }
-    try {
-      // Always write conditionally on what was just read, so a concurrent
-      // writer between the read and the write is detected, not overwritten
-      // silently when the caller asked for a revision.
-      const revision = current
-        ? await this.kv.update(key, bytes, current.revision)
-        : await this.kv.create(key, bytes);
-      return { revision, changed: true };
-    } catch (error) {
-      if (!isWrongLastSequence(error)) throw error;
-      if (options.expectedRevision !== undefined)
+    for (;;) {
+      const current = await this.get(key);
+      if (options.expectedRevision !== undefined && options.expectedRevision !== (current?.revision ?? 0)) {
         throw new RevisionConflictError(key, options.expectedRevision);
-      // Last-writer-wins put that raced with another writer: try again.
-      return this.put(key, value);
+      }
+      try {
+        // Conditional on what was just read, so a writer in between is
+        // detected rather than overwritten.
+        return await this.putOver(key, value, current);
+      } catch (error) {
+        if (!(error instanceof RevisionConflictError) || options.expectedRevision !== undefined) throw error;
+        // A last-writer-wins put that raced with another writer: read again.
+      }
     }
   }
 

@@ -3,5 +3,6 @@ export { type GrpcServerFixture, insecureClientCredentials, startGrpcServer } fr
 export * from "./kube/index.js";
 export { assertNatsServerInstalled, type NatsServerFixture, startNatsServer } from "./nats.js";
 export { freePort } from "./ports.js";
+export { type ServiceProcess, startServiceProcess } from "./processes.js";
 export { bookinfoNetworkingDir, repositoryRoot, sharedPath } from "./shared.js";
 export { eventually } from "./wait.js";

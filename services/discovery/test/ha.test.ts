@@ -1,11 +1,9 @@
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
+import type { ChildProcess } from "node:child_process";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
 import { createLogger } from "@sextant/observability";
 import { HealthStatus } from "@sextant/proto";
-import { eventually, type FakeKubeApiServer } from "@sextant/testing";
+import { eventually, type FakeKubeApiServer, startServiceProcess } from "@sextant/testing";
 import { LeaseBucket, LeaseElector } from "../src/leader/lease.js";
 import { endpointsKey, serviceKey } from "../src/registry/keys.js";
 import {
@@ -20,17 +18,6 @@ import {
 const logger = createLogger({ service: "test", level: "silent" });
 const host = (name: string) => `${name}.default.svc.cluster.local`;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
-
 /** A discovery replica as its own process, so that it can be killed outright. */
 interface Replica {
   readonly id: string;
@@ -42,45 +29,18 @@ interface Replica {
 }
 
 async function startReplica(id: string, env: Record<string, string>): Promise<Replica> {
-  const port = await freePort();
-  const main = fileURLToPath(new URL("../src/main.ts", import.meta.url));
-  const child = spawn(process.execPath, ["--conditions=@sextant/source", "--import", "tsx", main], {
-    env: {
-      ...process.env,
-      HTTP_PORT: String(port),
-      REPLICA_ID: id,
-      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "warn",
-      OTEL_SDK_DISABLED: "true",
-      ...env,
-    },
-    stdio: ["ignore", "pipe", "pipe"],
+  const replica = await startServiceProcess("discovery", {
+    REPLICA_ID: id,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "warn",
+    ...env,
   });
-  let output = "";
-  child.stdout?.on("data", (chunk) => {
-    output += chunk;
-  });
-  child.stderr?.on("data", (chunk) => {
-    output += chunk;
-  });
-  const url = `http://127.0.0.1:${port}`;
-  await eventually(
-    async () => {
-      if (child.exitCode !== null) throw new Error(`replica ${id} exited: ${output}`);
-      return (await fetch(`${url}/ready`)).ok;
-    },
-    { timeoutMs: 60_000, message: `replica ${id} ready` },
-  );
+  const url = `http://127.0.0.1:${replica.httpPort}`;
   return {
     id,
     url,
-    child,
-    output: () => output,
-    kill: async (signal) => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((resolve) => child.once("exit", resolve));
-      child.kill(signal);
-      await exited;
-    },
+    child: replica.child,
+    output: replica.output,
+    kill: replica.kill,
     registryz: async () => (await (await fetch(`${url}/debug/registryz`)).json()) as Obj,
   };
 }

@@ -1,22 +1,66 @@
 // The webhook service's composition root: its settings and its runners, in start order.
+import { pathToFileURL } from "node:url";
 import { busRunner } from "@sextant/bus";
-import { baseSettings, DEFAULT_PORTS, portSetting, runService } from "@sextant/runtime";
+import { runService, type ServiceDefinition } from "@sextant/runtime";
+import { WebhookMetrics } from "./admission/metrics.js";
+import { defaultInjectionConfig } from "./inject/inject.js";
+import { loadTemplate } from "./inject/template.js";
+import { createAdmissionApp } from "./server/app.js";
+import { HttpsServerRunner } from "./server/https-runner.js";
+import { webhookSettings } from "./settings.js";
 
-const settings = baseSettings.extend({
-  /** /metrics and /ready. */
-  HTTP_PORT: portSetting(DEFAULT_PORTS.webhook.http),
-});
-
-await runService({
+/** The webhook service: Kubernetes admission, sidecar injection (/inject) and Istio config validation (/validate). */
+export const webhookService: ServiceDefinition<typeof webhookSettings> = {
   service: "webhook",
-  settings,
-  runners: ({ settings, logger, readiness }) => [
-    // Connects to NATS; /inject and /validate on 15017 come with the webhook issue.
-    busRunner({
+  settings: webhookSettings,
+  runners: ({ settings, logger, readiness, metrics }) => {
+    const nats = busRunner({
       url: settings.NATS_URL,
       name: `webhook-${settings.REPLICA_ID}`,
       logger,
       readiness,
-    }),
-  ],
-});
+    });
+    const injection = defaultInjectionConfig({
+      // Read at start, so a broken template stops the service instead of failing every pod.
+      template: loadTemplate(settings.INJECTION_TEMPLATE_FILE),
+      proxyImage: settings.SIDECAR_PROXY_IMAGE,
+      revision: settings.REVISION,
+      domainSuffix: settings.DOMAIN_SUFFIX,
+      trustDomain: settings.TRUST_DOMAIN,
+      clusterId: settings.CLUSTER_ID,
+      meshId: settings.MESH_ID ?? settings.TRUST_DOMAIN,
+      caAddress: settings.CA_ADDR,
+      discoveryAddress: settings.DISCOVERY_ADDRESS,
+      nativeSidecars: settings.ENABLE_NATIVE_SIDECARS,
+    });
+    const https =
+      settings.TLS_CERT_FILE && settings.TLS_KEY_FILE
+        ? new HttpsServerRunner({
+            port: settings.HTTPS_PORT,
+            certFile: settings.TLS_CERT_FILE,
+            keyFile: settings.TLS_KEY_FILE,
+            reloadIntervalMs: settings.TLS_RELOAD_INTERVAL_MS,
+            handler: () =>
+              createAdmissionApp({
+                injection,
+                metrics: new WebhookMetrics(metrics),
+                logger,
+                maxBodyBytes: settings.MAX_BODY_BYTES,
+              }),
+            logger,
+            readiness,
+          })
+        : undefined;
+    if (!https)
+      logger.warn("TLS_CERT_FILE and TLS_KEY_FILE are not set: /inject and /validate are not served");
+    return [
+      // Connects to NATS (mesh settings will come from it); the service is not ready without it.
+      nats,
+      // /inject and /validate over HTTPS on HTTPS_PORT, with the certificate reloaded when its files change.
+      ...(https ? [https] : []),
+    ];
+  },
+};
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href)
+  await runService(webhookService);

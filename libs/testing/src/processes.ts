@@ -1,6 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
-import { eventually, freePort, repositoryRoot } from "@sextant/testing";
+import { freePort } from "./ports.js";
+import { repositoryRoot } from "./shared.js";
+import { eventually } from "./wait.js";
 
 /** A Sextant service running as its own process, from its sources. */
 export interface ServiceProcess {
@@ -11,6 +13,8 @@ export interface ServiceProcess {
   output(): string;
   /** SIGTERM, and the exit code. */
   stop(): Promise<number | null>;
+  /** Sends signal (SIGKILL for a crash) and waits for the exit. */
+  kill(signal: NodeJS.Signals): Promise<void>;
 }
 
 /** Starts services/<name>/src/main.ts with tsx and waits until its /ready answers 200. */
@@ -58,5 +62,11 @@ export async function startServiceProcess(
     await stop();
     throw new Error(`${(error as Error).message}\n${output}`);
   }
-  return { name, httpPort, child, output: () => output, stop };
+  const kill = async (signal: NodeJS.Signals) => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill(signal);
+    await exited;
+  };
+  return { name, httpPort, child, output: () => output, stop, kill };
 }

@@ -1,8 +1,10 @@
 // The webhook service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
+import { KubeConfig } from "@kubernetes/client-node";
 import { busRunner } from "@sextant/bus";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { WebhookMetrics } from "./admission/metrics.js";
+import { CaBundlePatcher } from "./cabundle/ca-bundle-patcher.js";
 import { defaultInjectionConfig } from "./inject/inject.js";
 import { loadTemplate } from "./inject/template.js";
 import { createAdmissionApp } from "./server/app.js";
@@ -53,14 +55,36 @@ export const webhookService: ServiceDefinition<typeof webhookSettings> = {
         : undefined;
     if (!https)
       logger.warn("TLS_CERT_FILE and TLS_KEY_FILE are not set: /inject and /validate are not served");
+    const patchesConfigs = settings.INJECTOR_WEBHOOK_CONFIG_NAME || settings.VALIDATION_WEBHOOK_CONFIG_NAME;
+    const caBundle =
+      https && settings.TLS_CERT_FILE && patchesConfigs
+        ? new CaBundlePatcher({
+            kubeConfig: kubeConfig(settings.KUBECONFIG),
+            certFile: settings.TLS_CERT_FILE,
+            mutatingName: settings.INJECTOR_WEBHOOK_CONFIG_NAME,
+            validatingName: settings.VALIDATION_WEBHOOK_CONFIG_NAME,
+            intervalMs: settings.TLS_RELOAD_INTERVAL_MS,
+            logger,
+          })
+        : undefined;
     return [
       // Connects to NATS (mesh settings will come from it); the service is not ready without it.
       nats,
       // /inject and /validate over HTTPS on HTTPS_PORT, with the certificate reloaded when its files change.
       ...(https ? [https] : []),
+      // Keeps the webhook configurations' caBundle equal to the serving certificate's CA (Kubernetes API).
+      ...(caBundle ? [caBundle] : []),
     ];
   },
 };
+
+/** The Kubernetes client configuration: the given kubeconfig, else ~/.kube/config or in-cluster, as kubectl finds it. */
+function kubeConfig(path: string | undefined): KubeConfig {
+  const config = new KubeConfig();
+  if (path) config.loadFromFile(path);
+  else config.loadFromDefault();
+  return config;
+}
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href)
   await runService(webhookService);

@@ -44,6 +44,12 @@ export const webhookSettings = baseSettings
     CA_ADDR: z.string().min(1).default("sextant-ca.istio-system.svc:8060"),
     /** Where the injected agent gets xDS (istiod: proxyConfig.discoveryAddress). */
     DISCOVERY_ADDRESS: z.string().min(1).default("sextant-push.istio-system.svc:15012"),
+    /** A kubeconfig for patching the webhook configurations; unset: ~/.kube/config or in-cluster, as kubectl finds them. */
+    KUBECONFIG: z.string().min(1).optional(),
+    /** The MutatingWebhookConfiguration whose caBundle is kept current (istiod: istio-sidecar-injector); unset: none. */
+    INJECTOR_WEBHOOK_CONFIG_NAME: z.string().min(1).optional(),
+    /** The ValidatingWebhookConfiguration whose caBundle is kept current (istiod: istio-validator-<ns>); unset: none. */
+    VALIDATION_WEBHOOK_CONFIG_NAME: z.string().min(1).optional(),
     /** Inject the proxy as a native sidecar (an init container with restartPolicy Always). */
     ENABLE_NATIVE_SIDECARS: booleanSetting("false"),
   })

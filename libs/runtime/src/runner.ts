@@ -14,6 +14,7 @@ export interface Runner {
 /** A set of runners started together and closed in reverse order. */
 export class RunnerGroup {
   readonly #started: Runner[] = [];
+  #closing: string | undefined;
 
   constructor(private readonly logger: Logger) {}
 
@@ -36,11 +37,20 @@ export class RunnerGroup {
   async close(): Promise<void> {
     while (this.#started.length > 0) {
       const runner = this.#started.pop()!;
+      this.#closing = runner.name;
+      const started = Date.now();
       try {
         await runner.close();
       } catch (error) {
         this.logger.warn({ runner: runner.name, err: error }, "runner failed to close");
       }
+      this.logger.debug({ runner: runner.name, ms: Date.now() - started }, "runner closed");
     }
+    this.#closing = undefined;
+  }
+
+  /** The runner being closed right now, for a message when shutdown hangs. */
+  get closing(): string | undefined {
+    return this.#closing;
   }
 }

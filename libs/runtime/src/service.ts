@@ -40,7 +40,12 @@ export interface ServiceDefinition<Schema extends ServiceSettingsSchema> {
 export interface StartedService<Settings> extends ServiceContext<Settings> {
   readonly httpPort: number;
   stop(): Promise<void>;
+  /** The runner being closed right now, if a stop is under way. */
+  readonly closing: string | undefined;
 }
+
+/** How long a SIGTERM may take before the process gives up on a clean stop (Kubernetes' grace period is 30 s). */
+const SHUTDOWN_DEADLINE_MS = 10_000;
 
 /**
  * Starts a service: settings, logger, telemetry, the /metrics + /ready server
@@ -68,6 +73,7 @@ export async function startService<Schema extends ServiceSettingsSchema>(
     },
   };
   const runners = new RunnerGroup(logger);
+  let stopping = false;
   // The health server starts first so that a slow start shows as "not ready"
   // rather than as a refused connection.
   health = await startHealthServer({
@@ -86,7 +92,11 @@ export async function startService<Schema extends ServiceSettingsSchema>(
   return {
     ...context,
     httpPort: health.port,
+    get closing() {
+      return runners.closing ?? (stopping ? "health server" : undefined);
+    },
     async stop() {
+      stopping = true;
       await runners.close();
       await health?.close();
       await telemetry.shutdown();
@@ -117,6 +127,15 @@ export async function runService<Schema extends ServiceSettingsSchema>(
     if (stopping) return;
     stopping = true;
     started.logger.info({ signal }, `${definition.service} stopping`);
+    // A runner that never finishes closing must not keep the process alive:
+    // say which one it was and exit with an error.
+    setTimeout(() => {
+      started.logger.error(
+        { runner: started.closing },
+        `stop did not finish within ${SHUTDOWN_DEADLINE_MS} ms`,
+      );
+      process.exit(1);
+    }, SHUTDOWN_DEADLINE_MS).unref();
     await started.stop();
     process.exit(0);
   };

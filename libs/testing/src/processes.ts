@@ -45,20 +45,31 @@ export async function startServiceProcess(
     if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
     child.kill("SIGTERM");
-    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+    // Longer than the services' own 10 s stop deadline, so theirs reports first.
+    const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
     const code = await exited;
     clearTimeout(timer);
     return code;
   };
+  // A process that dies before it is ready fails at once, with its output.
+  const died = new Promise<never>((_, reject) =>
+    child.once("exit", (code, signal) =>
+      reject(new Error(`${name} exited with ${code ?? signal} before it was ready:\n${output}`)),
+    ),
+  );
+  died.catch(() => {});
+  const gaveUp = new AbortController();
   try {
-    await eventually(
-      async () => {
-        if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}:\n${output}`);
-        return (await fetch(`http://127.0.0.1:${httpPort}/ready`)).ok;
-      },
-      { timeoutMs: 30_000, message: `${name} did not become ready` },
-    );
+    await Promise.race([
+      eventually(async () => (await fetch(`http://127.0.0.1:${httpPort}/ready`)).ok, {
+        timeoutMs: 30_000,
+        message: `${name} did not become ready`,
+        signal: gaveUp.signal,
+      }),
+      died,
+    ]);
   } catch (error) {
+    gaveUp.abort();
     await stop();
     throw new Error(`${(error as Error).message}\n${output}`);
   }

@@ -5,11 +5,12 @@
  */
 export async function eventually<T>(
   check: () => T | Promise<T>,
-  options: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
+  options: { timeoutMs?: number; intervalMs?: number; message?: string; signal?: AbortSignal } = {},
 ): Promise<NonNullable<T>> {
   const deadline = Date.now() + (options.timeoutMs ?? 10_000);
   let lastError: unknown;
   for (;;) {
+    if (options.signal?.aborted) throw new Error(`${options.message ?? "condition"}: gave up (aborted)`);
     try {
       const value = await check();
       if (value) return value as NonNullable<T>;

@@ -53,11 +53,13 @@ export function caServerRunner(options: CaServerOptions): CaServerRunner {
       options.logger.info({ port: bound }, "serving IstioCertificateService (TLS)");
     },
     async close() {
+      // Calls are short and unary: let those in flight finish, but not for
+      // long; an idle server can still take tryShutdown seconds to settle.
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           server.forceShutdown();
           resolve();
-        }, 2_000);
+        }, 1_000);
         server.tryShutdown(() => {
           clearTimeout(timer);
           resolve();

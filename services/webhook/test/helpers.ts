@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { request } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { schemaProblems } from "./kube-schema.js";
 
 /** A self-signed serving certificate for localhost, made with the openssl CLI in a temp dir. */
 export function selfSignedCert(dir = mkdtempSync(join(tmpdir(), "webhook-tls-")), cn = "localhost") {
@@ -81,6 +82,8 @@ export function post(port: number, path: string, body: string | Buffer, ca: stri
 
 /** Asserts structural rules of a pod spec that the API server's validation enforces. */
 export function assertValidPodSpec(pod: any): void {
+  // The Kubernetes API schema (client-node's generated models): no unknown field, every value of its type.
+  assert.deepEqual(schemaProblems(pod, "V1Pod"), [], "the patched pod does not fit the Kubernetes schema");
   const spec = pod.spec;
   const all = [...(spec.initContainers ?? []), ...spec.containers];
   const names = all.map((c: any) => c.name);

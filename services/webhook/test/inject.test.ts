@@ -293,3 +293,21 @@ describe("template", () => {
     assert.throws(() => parseTemplate("- a\n"), /mapping/);
   });
 });
+
+describe("the Kubernetes schema check used on patched pods", () => {
+  it("finds an unknown field and a value of the wrong type", async () => {
+    const { schemaProblems } = await import("./kube-schema.js");
+    const pod = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "p" },
+      spec: {
+        containers: [{ name: "c", image: "i", readinessProbes: [], ports: [{ containerPort: "15090" }] }],
+      },
+    };
+    assert.deepEqual(schemaProblems(pod, "V1Pod"), [
+      "spec.containers[0].readinessProbes: not a field of V1Container",
+      "spec.containers[0].ports[0].containerPort: expected a number",
+    ]);
+  });
+});

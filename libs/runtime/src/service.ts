@@ -44,6 +44,9 @@ export interface StartedService<Settings> extends ServiceContext<Settings> {
   readonly closing: string | undefined;
 }
 
+/** The readiness condition held while the runners start. */
+const STARTING = "starting";
+
 /** How long a SIGTERM may take before the process gives up on a clean stop (Kubernetes' grace period is 30 s). */
 const SHUTDOWN_DEADLINE_MS = 10_000;
 
@@ -75,7 +78,10 @@ export async function startService<Schema extends ServiceSettingsSchema>(
   const runners = new RunnerGroup(logger);
   let stopping = false;
   // The health server starts first so that a slow start shows as "not ready"
-  // rather than as a refused connection.
+  // rather than as a refused connection; runners register their own
+  // conditions as they start, so until the last one has, the service as a
+  // whole is not ready.
+  readiness.require(STARTING);
   health = await startHealthServer({
     port: settings.HTTP_PORT,
     registry: metrics,
@@ -88,6 +94,7 @@ export async function startService<Schema extends ServiceSettingsSchema>(
     await telemetry.shutdown();
     throw error;
   }
+  readiness.done(STARTING);
   logger.info({ httpPort: health.port, replica: settings.REPLICA_ID }, `${definition.service} started`);
   return {
     ...context,
@@ -111,6 +118,14 @@ export async function startService<Schema extends ServiceSettingsSchema>(
 export async function runService<Schema extends ServiceSettingsSchema>(
   definition: ServiceDefinition<Schema>,
 ): Promise<void> {
+  // Signals are handled from the first moment: a SIGTERM during start-up
+  // waits for the start to finish, then stops cleanly.
+  let signalled: string | undefined;
+  let stop: (signal: string) => void = (signal) => {
+    signalled ??= signal;
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
   let started: StartedService<z.infer<Schema>>;
   try {
     started = await startService(definition);
@@ -123,7 +138,7 @@ export async function runService<Schema extends ServiceSettingsSchema>(
     process.exit(1);
   }
   let stopping = false;
-  const stop = async (signal: string) => {
+  stop = (signal) => {
     if (stopping) return;
     stopping = true;
     started.logger.info({ signal }, `${definition.service} stopping`);
@@ -136,9 +151,7 @@ export async function runService<Schema extends ServiceSettingsSchema>(
       );
       process.exit(1);
     }, SHUTDOWN_DEADLINE_MS).unref();
-    await started.stop();
-    process.exit(0);
+    void started.stop().then(() => process.exit(0));
   };
-  process.on("SIGTERM", () => void stop("SIGTERM"));
-  process.on("SIGINT", () => void stop("SIGINT"));
+  if (signalled) stop(signalled);
 }

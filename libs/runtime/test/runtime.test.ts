@@ -110,6 +110,33 @@ describe("startService", () => {
     await assert.rejects(fetch(`http://127.0.0.1:${service.httpPort}/ready`));
   });
 
+  it("is not ready while a runner is still starting, even one that registers no condition", async () => {
+    let pendingDuringStart: string[] = [];
+    const service = await startService(
+      {
+        service: "demo",
+        settings: baseSettings.extend({ HTTP_PORT: portSetting(0) }),
+        runners: ({ readiness }) => [
+          {
+            name: "probe",
+            start: async () => {
+              pendingDuringStart = readiness.pending;
+            },
+            close: async () => {},
+          },
+        ],
+      },
+      { HTTP_PORT: "0", LOG_LEVEL: "silent", OTEL_SDK_DISABLED: "true" },
+    );
+    try {
+      assert.deepEqual(pendingDuringStart, ["starting"]);
+      assert.deepEqual(service.readiness.pending, []);
+      assert.equal((await fetch(`http://127.0.0.1:${service.httpPort}/ready`)).status, 200);
+    } finally {
+      await service.stop();
+    }
+  });
+
   it("refuses to start with a bad setting", async () => {
     await assert.rejects(
       startService(

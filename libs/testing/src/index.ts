@@ -1,6 +1,7 @@
 export { checkGoldenDir, expectGolden, type GoldenCase, goldenCases, updatingGoldens } from "./golden.js";
 export { type GrpcServerFixture, insecureClientCredentials, startGrpcServer } from "./grpc.js";
 export * from "./kube/index.js";
+export { metricValue } from "./metrics.js";
 export { assertNatsServerInstalled, type NatsServerFixture, startNatsServer } from "./nats.js";
 export { freePort } from "./ports.js";
 export { type ServiceProcess, startServiceProcess } from "./processes.js";

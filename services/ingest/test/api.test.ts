@@ -5,7 +5,7 @@ import { after, before, describe, it } from "node:test";
 import { Buckets, Subjects } from "@sextant/bus";
 import { configKey } from "@sextant/model";
 import { NackEvent } from "@sextant/proto";
-import { bookinfoNetworkingDir, eventually } from "@sextant/testing";
+import { bookinfoNetworkingDir, eventually, metricValue } from "@sextant/testing";
 import {
   get,
   type IngestFixture,
@@ -285,14 +285,8 @@ describe("ingest HTTP API", () => {
   });
 
   it("counts applies and rejections in /metrics", async () => {
-    const lines = (await (await fetch(`${ingest.url}/metrics`)).text()).split("\n");
-    const value = (name: string, ...labels: string[]) =>
-      Number(
-        lines
-          .find((line) => line.startsWith(`${name}{`) && labels.every((l) => line.includes(l)))
-          ?.split(" ")
-          .pop(),
-      );
+    const text = await (await fetch(`${ingest.url}/metrics`)).text();
+    const value = (name: string, ...labels: string[]) => metricValue(text, name, ...labels);
     assert.ok(
       value("sextant_ingest_applies_total", 'kind="VirtualService"', 'result="created"', 'source="http"') > 0,
     );

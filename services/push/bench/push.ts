@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { Buckets, connectBus, encodeKey } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
 import { EndpointShard, HealthStatus, Protocol, Resolution, Service } from "@sextant/proto";
-import { eventually, freePort, startNatsServer } from "@sextant/testing";
+import { eventually, freePort, metricValue, startNatsServer } from "@sextant/testing";
 
 const NS = (process.env.BENCH_N ?? "100,1000,2000").split(",").map(Number);
 const MS = (process.env.BENCH_M ?? "100,1000").split(",").map(Number);
@@ -143,9 +143,7 @@ for (const services of MS) {
     stdio: "inherit",
   });
   const metric = async (name: string) => {
-    const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
-    const line = text.split("\n").find((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
-    return Number(line?.split(" ").pop());
+    return metricValue(await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text(), name);
   };
   await eventually(async () => (await fetch(`http://127.0.0.1:${httpPort}/ready`)).ok, { timeoutMs: 60_000 });
 

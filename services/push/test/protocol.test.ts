@@ -10,7 +10,7 @@ import {
   RouteConfiguration,
   TypeUrl,
 } from "@sextant/proto/envoy";
-import { eventually, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import { eventually, metricValue, type NatsServerFixture, startNatsServer } from "@sextant/testing";
 import {
   AdsTestClient,
   grpcNode,
@@ -316,14 +316,8 @@ describe("ADS protocol", () => {
     assert.equal(dump.configs[0]?.resources[0]?.name, LISTENER);
     assert.equal((await fetch(`${push.httpUrl}/debug/config_dump?proxyID=nobody`)).status, 404);
 
-    const lines = (await (await fetch(`${push.httpUrl}/metrics`)).text()).split("\n");
-    const value = (name: string, ...labels: string[]) =>
-      Number(
-        lines
-          .find((line) => line.startsWith(`${name}{`) && labels.every((l) => line.includes(l)))
-          ?.split(" ")
-          .pop(),
-      );
+    const text = await (await fetch(`${push.httpUrl}/metrics`)).text();
+    const value = (name: string, ...labels: string[]) => metricValue(text, name, ...labels);
     assert.ok(value("pilot_xds_pushes", 'type="lds"') > 0);
     assert.ok(value("pilot_total_xds_rejects", 'type="lds"') > 0);
     assert.ok(value("pilot_xds_expired_nonce", 'type="lds"') > 0);

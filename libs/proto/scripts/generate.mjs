@@ -31,6 +31,10 @@ export const ENVOY_ROOTS = [
   "envoy/extensions/filters/http/fault/v3/fault.proto",
   "envoy/extensions/filters/http/rbac/v3/rbac.proto",
   "envoy/extensions/transport_sockets/tls/v3/tls.proto",
+  "envoy/extensions/filters/network/rbac/v3/rbac.proto",
+  "envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto",
+  "envoy/service/secret/v3/sds.proto",
+  "envoy/config/bootstrap/v3/bootstrap.proto",
 ];
 
 const xdsDeps = join(dirname(require.resolve("@grpc/grpc-js-xds/package.json")), "deps");

@@ -4,12 +4,26 @@
  */
 import { typeUrlOf } from "./any.js";
 
+export { Bootstrap } from "./gen/envoy/config/bootstrap/v3/bootstrap.js";
 export { Cluster } from "./gen/envoy/config/cluster/v3/cluster.js";
 export { ClusterLoadAssignment } from "./gen/envoy/config/endpoint/v3/endpoint.js";
 export { Listener } from "./gen/envoy/config/listener/v3/listener.js";
 export { RouteConfiguration } from "./gen/envoy/config/route/v3/route.js";
 export { HTTPFault } from "./gen/envoy/extensions/filters/http/fault/v3/fault.js";
 export { Router } from "./gen/envoy/extensions/filters/http/router/v3/router.js";
+export { RBAC as HttpRBAC } from "./gen/envoy/extensions/filters/http/rbac/v3/rbac.js";
+export { RBAC as NetworkRBAC } from "./gen/envoy/extensions/filters/network/rbac/v3/rbac.js";
+export { TcpProxy } from "./gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.js";
+export {
+  DownstreamTlsContext,
+  UpstreamTlsContext,
+} from "./gen/envoy/extensions/transport_sockets/tls/v3/tls.js";
+export { Secret } from "./gen/envoy/extensions/transport_sockets/tls/v3/secret.js";
+export {
+  SecretDiscoveryServiceClient,
+  type SecretDiscoveryServiceServer,
+  SecretDiscoveryServiceService,
+} from "./gen/envoy/service/secret/v3/sds.js";
 export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
 export {
   AggregatedDiscoveryServiceClient,
@@ -36,6 +50,8 @@ export const TypeUrl = {
   Router: typeUrlOf("envoy.extensions.filters.http.router.v3.Router"),
   HTTPFault: typeUrlOf("envoy.extensions.filters.http.fault.v3.HTTPFault"),
   RBAC: typeUrlOf("envoy.extensions.filters.http.rbac.v3.RBAC"),
+  NetworkRBAC: typeUrlOf("envoy.extensions.filters.network.rbac.v3.RBAC"),
+  TcpProxy: typeUrlOf("envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy"),
   UpstreamTlsContext: typeUrlOf("envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"),
   DownstreamTlsContext: typeUrlOf("envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"),
 } as const;

@@ -19,3 +19,4 @@ export * from "./gen/sextant/mesh/v1/proxy.js";
 export * from "./gen/sextant/mesh/v1/registration.js";
 export * from "./gen/sextant/mesh/v1/service.js";
 export * from "./gen/sextant/mesh/v1/trust.js";
+export * from "./gen/sextant/mesh/v1/trust_service.js";

@@ -6,7 +6,8 @@
 //   npm run demo            run until Ctrl-C
 //   npm run demo -- --once  start, check, stop (also the default when CI=true)
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,7 +22,7 @@ const services = [
   { name: "ingest", port: 8080, role: "config API: validation and storage (sextant-config)" },
   { name: "discovery", port: 15015, role: "service registry (sextant-services, sextant-endpoints)" },
   { name: "ca", port: 15016, role: "workload certificates over TLS on 8060 (sextant-trust)" },
-  { name: "push", port: 15014, role: "xDS server (ADS on 15010) for proxyless gRPC clients" },
+  { name: "push", port: 15014, role: "xDS server: ADS on 15010 (plaintext) and 15012 (mTLS, for agents)" },
   { name: "webhook", port: 15018, role: "sidecar injection and config validation" },
 ];
 
@@ -29,7 +30,7 @@ const services = [
 const notBuiltYet = [
   "the agent does not yet fetch certificates from ca (8060), so workloads have no mTLS",
   "webhook serves /inject and /validate on 15017 only when given TLS files (TLS_CERT_FILE, TLS_KEY_FILE); the demo has no Kubernetes to call it",
-  "push serves proxyless gRPC clients on 15010; Envoy sidecars and the mTLS port 15012 come later",
+  "push serves proxyless gRPC clients; Envoy sidecars come later",
   "the demo workloads run without agents, so their traffic is plaintext",
 ];
 
@@ -215,6 +216,7 @@ try {
   await assertPortFree(natsPort, "nats-server");
   for (const service of services) await assertPortFree(service.port, service.name);
   await assertPortFree(15010, "push (xDS)");
+  await assertPortFree(15012, "push (xDS over mTLS)");
   await assertPortFree(8060, "ca (CreateCertificate)");
 
   mkdirSync(join(stateDir, "nats"), { recursive: true });
@@ -239,12 +241,27 @@ try {
   await waitNats(natsPort);
   console.log(color(32, `nats-server ready on ${natsPort} (JetStream store in .sextant/nats)`));
 
+  // Bootstrap tokens stand in for Kubernetes service-account tokens: ca
+  // issues push's certificate (istio-system/sextant-push) for this one. A new
+  // random token each run.
+  const pushToken = randomBytes(24).toString("base64url");
+  writeFileSync(
+    join(stateDir, "bootstrap-tokens.json"),
+    JSON.stringify({ [pushToken]: { namespace: "istio-system", serviceAccount: "sextant-push" } }),
+    { mode: 0o600 },
+  );
+  writeFileSync(join(stateDir, "push-token"), pushToken, { mode: 0o600 });
+
   for (const service of services) {
     start(service.name, process.execPath, [join("services", service.name, "dist", "main.js")], {
       NATS_URL: `nats://127.0.0.1:${natsPort}`,
       HTTP_PORT: String(service.port),
       // The CA keeps its root in Istio's cacerts layout; the demo's lives with its NATS store.
       CA_CERTS_DIR: join(stateDir, "cacerts"),
+      BOOTSTRAP_TOKENS_FILE: join(stateDir, "bootstrap-tokens.json"),
+      // Push asks ca for its certificate, trusting the root ca wrote.
+      CA_ROOT_CERT: join(stateDir, "cacerts", "root-cert.pem"),
+      TOKEN_FILE: join(stateDir, "push-token"),
       // Discovery creates auto-registered WorkloadEntries through ingest's API.
       INGEST_URL: "http://127.0.0.1:8080",
     });

@@ -83,6 +83,8 @@ export async function startMesh(options: { pushReplicas?: number } = {}): Promis
       await startServiceProcess("push", {
         NATS_URL: nats.url,
         XDS_PORT: String(xdsPort),
+        // This mesh has no ca; the mTLS tests start their own (test/security.test.ts).
+        XDS_TLS_ENABLED: "false",
         PUSH_DEBOUNCE_AFTER: "50",
         REPLICA_ID: `push-${replica}`,
       }),

@@ -44,6 +44,8 @@ describe("every service as a process", () => {
       const service = await startServiceProcess(name, {
         NATS_URL: nats.url,
         CA_CERTS_DIR: join(store, "cacerts"),
+        // push alone: its mTLS port needs a certificate from ca (test/security.test.ts covers it).
+        XDS_TLS_ENABLED: "false",
       });
       started.push(service);
       const metrics = await (await fetch(`http://127.0.0.1:${service.httpPort}/metrics`)).text();

@@ -8,17 +8,24 @@ import * as grpc from "@grpc/grpc-js";
 const identity = (buffer: Buffer) => buffer;
 const text = (value: string) => Buffer.from(value, "utf8");
 
-/** The service definition, shared by backends and clients. */
+const rawUnary = (path: string) => ({
+  path,
+  requestStream: false,
+  responseStream: false,
+  requestSerialize: identity,
+  requestDeserialize: identity,
+  responseSerialize: identity,
+  responseDeserialize: identity,
+});
+
+/**
+ * The service definition, shared by backends and clients. `Caller` answers
+ * with the SPIFFE identity the server saw on the connection ("plaintext"
+ * without mTLS); only mesh workloads (mesh-workload.ts) implement it.
+ */
 export const ReviewsService: grpc.ServiceDefinition = {
-  Whoami: {
-    path: "/bookinfo.Reviews/Whoami",
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: identity,
-    requestDeserialize: identity,
-    responseSerialize: identity,
-    responseDeserialize: identity,
-  },
+  Whoami: rawUnary("/bookinfo.Reviews/Whoami"),
+  Caller: rawUnary("/bookinfo.Reviews/Caller"),
 };
 
 /** A running backend. */
@@ -68,9 +75,11 @@ export function whoami(
   client: grpc.Client,
   metadata = new grpc.Metadata(),
   deadlineMs = 5_000,
+  method: "Whoami" | "Caller" = "Whoami",
 ): Promise<string> {
   return new Promise((resolve) => {
-    const call = (client as unknown as { Whoami: (...args: unknown[]) => void }).Whoami.bind(client);
+    const call = (client as unknown as Record<string, (...args: unknown[]) => void>)[method]?.bind(client);
+    if (!call) throw new Error(`ReviewsClient has no method ${method}`);
     call(
       Buffer.alloc(0),
       metadata,

@@ -17,6 +17,14 @@ export interface BusOptions {
   replicas?: number;
   /** Keep retrying the first connection instead of failing (services: yes; tests: no). */
   waitOnFirstConnect?: boolean;
+  /** The NATS user to authenticate as, with password; unset for a server without authentication. */
+  user?: string;
+  password?: string;
+  /**
+   * The prefix of this connection's reply subjects (default `_INBOX`). With
+   * per-user permissions each service may subscribe only to its own prefix.
+   */
+  inboxPrefix?: string;
 }
 
 /**
@@ -45,6 +53,8 @@ export class Bus {
       maxReconnectAttempts: -1,
       reconnectTimeWait: 500,
       waitOnFirstConnect: options.waitOnFirstConnect ?? false,
+      ...(options.user !== undefined ? { user: options.user, pass: options.password } : {}),
+      ...(options.inboxPrefix !== undefined ? { inboxPrefix: options.inboxPrefix } : {}),
     });
     const bus = new Bus(nc, options);
     bus.#logStatus();
@@ -52,8 +62,9 @@ export class Bus {
       await (await jetstreamManager(nc)).getAccountInfo();
     } catch (error) {
       await nc.close();
+      const who = options.user === undefined ? "" : ` for user ${options.user}`;
       throw new Error(
-        `NATS at ${options.url} has no JetStream (start nats-server with -js): ${(error as Error).message}`,
+        `NATS at ${options.url} has no JetStream${who} (start nats-server with -js; a user needs publish permission on $JS.API.INFO): ${(error as Error).message}`,
       );
     }
     return bus;

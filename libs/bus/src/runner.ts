@@ -1,5 +1,5 @@
 import type { Logger, ReadinessGate } from "@sextant/observability";
-import type { Runner } from "@sextant/runtime";
+import { type Runner, readNatsClientSettings } from "@sextant/runtime";
 import type { BucketSpec } from "./bucket.js";
 import { Bus } from "./connection.js";
 
@@ -12,7 +12,13 @@ export interface BusRunnerOptions {
   readiness: ReadinessGate;
   /** Buckets this service writes: created (file storage) at start if missing. */
   buckets?: ReadonlyArray<BucketSpec<unknown>>;
+  /** Stream replicas of the buckets it creates; default NATS_KV_REPLICAS. */
   replicas?: number;
+  /** NATS credentials; default NATS_USER and NATS_PASSWORD (unset: no authentication). */
+  user?: string;
+  password?: string;
+  /** Reply subject prefix; default NATS_INBOX_PREFIX. */
+  inboxPrefix?: string;
 }
 
 /** The bus runner: once started, its `bus` is connected. */
@@ -25,6 +31,16 @@ export interface BusRunner extends Runner {
  * opens the service's buckets. The service is not ready until it has.
  */
 export function busRunner(options: BusRunnerOptions): BusRunner {
+  // Every service's schema extends baseSettings, so these variables were
+  // validated at start-up; the composition roots pass only NATS_URL, and
+  // reading the rest here means no service can forget to forward them. Read
+  // now, while runService is building the runners, so that a bad pair stops
+  // the process with exit code 2 like any other bad setting.
+  const environment = readNatsClientSettings();
+  const user = options.user ?? environment.NATS_USER;
+  const password = options.password ?? environment.NATS_PASSWORD;
+  const inboxPrefix = options.inboxPrefix ?? environment.NATS_INBOX_PREFIX;
+  const replicas = options.replicas ?? environment.NATS_KV_REPLICAS;
   let bus: Bus | undefined;
   return {
     name: "nats",
@@ -38,13 +54,16 @@ export function busRunner(options: BusRunnerOptions): BusRunner {
         url: options.url,
         name: options.name,
         logger: options.logger,
-        replicas: options.replicas,
+        replicas,
         waitOnFirstConnect: true,
+        user,
+        password,
+        inboxPrefix,
       });
       for (const spec of options.buckets ?? []) await bus.bucket(spec);
       options.readiness.done("nats");
       options.logger.info(
-        { url: options.url, buckets: options.buckets?.map((spec) => spec.name) },
+        { url: options.url, user, buckets: options.buckets?.map((spec) => spec.name) },
         "connected to NATS",
       );
     },

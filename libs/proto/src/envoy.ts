@@ -10,21 +10,16 @@ export { ClusterLoadAssignment } from "./gen/envoy/config/endpoint/v3/endpoint.j
 export { Listener } from "./gen/envoy/config/listener/v3/listener.js";
 export { RouteConfiguration } from "./gen/envoy/config/route/v3/route.js";
 export { HTTPFault } from "./gen/envoy/extensions/filters/http/fault/v3/fault.js";
-export { Router } from "./gen/envoy/extensions/filters/http/router/v3/router.js";
 export { RBAC as HttpRBAC } from "./gen/envoy/extensions/filters/http/rbac/v3/rbac.js";
+export { Router } from "./gen/envoy/extensions/filters/http/router/v3/router.js";
+export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
 export { RBAC as NetworkRBAC } from "./gen/envoy/extensions/filters/network/rbac/v3/rbac.js";
 export { TcpProxy } from "./gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.js";
+export { Secret } from "./gen/envoy/extensions/transport_sockets/tls/v3/secret.js";
 export {
   DownstreamTlsContext,
   UpstreamTlsContext,
 } from "./gen/envoy/extensions/transport_sockets/tls/v3/tls.js";
-export { Secret } from "./gen/envoy/extensions/transport_sockets/tls/v3/secret.js";
-export {
-  SecretDiscoveryServiceClient,
-  type SecretDiscoveryServiceServer,
-  SecretDiscoveryServiceService,
-} from "./gen/envoy/service/secret/v3/sds.js";
-export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
 export {
   AggregatedDiscoveryServiceClient,
   type AggregatedDiscoveryServiceServer,
@@ -36,6 +31,11 @@ export {
   DiscoveryRequest,
   DiscoveryResponse,
 } from "./gen/envoy/service/discovery/v3/discovery.js";
+export {
+  SecretDiscoveryServiceClient,
+  type SecretDiscoveryServiceServer,
+  SecretDiscoveryServiceService,
+} from "./gen/envoy/service/secret/v3/sds.js";
 
 /** Type URLs of the xDS resources, exactly as proxies send them. */
 export const TypeUrl = {

@@ -10,9 +10,13 @@ export {
 } from "./service.js";
 export {
   baseSettings,
+  durationSecondsSetting,
   millisecondsSetting,
+  type NatsClientSettings,
+  natsClientSettings,
   parseSettings,
   portSetting,
+  readNatsClientSettings,
   type ServiceSettingsSchema,
   SettingsError,
 } from "./settings.js";

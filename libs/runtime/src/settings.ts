@@ -16,6 +16,72 @@ export const portSetting = (fallback: number) => z.coerce.number().int().min(0).
 /** A duration in milliseconds from an environment variable. */
 export const millisecondsSetting = (fallback: number) => z.coerce.number().int().min(0).default(fallback);
 
+const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** A duration in seconds from an environment variable: plain seconds, or Go-style with one unit (`90s`, `24h`, `2160h`, `90d`), as Istio's variables take. */
+export const durationSecondsSetting = (fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .transform((value, ctx) => {
+      const match = /^(\d+)([smhd]?)$/.exec(value.trim());
+      const seconds = match?.[1] ? Number(match[1]) * (UNIT_SECONDS[match[2] || "s"] ?? 1) : 0;
+      if (!(seconds > 0)) {
+        ctx.addIssue({
+          code: z.ZodIssueCode.custom,
+          message: "must be a positive duration such as 3600, 90s, 24h or 90d",
+        });
+        return z.NEVER;
+      }
+      return seconds;
+    });
+
+/**
+ * How a service connects to NATS besides NATS_URL. Unset user and password
+ * mean no authentication, as a local nats-server runs; under Kubernetes they
+ * come from a Secret, and the server's permissions for that user name the
+ * only buckets and subjects the service may use. Part of baseSettings;
+ * @sextant/bus's runner reads them (see {@link readNatsClientSettings}).
+ */
+export const natsClientSettings = z.object({
+  /** The NATS user this service connects as; set with NATS_PASSWORD. */
+  NATS_USER: z.string().min(1).optional(),
+  /** That user's password. */
+  NATS_PASSWORD: z.string().min(1).optional(),
+  /**
+   * The subject prefix of this connection's replies. A NATS user may only
+   * subscribe to its own prefix, so no service can read another's replies
+   * (KV reads, watch deliveries).
+   */
+  NATS_INBOX_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/, "must be a NATS subject without wildcards")
+    .default("_INBOX"),
+  /** Stream replicas of the KV buckets this service creates: 3 on a 3-node JetStream cluster. */
+  NATS_KV_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
+});
+
+/** The parsed {@link natsClientSettings}. */
+export type NatsClientSettings = z.infer<typeof natsClientSettings>;
+
+/**
+ * Reads {@link natsClientSettings} from the environment; a SettingsError
+ * names a bad variable. NATS_USER and NATS_PASSWORD must come together: this
+ * check cannot live in baseSettings, which services extend (a refined zod
+ * object has no extend()).
+ */
+export function readNatsClientSettings(
+  env: Record<string, string | undefined> = process.env,
+): NatsClientSettings {
+  return parseSettings(
+    natsClientSettings.refine((s) => (s.NATS_USER === undefined) === (s.NATS_PASSWORD === undefined), {
+      message: "NATS_USER and NATS_PASSWORD must be set together",
+      path: [env.NATS_USER === undefined ? "NATS_USER" : "NATS_PASSWORD"],
+    }),
+    env,
+  );
+}
+
 /** The settings every service reads. */
 export const baseSettings = z.object({
   NATS_URL: z
@@ -24,6 +90,7 @@ export const baseSettings = z.object({
     .refine((value) => value.split(",").every((url) => /^(nats|tls|wss?):\/\/[^\s]+$/.test(url.trim())), {
       message: "must be one or more comma-separated nats:// URLs",
     }),
+  ...natsClientSettings.shape,
   LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
   /** Identifies this replica in logs, status and leases; the pod name under Kubernetes. */
   REPLICA_ID: z

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -31,18 +31,36 @@ export function assertNatsServerInstalled(): void {
   }
 }
 
+/** Options of {@link startNatsServer}. */
+export interface NatsServerOptions {
+  /**
+   * Extra configuration (nats-server's config syntax), such as an
+   * `authorization` block with users and permissions. It is written to a
+   * file in the store directory and loaded with `-c`; the command line still
+   * sets the address, the port and JetStream's store, so it cannot move them.
+   */
+  config?: string;
+  /** Extra environment for the server process: the `$VARIABLES` the config refers to. */
+  env?: Record<string, string>;
+}
+
 /**
  * Starts a real nats-server with JetStream on a random port (the server picks
  * it: no race with other tests), storing in a fresh temporary directory.
  */
-export async function startNatsServer(): Promise<NatsServerFixture> {
+export async function startNatsServer(options: NatsServerOptions = {}): Promise<NatsServerFixture> {
   assertNatsServerInstalled();
   const storeDir = mkdtempSync(join(tmpdir(), "sextant-nats-"));
+  let configFile: string | undefined;
+  if (options.config !== undefined) {
+    configFile = join(storeDir, "nats-server.conf");
+    writeFileSync(configFile, options.config);
+  }
   let port = -1;
   let child: ChildProcess | undefined;
 
   const start = async () => {
-    const launched = await launch(port, storeDir);
+    const launched = await launch(port, storeDir, configFile, options.env);
     child = launched.child;
     port = launched.port;
   };
@@ -79,9 +97,25 @@ export async function startNatsServer(): Promise<NatsServerFixture> {
   };
 }
 
-async function launch(port: number, storeDir: string): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn("nats-server", ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", storeDir], {
+async function launch(
+  port: number,
+  storeDir: string,
+  configFile: string | undefined,
+  env: Record<string, string> | undefined,
+): Promise<{ child: ChildProcess; port: number }> {
+  const args = [
+    ...(configFile ? ["-c", configFile] : []),
+    "-js",
+    "-a",
+    "127.0.0.1",
+    "-p",
+    String(port),
+    "-sd",
+    storeDir,
+  ];
+  const child = spawn("nats-server", args, {
     stdio: ["ignore", "ignore", "pipe"],
+    ...(env ? { env: { ...process.env, ...env } } : {}),
   });
   let log = "";
   return new Promise((resolve, reject) => {

@@ -1,22 +1,57 @@
-// The agent service's composition root: its settings and its runners, in start order.
-import { busRunner } from "@sextant/bus";
-import { baseSettings, DEFAULT_PORTS, portSetting, runService } from "@sextant/runtime";
+// The agent's composition root: its settings and its runners, in start order.
+// `agent bootstrap envoy|grpc` prints a bootstrap instead (src/cli.ts).
+import { pathToFileURL } from "node:url";
+import type { ServiceDefinition } from "@sextant/runtime";
+import { grpcBootstrapRunner } from "./bootstrap/grpc-bootstrap-runner.js";
+import { certificateFilesRunner } from "./certs/certificate-files.js";
+import { runCli } from "./cli.js";
+import { ISTIO_READY_PATH, istioReadyRoute } from "./health.js";
+import { identityRunner } from "./identity-runner.js";
+import { sdsServerRunner } from "./sds/sds-runner.js";
+import { agentSettings } from "./settings.js";
+import { xdsProxyRunner } from "./xds-proxy/xds-proxy-runner.js";
 
-const settings = baseSettings.extend({
-  /** /metrics and /ready. */
-  HTTP_PORT: portSetting(DEFAULT_PORTS.agent.http),
-});
-
-await runService({
+/**
+ * The agent (istio-agent's job): runs beside one workload and talks to ca
+ * and push only, never to NATS. `/ready` and `/healthz/ready` answer 200 once
+ * every runner below has started.
+ */
+export const agentService: ServiceDefinition<typeof agentSettings> = {
   service: "agent",
-  settings,
-  runners: ({ settings, logger, readiness }) => [
-    // Connects to NATS; identity, SDS and the xDS proxy come with the agent issue.
-    busRunner({
-      url: settings.NATS_URL,
-      name: `agent-${settings.REPLICA_ID}`,
-      logger,
-      readiness,
-    }),
-  ],
-});
+  settings: agentSettings,
+  runners: ({ settings, logger, readiness, http }) => {
+    http.route(ISTIO_READY_PATH, istioReadyRoute(readiness));
+    const identity = identityRunner(settings, logger, readiness);
+    return [
+      // Key, CSR and certificate from ca (CA_ADDR), renewed before expiry; the trust bundle from ca.
+      identity,
+      // cert-chain.pem, key.pem and root-cert.pem under OUTPUT_CERTS, for proxyless apps.
+      ...(settings.OUTPUT_CERTS
+        ? [certificateFilesRunner({ dir: settings.OUTPUT_CERTS, identity: () => identity.identity, logger })]
+        : []),
+      // The gRPC xDS bootstrap at GRPC_XDS_BOOTSTRAP, when set.
+      ...(settings.GRPC_XDS_BOOTSTRAP
+        ? [grpcBootstrapRunner(settings, settings.GRPC_XDS_BOOTSTRAP, logger)]
+        : []),
+      // SDS (default, ROOTCA) for Envoy on SDS_SOCKET.
+      sdsServerRunner({
+        socketPath: settings.SDS_SOCKET,
+        identity: () => identity.identity,
+        logger,
+        readiness,
+      }),
+      // ADS relayed to push (XDS_ADDR) over mTLS, on XDS_SOCKET and 127.0.0.1:XDS_PROXY_PORT.
+      xdsProxyRunner({
+        socketPath: settings.XDS_SOCKET,
+        tcpPort: settings.XDS_PROXY_PORT,
+        upstreamAddress: settings.XDS_ADDR,
+        credentials: () => identity.xdsCredentials(),
+        logger,
+        readiness,
+      }),
+    ];
+  },
+};
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href)
+  await runCli(process.argv.slice(2), agentService);

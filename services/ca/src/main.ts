@@ -13,6 +13,8 @@ import { caServerRunner } from "./server/grpc-server-runner.js";
 import { CaMetrics } from "./server/metrics.js";
 import { type CaSettings, caSettings } from "./settings.js";
 import { trustBundleRunner } from "./trust/trust-bundle.js";
+import { trustBundleFeed } from "./trust/trust-bundle-feed.js";
+import { trustBundleService } from "./trust/trust-bundle-service.js";
 
 /** The Kubernetes client configuration: KUBECONFIG's file if set, else in-cluster or the default file. */
 function loadKubeConfig(settings: CaSettings): KubeConfig {
@@ -50,6 +52,7 @@ export const caService: ServiceDefinition<typeof caSettings> = {
           throw new Error(`unknown authenticator ${name satisfies never}`);
       }
     });
+    const trustFeed = trustBundleFeed({ bus: () => nats.bus, trustDomain: settings.TRUST_DOMAIN, logger });
     return [
       // Connects to NATS and opens sextant-trust, which only ca writes.
       nats,
@@ -63,7 +66,7 @@ export const caService: ServiceDefinition<typeof caSettings> = {
         maxWorkloadTtlSeconds: settings.MAX_WORKLOAD_CERT_TTL,
         logger,
       }),
-      // CreateCertificate over TLS on GRPC_PORT.
+      // CreateCertificate and WatchTrustBundle over TLS on GRPC_PORT.
       caServerRunner({
         port: settings.GRPC_PORT,
         implementation: () =>
@@ -74,10 +77,16 @@ export const caService: ServiceDefinition<typeof caSettings> = {
             metrics: new CaMetrics(metrics),
             logger,
           }),
+        trustBundle: () => trustBundleService(trustFeed, logger),
         tls: () => ({ ...material.serving, rootsPem: material.issuer.material.root.toString() }),
         logger,
         readiness,
       }),
+      // Follows the bundle in sextant-trust for WatchTrustBundle calls. It comes after the
+      // server so that it closes first: it ends the watches, which would otherwise hold
+      // the server's graceful shutdown until its deadline. A watch that starts earlier
+      // gets the bundle as soon as the feed has it.
+      trustFeed,
     ];
   },
 };

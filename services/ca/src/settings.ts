@@ -1,25 +1,5 @@
-import { baseSettings, DEFAULT_PORTS, portSetting } from "@sextant/runtime";
+import { baseSettings, DEFAULT_PORTS, durationSecondsSetting, portSetting } from "@sextant/runtime";
 import { z } from "zod";
-
-const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
-
-/** A duration from an environment variable: plain seconds, or Go-style with one unit (`90s`, `24h`, `2160h`, `90d`). */
-export const durationSecondsSetting = (fallback: string) =>
-  z
-    .string()
-    .default(fallback)
-    .transform((value, ctx) => {
-      const match = /^(\d+)([smhd]?)$/.exec(value.trim());
-      if (!match?.[1]) {
-        ctx.addIssue({
-          code: z.ZodIssueCode.custom,
-          message: "must be a duration such as 3600, 90s, 24h or 90d",
-        });
-        return z.NEVER;
-      }
-      return Number(match[1]) * (UNIT_SECONDS[match[2] || "s"] ?? 1);
-    })
-    .refine((seconds) => seconds > 0, { message: "must be positive" });
 
 const list = z
   .string()

@@ -4,9 +4,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
+import { x509 } from "@sextant/identity";
 import { IstioCertificateServiceClient } from "@sextant/proto";
 import { toPem } from "../src/pki/certificate.js";
-import { x509 } from "../src/pki/x509.js";
 
 /** A workload key pair with a CSR over it. */
 export interface WorkloadKey {

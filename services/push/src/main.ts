@@ -1,11 +1,15 @@
 // The push service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
+import { ServerCredentials } from "@grpc/grpc-js";
 import { Buckets, busRunner } from "@sextant/bus";
-import { runService, type ServiceDefinition } from "@sextant/runtime";
+import { mtlsServerCredentials } from "@sextant/identity";
+import { type Runner, runService, type ServiceDefinition } from "@sextant/runtime";
+import { identityRunner } from "./identity/identity-runner.js";
 import { PushInputs } from "./inputs/push-inputs.js";
 import { debugRoutes } from "./server/debug.js";
 import { DiscoveryServer } from "./server/discovery-server.js";
 import { XdsMetrics } from "./server/metrics.js";
+import { checkConnectionIdentity } from "./server/xds-auth.js";
 import { xdsServerRunner } from "./server/xds-server-runner.js";
 import { pushSettings } from "./settings.js";
 import { ProxyStatusReporter } from "./status/proxy-status.js";
@@ -33,6 +37,7 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       logger,
       readiness,
       domainSuffix: settings.DOMAIN_SUFFIX,
+      trustDomain: settings.TRUST_DOMAIN,
       debounceAfterMs: settings.PUSH_DEBOUNCE_AFTER,
       debounceMaxMs: settings.PUSH_DEBOUNCE_MAX,
       onPush: (change, startedAt) => discovery.push(change, startedAt),
@@ -45,6 +50,23 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       concurrency: settings.PUSH_CONCURRENCY,
     });
     for (const [path, route] of Object.entries(debugRoutes(() => discovery, status))) http.route(path, route);
+    const identity = identityRunner(settings, () => nats.bus, logger);
+    const mtls: Runner[] = settings.XDS_TLS_ENABLED
+      ? [
+          // Push's own certificate from ca, and the trust bundle from sextant-trust.
+          identity,
+          // Serves ADS over mTLS on XDS_TLS_PORT; each stream's certificate must match its node (XDS_AUTH).
+          xdsServerRunner({
+            name: "xds-tls-server",
+            discovery,
+            port: settings.XDS_TLS_PORT,
+            credentials: () => mtlsServerCredentials(identity.identity, { requireClientCertificate: true }),
+            authorize: checkConnectionIdentity,
+            description: "mTLS",
+            logger,
+          }),
+        ]
+      : [];
     return [
       // Connects to NATS and opens sextant-proxy-status, which push writes.
       nats,
@@ -53,7 +75,15 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       // Follows sextant-config, sextant-services and sextant-endpoints; debounces changes into PushContexts.
       inputs,
       // Serves ADS on XDS_PORT once the initial sync is done, so no proxy is sent an empty config.
-      xdsServerRunner(discovery, settings.XDS_PORT, logger),
+      xdsServerRunner({
+        name: "xds-server",
+        discovery,
+        port: settings.XDS_PORT,
+        credentials: () => ServerCredentials.createInsecure(),
+        description: "plaintext",
+        logger,
+      }),
+      ...mtls,
     ];
   },
 };

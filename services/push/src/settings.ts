@@ -1,4 +1,10 @@
-import { baseSettings, DEFAULT_PORTS, millisecondsSetting, portSetting } from "@sextant/runtime";
+import {
+  baseSettings,
+  DEFAULT_PORTS,
+  durationSecondsSetting,
+  millisecondsSetting,
+  portSetting,
+} from "@sextant/runtime";
 import { z } from "zod";
 
 /** Push's settings, from the environment. Names and defaults follow istiod's where it has them. */
@@ -7,6 +13,26 @@ export const pushSettings = baseSettings.extend({
   HTTP_PORT: portSetting(DEFAULT_PORTS.push.http),
   /** Plaintext ADS. */
   XDS_PORT: portSetting(DEFAULT_PORTS.push.xds),
+  /** ADS over mTLS with XDS_AUTH, for agents. Off only where no CA runs (tests of push alone). */
+  XDS_TLS_ENABLED: z
+    .enum(["true", "false"])
+    .default("true")
+    .transform((value) => value === "true"),
+  /** The mTLS ADS port (istiod: 15012). */
+  XDS_TLS_PORT: portSetting(DEFAULT_PORTS.push.xdsTls),
+  /** The SPIFFE trust domain. */
+  TRUST_DOMAIN: z.string().min(1).default("cluster.local"),
+  /** ca's CreateCertificate address, for push's own certificate (istio-agent: CA_ADDR). */
+  CA_ADDR: z.string().min(1).default(`localhost:${DEFAULT_PORTS.ca.grpc}`),
+  /** The root that verifies ca's serving certificate (Istio mounts it from the istio-ca-root-cert ConfigMap). */
+  CA_ROOT_CERT: z.string().min(1).default("./var/run/secrets/istio/root-cert.pem"),
+  /** Push's credential for its first certificate: a projected service-account token or a bootstrap token. */
+  TOKEN_FILE: z.string().min(1).default("./var/run/secrets/tokens/istio-token"),
+  /** The namespace and service account push's certificate names (agents accept push only with this identity). */
+  POD_NAMESPACE: z.string().min(1).default("istio-system"),
+  SERVICE_ACCOUNT: z.string().min(1).default("sextant-push"),
+  /** Lifetime asked for push's certificate (istio-agent: SECRET_TTL). */
+  SECRET_TTL: durationSecondsSetting("24h"),
   /** Quiet time after a change before pushing (istiod: PILOT_DEBOUNCE_AFTER). */
   PUSH_DEBOUNCE_AFTER: millisecondsSetting(100),
   /** Longest a burst of changes can delay a push (istiod: PILOT_DEBOUNCE_MAX). */

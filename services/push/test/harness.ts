@@ -34,6 +34,7 @@ export async function startPush(natsUrl: string, env: Record<string, string> = {
     NATS_URL: natsUrl,
     HTTP_PORT: "0",
     XDS_PORT: String(xdsPort),
+    XDS_TLS_ENABLED: "false",
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
     OTEL_SDK_DISABLED: "true",
     PUSH_DEBOUNCE_AFTER: "20",

@@ -1,6 +1,6 @@
 import { createHash, type KeyObject, randomBytes, sign, type X509Certificate } from "node:crypto";
+import { x509 } from "@sextant/identity";
 import forge from "node-forge";
-import { x509 } from "./x509.js";
 
 const { asn1 } = forge;
 

@@ -1,5 +1,5 @@
 import { createPublicKey } from "node:crypto";
-import { x509 } from "./x509.js";
+import { x509 } from "@sextant/identity";
 
 /** A certificate signing request that parsed, whose signature verified, and whose key is acceptable. */
 export interface CheckedCsr {

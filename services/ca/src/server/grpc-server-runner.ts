@@ -1,6 +1,11 @@
 import { experimental, Server } from "@grpc/grpc-js";
 import type { Logger, ReadinessGate } from "@sextant/observability";
-import { type IstioCertificateServiceServer, IstioCertificateServiceService } from "@sextant/proto";
+import {
+  type IstioCertificateServiceServer,
+  IstioCertificateServiceService,
+  type TrustBundleServiceServer,
+  TrustBundleServiceService,
+} from "@sextant/proto";
 import type { Runner } from "@sextant/runtime";
 
 /** The CA's gRPC server runner; once started, `port` is the port it listens on. */
@@ -12,6 +17,8 @@ export interface CaServerRunner extends Runner {
 export interface CaServerOptions {
   port: number;
   implementation: () => IstioCertificateServiceServer;
+  /** WatchTrustBundle, served on the same port without authentication. */
+  trustBundle: () => TrustBundleServiceServer;
   /** The serving certificate and key, and the roots advertised to clients that present certificates. */
   tls: () => { certChainPem: string; keyPem: string; rootsPem: string };
   logger: Logger;
@@ -19,10 +26,10 @@ export interface CaServerOptions {
 }
 
 /**
- * Serves IstioCertificateService over TLS. Client certificates are requested
- * but not required: first-time callers authenticate with a token, renewals
- * with their mesh certificate, which the mesh-certificate authenticator
- * verifies itself.
+ * Serves IstioCertificateService and TrustBundleService over TLS. Client
+ * certificates are requested but not required: first-time callers
+ * authenticate with a token, renewals with their mesh certificate, which the
+ * mesh-certificate authenticator verifies itself; the trust bundle is public.
  */
 export function caServerRunner(options: CaServerOptions): CaServerRunner {
   const server = new Server();
@@ -35,6 +42,7 @@ export function caServerRunner(options: CaServerOptions): CaServerRunner {
     async start() {
       options.readiness.require("ca-server");
       server.addService(IstioCertificateServiceService, options.implementation());
+      server.addService(TrustBundleServiceService, options.trustBundle());
       const tls = options.tls();
       // createSsl cannot ask for a client certificate without requiring one;
       // a certificate provider with requireClientCertificate=false can.
@@ -50,11 +58,12 @@ export function caServerRunner(options: CaServerOptions): CaServerRunner {
         ),
       );
       options.readiness.done("ca-server");
-      options.logger.info({ port: bound }, "serving IstioCertificateService (TLS)");
+      options.logger.info({ port: bound }, "serving IstioCertificateService and TrustBundleService (TLS)");
     },
     async close() {
-      // Calls are short and unary: let those in flight finish, but not for
-      // long; an idle server can still take tryShutdown seconds to settle.
+      // CreateCertificate calls are short: let those in flight finish, but
+      // not for long; an idle server can still take tryShutdown seconds to
+      // settle. Trust bundle watches were ended by the feed, which closes first.
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           server.forceShutdown();

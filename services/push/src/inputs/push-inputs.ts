@@ -11,6 +11,8 @@ export interface PushInputsOptions {
   logger: Logger;
   readiness: ReadinessGate;
   domainSuffix: string;
+  /** The SPIFFE trust domain (TRUST_DOMAIN) of the SANs and principals push writes; "cluster.local" if not given. */
+  trustDomain?: string;
   debounceAfterMs: number;
   debounceMaxMs: number;
   /** Called with each new snapshot and what changed; startedAt is when the first change of the burst arrived. */
@@ -96,6 +98,7 @@ export class PushInputs implements Runner {
       services: this.#services,
       endpointShards: this.#shards,
       domainSuffix: this.options.domainSuffix,
+      ...(this.options.trustDomain ? { trustDomain: this.options.trustDomain } : {}),
     });
   }
 

@@ -3,6 +3,16 @@ import { hostMatches, resolveHost } from "@sextant/model";
 import type { ConfigRef, ConfigResource, Endpoint, Service } from "@sextant/proto";
 import { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import { VirtualService } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+import { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
+import { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
+import { DEFAULT_TRUST_DOMAIN, spiffeUri } from "./identity.js";
+import {
+  authorizationPoliciesFor,
+  composePeerAuthentication,
+  DEFAULT_ROOT_NAMESPACE,
+  type MergedPeerAuthentication,
+  type WorkloadAuthorizationPolicies,
+} from "./security.js";
 
 /** A config resource decoded into its Istio type, with where it came from. */
 export interface TypedConfig<T> {
@@ -20,6 +30,10 @@ export interface PushInputs {
   /** Endpoint shards by KV key; every shard of a host is merged. */
   readonly endpointShards: ReadonlyMap<string, { hostname: string; endpoints: readonly Endpoint[] }>;
   readonly domainSuffix: string;
+  /** The SPIFFE trust domain of the mesh's identities (TRUST_DOMAIN); "cluster.local" if not given. */
+  readonly trustDomain?: string;
+  /** Istio's root namespace, whose policies apply mesh-wide; "istio-system" if not given. */
+  readonly rootNamespace?: string;
 }
 
 const MESH_GATEWAY = "mesh";
@@ -28,38 +42,50 @@ const MESH_GATEWAY = "mesh";
  * PushContext is the immutable snapshot one push is generated from
  * (istiod's PushContext). Generators read it without locks; a change builds
  * a new one. `configVersion` hashes config and services; endpoints have a
- * version per host, so an endpoint change invalidates only that host's EDS.
+ * version per host, so an endpoint change invalidates only that host's EDS,
+ * and a version of each host's service accounts, which its clusters' SANs
+ * depend on.
  */
 export class PushContext {
   readonly configVersion: string;
+  readonly trustDomain: string;
+  readonly rootNamespace: string;
   readonly servicesByHost: ReadonlyMap<string, Service>;
   readonly virtualServices: readonly TypedConfig<VirtualService>[];
   readonly destinationRules: readonly TypedConfig<DestinationRule>[];
+  readonly peerAuthentications: readonly TypedConfig<PeerAuthentication>[];
+  readonly authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
   readonly endpointsByHost: ReadonlyMap<string, readonly Endpoint[]>;
   readonly endpointVersions: ReadonlyMap<string, string>;
+  readonly #serviceAccounts: ReadonlyMap<string, { uris: readonly string[]; version: string }>;
 
   private constructor(
     readonly domainSuffix: string,
-    parts: {
-      configVersion: string;
-      servicesByHost: Map<string, Service>;
-      virtualServices: TypedConfig<VirtualService>[];
-      destinationRules: TypedConfig<DestinationRule>[];
-      endpointsByHost: Map<string, Endpoint[]>;
-      endpointVersions: Map<string, string>;
-    },
+    parts: ContextParts & { endpointsByHost: Map<string, Endpoint[]>; endpointVersions: Map<string, string> },
   ) {
     this.configVersion = parts.configVersion;
+    this.trustDomain = parts.trustDomain;
+    this.rootNamespace = parts.rootNamespace;
     this.servicesByHost = parts.servicesByHost;
     this.virtualServices = parts.virtualServices;
     this.destinationRules = parts.destinationRules;
+    this.peerAuthentications = parts.peerAuthentications;
+    this.authorizationPolicies = parts.authorizationPolicies;
     this.endpointsByHost = parts.endpointsByHost;
     this.endpointVersions = parts.endpointVersions;
+    this.#serviceAccounts = serviceAccountsByHost(
+      parts.endpointsByHost,
+      parts.servicesByHost,
+      parts.trustDomain,
+    );
   }
 
   /** Builds a snapshot from scratch. */
   static build(inputs: PushInputs): PushContext {
+    const trustDomain = inputs.trustDomain ?? DEFAULT_TRUST_DOMAIN;
+    const rootNamespace = inputs.rootNamespace ?? DEFAULT_ROOT_NAMESPACE;
     const configHash = createHash("sha256");
+    configHash.update(`${trustDomain}\u0000${rootNamespace}\u0001`);
     const sortedConfig = [...inputs.config].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     for (const [key, resource] of sortedConfig)
       configHash.update(`${key}\u0000${resource.generation}\u0000${JSON.stringify(resource.spec)}\u0001`);
@@ -83,9 +109,13 @@ export class PushContext {
     const { endpointsByHost, endpointVersions } = mergeShards(inputs.endpointShards);
     return new PushContext(inputs.domainSuffix, {
       configVersion: configHash.digest("hex").slice(0, 16),
+      trustDomain,
+      rootNamespace,
       servicesByHost,
       virtualServices: typed("VirtualService", VirtualService.fromJSON, (spec) => spec.hosts),
       destinationRules: typed("DestinationRule", DestinationRule.fromJSON, (spec) => [spec.host]),
+      peerAuthentications: typed("PeerAuthentication", PeerAuthentication.fromJSON, () => []),
+      authorizationPolicies: typed("AuthorizationPolicy", AuthorizationPolicy.fromJSON, () => []),
       endpointsByHost,
       endpointVersions,
     });
@@ -96,12 +126,47 @@ export class PushContext {
     const { endpointsByHost, endpointVersions } = mergeShards(shards);
     return new PushContext(this.domainSuffix, {
       configVersion: this.configVersion,
+      trustDomain: this.trustDomain,
+      rootNamespace: this.rootNamespace,
       servicesByHost: this.servicesByHost as Map<string, Service>,
-      virtualServices: this.virtualServices as TypedConfig<VirtualService>[],
-      destinationRules: this.destinationRules as TypedConfig<DestinationRule>[],
+      virtualServices: this.virtualServices,
+      destinationRules: this.destinationRules,
+      peerAuthentications: this.peerAuthentications,
+      authorizationPolicies: this.authorizationPolicies,
       endpointsByHost,
       endpointVersions,
     });
+  }
+
+  /**
+   * The SPIFFE URIs of the workloads behind host, sorted: one per distinct
+   * (namespace, service account) of its endpoints (an endpoint without a
+   * namespace is in the service's), as istiod's PushContext.ServiceAccounts
+   * lists them for a service's SANs. Empty if none carries an account.
+   */
+  serviceAccountsOf(host: string): readonly string[] {
+    return this.#serviceAccounts.get(host)?.uris ?? [];
+  }
+
+  /** A version of serviceAccountsOf(host), for cache keys: it changes only when the list does. */
+  serviceAccountVersion(host: string): string {
+    return this.#serviceAccounts.get(host)?.version ?? "none";
+  }
+
+  /** The PeerAuthentication that applies to a workload, composed with Istio's precedence. */
+  peerAuthenticationFor(
+    namespace: string,
+    labels: Readonly<Record<string, string>>,
+  ): MergedPeerAuthentication {
+    return composePeerAuthentication(this.peerAuthentications, this.rootNamespace, namespace, labels);
+  }
+
+  /** The ALLOW and DENY AuthorizationPolicies that apply to a workload. */
+  authorizationPoliciesFor(
+    namespace: string,
+    labels: Readonly<Record<string, string>>,
+  ): WorkloadAuthorizationPolicies {
+    return authorizationPoliciesFor(this.authorizationPolicies, this.rootNamespace, namespace, labels);
   }
 
   /**
@@ -153,6 +218,42 @@ export class PushContext {
 function visible(exportTo: readonly string[], ownNamespace: string, namespace: string): boolean {
   if (exportTo.length === 0 || exportTo.includes("*")) return true;
   return exportTo.some((entry) => (entry === "." ? ownNamespace : entry) === namespace);
+}
+
+/** What a PushContext holds besides its endpoints. */
+interface ContextParts {
+  configVersion: string;
+  trustDomain: string;
+  rootNamespace: string;
+  servicesByHost: Map<string, Service>;
+  virtualServices: readonly TypedConfig<VirtualService>[];
+  destinationRules: readonly TypedConfig<DestinationRule>[];
+  peerAuthentications: readonly TypedConfig<PeerAuthentication>[];
+  authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
+}
+
+function serviceAccountsByHost(
+  endpointsByHost: ReadonlyMap<string, readonly Endpoint[]>,
+  servicesByHost: ReadonlyMap<string, Service>,
+  trustDomain: string,
+) {
+  const byHost = new Map<string, { uris: readonly string[]; version: string }>();
+  for (const [host, endpoints] of endpointsByHost) {
+    const serviceNamespace = servicesByHost.get(host)?.namespace ?? "";
+    const uris = new Set<string>();
+    for (const endpoint of endpoints) {
+      const namespace = endpoint.namespace || serviceNamespace;
+      if (endpoint.serviceAccount && namespace)
+        uris.add(spiffeUri(trustDomain, namespace, endpoint.serviceAccount));
+    }
+    if (uris.size === 0) continue;
+    const sorted = [...uris].sort();
+    byHost.set(host, {
+      uris: sorted,
+      version: createHash("sha256").update(sorted.join("\n")).digest("hex").slice(0, 16),
+    });
+  }
+  return byHost;
 }
 
 function mergeShards(shards: PushInputs["endpointShards"]) {

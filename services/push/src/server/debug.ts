@@ -3,12 +3,15 @@ import type { Any } from "@sextant/proto";
 import {
   Cluster,
   ClusterLoadAssignment,
+  DownstreamTlsContext,
   HTTPFault,
   HttpConnectionManager,
+  HttpRBAC,
   Listener,
   RouteConfiguration,
   Router,
   TypeUrl,
+  UpstreamTlsContext,
 } from "@sextant/proto/envoy";
 import type { ProxyStatusReporter } from "../status/proxy-status.js";
 import type { DiscoveryServer } from "./discovery-server.js";
@@ -21,6 +24,9 @@ const CODECS: Record<string, { decode(bytes: Uint8Array): unknown; toJSON(messag
   [TypeUrl.HttpConnectionManager]: HttpConnectionManager,
   [TypeUrl.HTTPFault]: HTTPFault,
   [TypeUrl.Router]: Router,
+  [TypeUrl.RBAC]: HttpRBAC,
+  [TypeUrl.DownstreamTlsContext]: DownstreamTlsContext,
+  [TypeUrl.UpstreamTlsContext]: UpstreamTlsContext,
 };
 
 /** An Any as JSON with its type, decoding nested Anys it knows (the HCM inside a listener). */

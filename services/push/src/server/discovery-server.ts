@@ -42,6 +42,12 @@ export interface DiscoveryServerEvents {
   ): void;
 }
 
+/** Decides whether a stream may serve the proxy it named; returns why not, or undefined. */
+export type StreamAuthorizer = (
+  stream: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
+  proxy: MeshProxy,
+) => string | undefined;
+
 /** Options of {@link DiscoveryServer}. */
 export interface DiscoveryServerOptions {
   logger: Logger;
@@ -76,10 +82,13 @@ export class DiscoveryServer {
     );
   }
 
-  /** The gRPC implementation of envoy.service.discovery.v3.AggregatedDiscoveryService. */
-  implementation(): AggregatedDiscoveryServiceServer {
+  /**
+   * The gRPC implementation of envoy.service.discovery.v3.AggregatedDiscoveryService.
+   * Each port gets its own: the mTLS port passes an authorizer (XDS_AUTH).
+   */
+  implementation(authorize?: StreamAuthorizer): AggregatedDiscoveryServiceServer {
     return {
-      streamAggregatedResources: (stream) => this.serve(stream),
+      streamAggregatedResources: (stream) => this.serve(stream, authorize),
       deltaAggregatedResources: (stream) => {
         endWithStatus(
           stream,
@@ -114,7 +123,10 @@ export class DiscoveryServer {
     return this.#cache.stats;
   }
 
-  private serve(stream: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>): void {
+  private serve(
+    stream: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
+    authorize: StreamAuthorizer | undefined,
+  ): void {
     let connection: Connection | undefined;
     // Requests of one stream are handled one at a time, in order.
     let handling: Promise<void> = Promise.resolve();
@@ -128,7 +140,7 @@ export class DiscoveryServer {
       handling = handling
         .then(() => {
           if (!connection) {
-            connection = this.open(stream, request);
+            connection = this.open(stream, request, authorize);
             if (!connection) return;
           }
           this.handle(connection, request);
@@ -149,6 +161,7 @@ export class DiscoveryServer {
   private open(
     stream: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
     request: DiscoveryRequest,
+    authorize: StreamAuthorizer | undefined,
   ): Connection | undefined {
     let proxy: MeshProxy;
     try {
@@ -157,6 +170,16 @@ export class DiscoveryServer {
       if (!(error instanceof InvalidNodeError)) throw error;
       this.options.logger.warn({ node: request.node?.id, reason: error.message }, "refusing an xDS stream");
       endWithStatus(stream, GrpcStatus.INVALID_ARGUMENT, error.message);
+      return undefined;
+    }
+    const refusal = authorize?.(stream, proxy);
+    if (refusal) {
+      this.options.logger.warn(
+        { proxy: proxy.id, peer: stream.getPeer(), reason: refusal },
+        "refusing an xDS stream",
+      );
+      this.options.metrics.authorizationFailures.inc();
+      endWithStatus(stream, GrpcStatus.PERMISSION_DENIED, refusal);
       return undefined;
     }
     const connection = new Connection(proxy, stream);

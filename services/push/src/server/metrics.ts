@@ -25,6 +25,7 @@ export class XdsMetrics {
   readonly rejects: Counter<"type">;
   readonly expiredNonces: Counter<"type">;
   readonly connected: Gauge;
+  readonly authorizationFailures: Counter;
 
   constructor(registry: Registry) {
     this.pushes = new Counter({
@@ -59,5 +60,10 @@ export class XdsMetrics {
       registers: [registry],
     });
     this.connected = new Gauge({ name: "pilot_xds", help: "Connected xDS streams.", registers: [registry] });
+    this.authorizationFailures = new Counter({
+      name: "sextant_xds_auth_failures",
+      help: "Streams on the mTLS port refused because the certificate's identity does not match the node (XDS_AUTH).",
+      registers: [registry],
+    });
   }
 }

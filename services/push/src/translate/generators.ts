@@ -21,7 +21,11 @@ export const GENERATORS: Readonly<Record<ProxyKind, ReadonlyMap<string, Generato
       TypeUrl.RouteConfiguration,
       { typeUrl: TypeUrl.RouteConfiguration, needsPush: onFullPush, generate: generateGrpcRoutes },
     ],
-    [TypeUrl.Cluster, { typeUrl: TypeUrl.Cluster, needsPush: onFullPush, generate: generateGrpcClusters }],
+    [
+      TypeUrl.Cluster,
+      // An ISTIO_MUTUAL cluster's SANs follow its endpoints' service accounts, so endpoint changes count.
+      { typeUrl: TypeUrl.Cluster, needsPush: endpointsChanged, generate: generateGrpcClusters },
+    ],
     [
       TypeUrl.ClusterLoadAssignment,
       {

@@ -7,6 +7,7 @@ import {
 } from "@sextant/proto/gen/envoy/config/cluster/v3/cluster";
 import { ApiVersion } from "@sextant/proto/gen/envoy/config/core/v3/config_source";
 import {
+  ClientTLSSettings_TLSmode,
   LoadBalancerSettings_SimpleLB,
   type TrafficPolicy,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
@@ -19,6 +20,7 @@ import {
   type WatchedNames,
 } from "../generator.js";
 import { parseOutboundClusterName } from "../names.js";
+import { upstreamMtlsSocket } from "./tls.js";
 
 /** Istio's simple load balancers as Envoy's lb_policy; gRPC clients accept ROUND_ROBIN and RING_HASH. */
 const LB_POLICY: Partial<Record<LoadBalancerSettings_SimpleLB, Cluster_LbPolicy>> = {
@@ -35,14 +37,24 @@ const LB_POLICY: Partial<Record<LoadBalancerSettings_SimpleLB, Cluster_LbPolicy>
  * `outbound|<port>|<subset>|<fqdn>`: EDS over ADS, with the DestinationRule's
  * traffic policy (subset over top level, port-level over both) translated
  * faithfully: a policy the client cannot run is sent as written, and the
- * client's NACK says so.
+ * client's NACK says so. An ISTIO_MUTUAL cluster's SANs are the service
+ * accounts of its host's endpoints, so the key names their version: an
+ * endpoint change that brings a new account rebuilds the cluster, one that
+ * does not finds it cached.
  */
 export function generateGrpcClusters(context: GenerationContext, watched: WatchedNames): GeneratedResource[] {
   const { push, proxy } = context;
   return generateByName(
     context,
     watched,
-    (name) => cacheKey("cds-grpc", proxy.namespace, name, push.configVersion),
+    (name) =>
+      cacheKey(
+        "cds-grpc",
+        proxy.namespace,
+        name,
+        push.configVersion,
+        push.serviceAccountVersion(parseOutboundClusterName(name)?.host ?? ""),
+      ),
     (name) => buildCluster(push, proxy.namespace, name),
   );
 }
@@ -102,6 +114,12 @@ export function buildCluster(push: PushContext, namespace: string, name: string)
       ...(outlier.maxEjectionPercent ? { maxEjectionPercent: outlier.maxEjectionPercent } : {}),
     };
   }
+  // As istiod's grpcgen: TLS only when asked for (no auto-mTLS, since nothing says whether the
+  // server is a gRPC XdsServer with mesh certificates), and only ISTIO_MUTUAL (SIMPLE and MUTUAL name
+  // files or credentialName secrets, which a gRPC client has no way to load: it only knows the
+  // bootstrap's certificate providers).
+  if (policy.tls?.mode === ClientTLSSettings_TLSmode.ISTIO_MUTUAL)
+    cluster.transportSocket = upstreamMtlsSocket(push.serviceAccountsOf(parsed.host));
   return {
     name,
     resource: packAny(TypeUrl.Cluster, Cluster, Cluster.fromPartial(cluster)),
@@ -115,6 +133,7 @@ function effectivePolicy(top: TrafficPolicy | undefined, subset: TrafficPolicy |
     loadBalancer: subset?.loadBalancer ?? top?.loadBalancer,
     connectionPool: subset?.connectionPool ?? top?.connectionPool,
     outlierDetection: subset?.outlierDetection ?? top?.outlierDetection,
+    tls: subset?.tls ?? top?.tls,
   };
   const portLevel = (
     subset?.portLevelSettings.length ? subset.portLevelSettings : (top?.portLevelSettings ?? [])
@@ -124,5 +143,6 @@ function effectivePolicy(top: TrafficPolicy | undefined, subset: TrafficPolicy |
     loadBalancer: portLevel.loadBalancer ?? merged.loadBalancer,
     connectionPool: portLevel.connectionPool ?? merged.connectionPool,
     outlierDetection: portLevel.outlierDetection ?? merged.outlierDetection,
+    tls: portLevel.tls ?? merged.tls,
   };
 }

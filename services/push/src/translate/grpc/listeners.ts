@@ -10,29 +10,43 @@ import {
   generateByName,
   type WatchedNames,
 } from "../generator.js";
-import { parseHostPort, resolveClientHost } from "../names.js";
+import { INBOUND_LISTENER_PREFIX, parseHostPort, resolveClientHost } from "../names.js";
+import { buildInboundListener, ROUTER_FILTER_NAME } from "./inbound.js";
 
 /** The fault filter's name in the HCM; routes override its config under this key. */
 export const FAULT_FILTER_NAME = "envoy.filters.http.fault";
 
 /**
- * Client listeners for proxyless gRPC (what @grpc/grpc-js-xds accepts): one
- * per requested `<host>:<port>`, named exactly as requested, holding an
- * api_listener HCM that fetches its routes over ADS from the route config of
- * the same name, with the fault filter (configured per route) and the router
- * last. A name that matches no service port gets no listener, and the client
- * reports the target as not found.
+ * Listeners for proxyless gRPC (what @grpc/grpc-js-xds accepts), one per
+ * requested name. A name with Istio's inbound prefix
+ * (`xds.istio.io/grpc/lds/inbound/<ip>:<port>`) is a server's: it gets the
+ * server listener of {@link buildInboundListener}, which depends on the
+ * proxy's namespace and labels (the policies that select it). Any other is
+ * a client's `<host>:<port>`: an api_listener HCM that fetches its routes
+ * over ADS from the route config of the same name, with the fault filter
+ * (configured per route) and the router last. A client name that matches no
+ * service port gets no listener, and the client reports the target as not
+ * found.
  */
 export function generateGrpcListeners(
   context: GenerationContext,
   watched: WatchedNames,
 ): GeneratedResource[] {
   const { push, proxy } = context;
+  const labels = JSON.stringify(
+    Object.entries(proxy.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+  );
   return generateByName(
     context,
     watched,
-    (name) => cacheKey("lds-grpc", proxy.namespace, name, push.configVersion),
-    (name) => buildListener(push, proxy.namespace, name),
+    (name) =>
+      name.startsWith(INBOUND_LISTENER_PREFIX)
+        ? cacheKey("lds-grpc-inbound", proxy.namespace, labels, name, push.configVersion)
+        : cacheKey("lds-grpc", proxy.namespace, name, push.configVersion),
+    (name) =>
+      name.startsWith(INBOUND_LISTENER_PREFIX)
+        ? buildInboundListener(push, proxy, name)
+        : buildListener(push, proxy.namespace, name),
   );
 }
 
@@ -54,7 +68,7 @@ export function buildListener(push: PushContext, namespace: string, name: string
         typedConfig: packAny(TypeUrl.HTTPFault, HTTPFault, HTTPFault.fromPartial({})),
       },
       {
-        name: "envoy.filters.http.router",
+        name: ROUTER_FILTER_NAME,
         typedConfig: packAny(TypeUrl.Router, Router, Router.fromPartial({})),
       },
     ],

@@ -1,0 +1,13 @@
+// Writes deploy/crds/ from Sextant's protobuf descriptors (see src/crds.ts).
+// Run from deploy/: node --conditions=@sextant/source --import tsx scripts/generate-crds.ts
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { renderCrdFiles } from "../src/crds.js";
+
+const directory = new URL("../crds/", import.meta.url).pathname;
+mkdirSync(directory, { recursive: true });
+const files = renderCrdFiles();
+// A kind no longer supported must not leave its CRD behind.
+for (const name of readdirSync(directory)) if (!files.has(name)) rmSync(join(directory, name));
+for (const [name, content] of files) writeFileSync(join(directory, name), content);
+process.stdout.write(`wrote ${files.size} files to ${directory}\n`);

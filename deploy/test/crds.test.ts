@@ -1,0 +1,279 @@
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { bookinfoNetworkingDir } from "@sextant/testing";
+import { KINDS } from "@sextant/validation";
+import { Ajv, type ValidateFunction } from "ajv";
+import { parseAllDocuments } from "yaml";
+import { type JsonSchema, renderCrdFiles } from "../src/crds.js";
+import { DEPLOY_DIR, find, type KubeObject, ofKind, render } from "./helpers.js";
+
+interface CrdVersion {
+  name: string;
+  served: boolean;
+  storage: boolean;
+  schema: { openAPIV3Schema: JsonSchema };
+}
+
+interface Crd extends KubeObject {
+  spec: {
+    group: string;
+    scope: string;
+    names: { kind: string; plural: string };
+    versions: CrdVersion[];
+  };
+}
+
+const crds = () => ofKind<Crd>(render("crds"), "CustomResourceDefinition");
+
+describe("deploy/crds is what scripts/generate-crds.ts renders", () => {
+  it("holds exactly the generated files, byte for byte", () => {
+    const expected = renderCrdFiles();
+    const directory = join(DEPLOY_DIR, "crds");
+    assert.deepEqual(readdirSync(directory).sort(), [...expected.keys()].sort(), "files in deploy/crds");
+    for (const [name, content] of expected) {
+      assert.equal(
+        readFileSync(join(directory, name), "utf8"),
+        content,
+        `deploy/crds/${name} differs from what scripts/generate-crds.ts renders: run it from deploy/ and commit the result`,
+      );
+    }
+  });
+});
+
+describe("the CRDs", () => {
+  it("define every kind Sextant supports, in its group, at the versions Istio serves", () => {
+    const byKind = new Map(crds().map((crd) => [crd.spec.names.kind, crd]));
+    assert.deepEqual([...byKind.keys()].sort(), [...KINDS.keys()].sort());
+    for (const info of KINDS.values()) {
+      const crd = byKind.get(info.kind) as Crd;
+      assert.equal(crd.spec.group, info.group);
+      assert.equal(crd.spec.scope, "Namespaced");
+      assert.equal(crd.metadata.name, `${crd.spec.names.plural}.${info.group}`);
+      assert.deepEqual(
+        crd.spec.versions.map((v) => v.name).sort(),
+        info.group === "networking.istio.io" ? ["v1", "v1alpha3", "v1beta1"] : ["v1", "v1beta1"],
+      );
+      assert.ok(crd.spec.versions.every((v) => v.served));
+      // Istio stores networking kinds as v1alpha3 and security kinds as v1beta1.
+      assert.deepEqual(
+        crd.spec.versions.filter((v) => v.storage).map((v) => v.name),
+        [info.group === "networking.istio.io" ? "v1alpha3" : "v1beta1"],
+      );
+      // One schema for every version: they are one stored object, converted with no webhook.
+      const schemas = new Set(crd.spec.versions.map((v) => JSON.stringify(v.schema)));
+      assert.equal(schemas.size, 1);
+    }
+  });
+
+  for (const crd of crds()) {
+    it(`${crd.metadata.name} has a structural schema`, () => {
+      for (const version of crd.spec.versions) {
+        const problems = structuralProblems(version.schema.openAPIV3Schema, "openAPIV3Schema", false);
+        assert.deepEqual(problems, [], `${crd.metadata.name} ${version.name}`);
+      }
+    });
+  }
+
+  it("are the kinds the webhook validates and ingest's RBAC watches", () => {
+    const plane = render("overlays/production");
+    const validating = find<
+      KubeObject & { webhooks: Array<{ rules: Array<{ apiGroups: string[]; resources: string[] }> }> }
+    >(plane, "ValidatingWebhookConfiguration", "istio-validator-istio-system");
+    const expected = crds()
+      .map((crd) => `${crd.spec.group}/${crd.spec.names.plural}`)
+      .sort();
+    for (const webhook of validating.webhooks) {
+      const covered = webhook.rules.flatMap((rule) =>
+        rule.apiGroups.flatMap((group) => rule.resources.map((resource) => `${group}/${resource}`)),
+      );
+      assert.deepEqual(covered.sort(), expected);
+    }
+  });
+});
+
+/**
+ * The rules apiextensions.k8s.io/v1 checks a schema against (Kubernetes'
+ * "structural schema"): a type on every node unless it preserves unknown
+ * fields or is int-or-string; properties and additionalProperties never
+ * together and additionalProperties never false; no type, properties,
+ * additionalProperties, nullable, default or description inside allOf,
+ * anyOf, oneOf or not.
+ */
+function structuralProblems(schema: JsonSchema, path: string, inJunctor: boolean): string[] {
+  const problems: string[] = [];
+  const free =
+    schema["x-kubernetes-preserve-unknown-fields"] === true || schema["x-kubernetes-int-or-string"] === true;
+  if (inJunctor) {
+    for (const keyword of [
+      "type",
+      "properties",
+      "additionalProperties",
+      "items",
+      "nullable",
+      "default",
+      "description",
+    ]) {
+      if (keyword in schema) problems.push(`${path}: ${keyword} inside a junctor`);
+    }
+  } else if (typeof schema.type !== "string" && !free) {
+    problems.push(`${path}: no type`);
+  }
+  if (schema.properties && schema.additionalProperties !== undefined) {
+    problems.push(`${path}: properties with additionalProperties`);
+  }
+  if (schema.additionalProperties === false) problems.push(`${path}: additionalProperties: false`);
+  if (schema.type === "array" && !schema.items && !inJunctor) problems.push(`${path}: array without items`);
+  for (const [name, child] of Object.entries((schema.properties ?? {}) as Record<string, JsonSchema>)) {
+    problems.push(...structuralProblems(child, `${path}.properties.${name}`, inJunctor));
+  }
+  if (typeof schema.additionalProperties === "object") {
+    problems.push(
+      ...structuralProblems(
+        schema.additionalProperties as JsonSchema,
+        `${path}.additionalProperties`,
+        inJunctor,
+      ),
+    );
+  }
+  if (schema.items)
+    problems.push(...structuralProblems(schema.items as JsonSchema, `${path}.items`, inJunctor));
+  for (const junctor of ["allOf", "anyOf", "oneOf"]) {
+    const list = schema[junctor] as JsonSchema[] | undefined;
+    // int-or-string's anyOf of types is the one sanctioned exception.
+    if (junctor === "anyOf" && schema["x-kubernetes-int-or-string"] === true) continue;
+    for (const [i, child] of (list ?? []).entries()) {
+      problems.push(...structuralProblems(child, `${path}.${junctor}[${i}]`, true));
+    }
+  }
+  if (schema.not) problems.push(...structuralProblems(schema.not as JsonSchema, `${path}.not`, true));
+  return problems;
+}
+
+/**
+ * The schema as the API server enforces it for `kubectl apply` (server-side
+ * field validation, Strict since Kubernetes 1.27): an unknown field is an
+ * error rather than silently pruned. So every object node that does not
+ * preserve unknown fields gets additionalProperties: false, and the root the
+ * fields every object has. The CRD itself must not say so (structural
+ * schemas forbid additionalProperties: false).
+ */
+function asServerValidates(schema: JsonSchema, root = true): JsonSchema {
+  const copy: JsonSchema = { ...schema };
+  if (copy.properties) {
+    const properties: JsonSchema = {};
+    for (const [name, child] of Object.entries(copy.properties as Record<string, JsonSchema>)) {
+      properties[name] = asServerValidates(child, false);
+    }
+    if (root) {
+      properties.apiVersion = { type: "string" };
+      properties.kind = { type: "string" };
+      properties.metadata = { type: "object" };
+    }
+    copy.properties = properties;
+    if (copy["x-kubernetes-preserve-unknown-fields"] !== true) copy.additionalProperties = false;
+  }
+  if (copy.items) copy.items = asServerValidates(copy.items as JsonSchema, false);
+  if (typeof copy.additionalProperties === "object") {
+    copy.additionalProperties = asServerValidates(copy.additionalProperties as JsonSchema, false);
+  }
+  return copy;
+}
+
+/** Ajv knowing Kubernetes' vocabulary: its x-kubernetes-* keywords and OpenAPI formats. */
+function kubernetesAjv(): Ajv {
+  const ajv = new Ajv({ strict: true, allErrors: true, strictRequired: false, allowUnionTypes: true });
+  for (const keyword of [
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-embedded-resource",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "x-kubernetes-validations",
+  ]) {
+    ajv.addKeyword({ keyword });
+  }
+  for (const format of ["int32", "int64", "float", "double", "byte", "date-time"])
+    ajv.addFormat(format, true);
+  return ajv;
+}
+
+describe("the CRD schemas check Istio config", () => {
+  const ajv = kubernetesAjv();
+  const validators = new Map<string, ValidateFunction>();
+  for (const crd of crds()) {
+    for (const version of crd.spec.versions) {
+      validators.set(
+        `${crd.spec.group}/${version.name}/${crd.spec.names.kind}`,
+        ajv.compile(asServerValidates(version.schema.openAPIV3Schema)),
+      );
+    }
+  }
+  const validatorFor = (apiVersion: string, kind: string) => {
+    const validate = validators.get(`${apiVersion}/${kind}`);
+    assert.ok(validate, `no CRD serves ${apiVersion} ${kind}`);
+    return validate;
+  };
+
+  const samples = readdirSync(bookinfoNetworkingDir())
+    .filter((file) => file.endsWith(".yaml"))
+    .flatMap((file) =>
+      parseAllDocuments(readFileSync(join(bookinfoNetworkingDir(), file), "utf8"))
+        .map((document) => document.toJS() as KubeObject | null)
+        .filter((document): document is KubeObject => document !== null)
+        .map((document) => ({ file, document })),
+    );
+
+  it("finds the Bookinfo samples", () => {
+    assert.ok(samples.length >= 30, `only ${samples.length} Bookinfo documents`);
+  });
+
+  it("accept every Bookinfo sample, at every version its kind is served", () => {
+    for (const { file, document } of samples) {
+      const group = document.apiVersion.split("/")[0] ?? "";
+      const crd = crds().find((c) => c.spec.group === group && c.spec.names.kind === document.kind);
+      assert.ok(crd, `${file}: no CRD for ${document.apiVersion} ${document.kind}`);
+      for (const version of crd.spec.versions) {
+        const validate = validatorFor(`${group}/${version.name}`, document.kind);
+        const valid = validate({ ...document, apiVersion: `${group}/${version.name}` });
+        assert.ok(
+          valid,
+          `${file} ${document.metadata.name} (${version.name}): ${ajv.errorsText(validate.errors)}`,
+        );
+      }
+    }
+  });
+
+  it("reject a document with an unknown field, at any depth", () => {
+    const virtualService = samples.find(({ document }) => document.kind === "VirtualService")?.document;
+    assert.ok(virtualService);
+    const spec = virtualService.spec as { http: Array<Record<string, unknown>> };
+    const validate = validatorFor("networking.istio.io/v1", "VirtualService");
+    assert.equal(validate({ ...virtualService, spec: { ...spec, hostz: ["reviews"] } }), false);
+    assert.match(ajv.errorsText(validate.errors), /must NOT have additional properties/);
+    const deep = { ...spec, http: [{ ...spec.http[0], rout: [] }] };
+    assert.equal(validate({ ...virtualService, spec: deep }), false);
+    assert.ok(validate.errors?.some((e) => e.instancePath === "/spec/http/0"));
+  });
+
+  it("reject wrong types, unknown enum values and two members of a oneof", () => {
+    const validate = validatorFor("networking.istio.io/v1", "DestinationRule");
+    const rule = (trafficPolicy: unknown) => ({
+      apiVersion: "networking.istio.io/v1",
+      kind: "DestinationRule",
+      metadata: { name: "reviews" },
+      spec: { host: "reviews", trafficPolicy },
+    });
+    assert.equal(validate(rule({ loadBalancer: { simple: "ROUND_ROBIN" } })), true);
+    assert.equal(validate(rule({ loadBalancer: { consistentHash: { httpHeaderName: "x" } } })), true);
+    assert.equal(validate(rule({ loadBalancer: { simple: "FASTEST" } })), false);
+    assert.equal(validate(rule({ loadBalancer: { simple: 7 } })), false);
+    assert.equal(
+      validate(rule({ loadBalancer: { simple: "ROUND_ROBIN", consistentHash: { httpHeaderName: "x" } } })),
+      false,
+      "simple and consistentHash are one oneof",
+    );
+  });
+});

@@ -1,0 +1,221 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import {
+  type BindingObject,
+  containerOf,
+  deploymentOf,
+  envValue,
+  type KubeObject,
+  NAMESPACE,
+  ofKind,
+  type PolicyRule,
+  type RoleObject,
+  render,
+  SERVICES,
+  type ServiceName,
+  workloadsOf,
+} from "./helpers.js";
+
+/** What the API server's RBAC authorizer would be asked. */
+interface Request {
+  verb: string;
+  group: string;
+  resource: string;
+  name?: string;
+}
+
+/** RBAC's matching: a rule allows a request if every list matches ("*" matches anything). */
+function allows(rule: PolicyRule, request: Request): boolean {
+  const has = (list: string[] | undefined, value: string) =>
+    !!list && (list.includes(value) || list.includes("*"));
+  return (
+    has(rule.verbs, request.verb) &&
+    has(rule.apiGroups, request.group) &&
+    has(rule.resources, request.resource) &&
+    (!rule.resourceNames?.length || (request.name !== undefined && rule.resourceNames.includes(request.name)))
+  );
+}
+
+/** Every rule bound to each service account of a render, by `namespace/name`. */
+function rulesBySubject(objects: KubeObject[]): Map<string, PolicyRule[]> {
+  const roles = new Map<string, RoleObject>();
+  for (const role of ofKind<RoleObject>(objects, "ClusterRole"))
+    roles.set(`ClusterRole/${role.metadata.name}`, role);
+  for (const role of ofKind<RoleObject>(objects, "Role")) {
+    roles.set(`Role/${role.metadata.namespace}/${role.metadata.name}`, role);
+  }
+  const bound = new Map<string, PolicyRule[]>();
+  for (const binding of [
+    ...ofKind<BindingObject>(objects, "ClusterRoleBinding"),
+    ...ofKind<BindingObject>(objects, "RoleBinding"),
+  ]) {
+    const key =
+      binding.roleRef.kind === "ClusterRole"
+        ? `ClusterRole/${binding.roleRef.name}`
+        : `Role/${binding.metadata.namespace}/${binding.roleRef.name}`;
+    const role = roles.get(key);
+    assert.ok(role, `${binding.kind} ${binding.metadata.name} refers to ${key}, which is not deployed`);
+    for (const subject of binding.subjects ?? []) {
+      assert.equal(subject.kind, "ServiceAccount", `${binding.metadata.name} binds a ${subject.kind}`);
+      const id = `${subject.namespace}/${subject.name}`;
+      bound.set(id, [...(bound.get(id) ?? []), ...(role.rules ?? [])]);
+    }
+  }
+  return bound;
+}
+
+const account = (service: ServiceName | "nats") => `${NAMESPACE}/sextant-${service}`;
+
+for (const env of ["dev", "production"]) {
+  describe(`RBAC is least privilege (overlays/${env})`, () => {
+    const objects = render(`overlays/${env}`);
+    const bound = rulesBySubject(objects);
+    const accounts = [...SERVICES.map(account), account("nats")];
+    const can = (subject: string, request: Request) =>
+      (bound.get(subject) ?? []).some((r) => allows(r, request));
+    const who = (request: Request) => accounts.filter((subject) => can(subject, request));
+
+    it("binds only the control plane's own service accounts, each used by its workload", () => {
+      for (const subject of bound.keys())
+        assert.ok(accounts.includes(subject), `${subject} is bound to a role`);
+      for (const workload of workloadsOf(objects)) {
+        const name = workload.spec.template.spec.serviceAccountName;
+        assert.equal(
+          name,
+          workload.metadata.name,
+          `${workload.metadata.name} runs as its own service account`,
+        );
+        assert.ok(
+          ofKind(objects, "ServiceAccount").some((sa) => sa.metadata.name === name),
+          `ServiceAccount ${name} is not deployed`,
+        );
+      }
+    });
+
+    it("grants no wildcard, no escalation verbs and no built-in role", () => {
+      for (const role of [
+        ...ofKind<RoleObject>(objects, "ClusterRole"),
+        ...ofKind<RoleObject>(objects, "Role"),
+      ]) {
+        for (const rule of role.rules ?? []) {
+          for (const list of [rule.verbs, rule.apiGroups, rule.resources, rule.resourceNames]) {
+            assert.ok(!list?.includes("*"), `${role.metadata.name} has a wildcard`);
+          }
+          for (const verb of ["escalate", "bind", "impersonate", "deletecollection"]) {
+            assert.ok(!rule.verbs.includes(verb), `${role.metadata.name} may ${verb}`);
+          }
+          assert.equal(rule.nonResourceURLs, undefined, `${role.metadata.name} names non-resource URLs`);
+        }
+      }
+      for (const binding of [
+        ...ofKind<BindingObject>(objects, "ClusterRoleBinding"),
+        ...ofKind<BindingObject>(objects, "RoleBinding"),
+      ]) {
+        assert.ok(
+          binding.roleRef.name.startsWith("sextant-"),
+          `${binding.metadata.name} binds ${binding.roleRef.name}`,
+        );
+      }
+    });
+
+    it("only discovery lists pods and endpointslices", () => {
+      for (const verb of ["list", "watch", "get"]) {
+        assert.deepEqual(
+          who({ verb, group: "", resource: "pods" }),
+          verb === "get" ? [] : [account("discovery")],
+        );
+        assert.deepEqual(
+          who({ verb, group: "discovery.k8s.io", resource: "endpointslices" }),
+          verb === "get" ? [] : [account("discovery")],
+        );
+      }
+    });
+
+    it("only ca creates tokenreviews", () => {
+      assert.deepEqual(who({ verb: "create", group: "authentication.k8s.io", resource: "tokenreviews" }), [
+        account("ca"),
+      ]);
+    });
+
+    it("only ca reads cacerts: nobody may read Secrets through the API, and only ca mounts it", () => {
+      for (const verb of ["get", "list", "watch"]) {
+        assert.deepEqual(who({ verb, group: "", resource: "secrets", name: "cacerts" }), []);
+        assert.deepEqual(who({ verb, group: "", resource: "secrets" }), []);
+      }
+      const mounting = workloadsOf(objects)
+        .filter((w) =>
+          (w.spec.template.spec.volumes ?? []).some((volume) => volume.secret?.secretName === "cacerts"),
+        )
+        .map((w) => w.metadata.name);
+      assert.deepEqual(mounting, ["sextant-ca"]);
+    });
+
+    it("push has no access to Secrets, nor to anything else in the API", () => {
+      for (const verb of ["get", "list", "watch", "create", "update", "patch", "delete"]) {
+        assert.ok(
+          !can(account("push"), { verb, group: "", resource: "secrets" }),
+          `push may ${verb} secrets`,
+        );
+      }
+      assert.equal(bound.get(account("push")), undefined, "push is bound to a role");
+      // Its only API credential is the projected istio-ca token it shows ca.
+      const push = workloadsOf(objects).find((w) => w.metadata.name === "sextant-push");
+      const serviceAccount = ofKind<KubeObject & { automountServiceAccountToken?: boolean }>(
+        objects,
+        "ServiceAccount",
+      ).find((sa) => sa.metadata.name === "sextant-push");
+      assert.equal(serviceAccount?.automountServiceAccountToken, false);
+      const audiences = (push?.spec.template.spec.volumes ?? []).flatMap((v) =>
+        (v.projected?.sources ?? []).map((s) => s.serviceAccountToken?.audience),
+      );
+      assert.deepEqual(audiences, ["istio-ca"]);
+      // And the one Secret it reads is its own NATS password.
+      const secretRefs = (containerOf(push as NonNullable<typeof push>).env ?? [])
+        .map((v) => v.valueFrom?.secretKeyRef)
+        .filter((ref) => ref !== undefined);
+      assert.deepEqual(secretRefs, [{ name: "sextant-nats-users", key: "push" }]);
+    });
+
+    it("only webhook modifies webhook configurations, and only its own two", () => {
+      for (const resource of ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]) {
+        for (const verb of ["update", "patch", "create", "delete"]) {
+          const group = "admissionregistration.k8s.io";
+          const anyName = accounts.filter((s) =>
+            can(s, { verb, group, resource, name: "some-other-webhook" }),
+          );
+          assert.deepEqual(anyName, [], `${verb} ${resource} of another name`);
+          // The configurations the webhook keeps the caBundle of.
+          const own = envValue(
+            containerOf(deploymentOf(objects, "webhook")),
+            resource === "mutatingwebhookconfigurations"
+              ? "INJECTOR_WEBHOOK_CONFIG_NAME"
+              : "VALIDATION_WEBHOOK_CONFIG_NAME",
+          );
+          assert.deepEqual(
+            who({ verb, group, resource, name: own }),
+            verb === "update" ? [account("webhook")] : [],
+          );
+        }
+      }
+    });
+
+    it("ingest watches the Istio kinds of the CRDs and patches only their status", () => {
+      const crds = ofKind<KubeObject & { spec: { group: string; names: { plural: string } } }>(
+        objects,
+        "CustomResourceDefinition",
+      );
+      assert.ok(crds.length > 0);
+      for (const crd of crds) {
+        const { group } = crd.spec;
+        const plural = crd.spec.names.plural;
+        for (const verb of ["list", "watch"]) {
+          assert.deepEqual(who({ verb, group, resource: plural }), [account("ingest")], `${verb} ${plural}`);
+        }
+        assert.deepEqual(who({ verb: "patch", group, resource: `${plural}/status` }), [account("ingest")]);
+        for (const verb of ["create", "update", "patch", "delete"]) {
+          assert.deepEqual(who({ verb, group, resource: plural }), [], `${verb} ${plural}`);
+        }
+      }
+    });
+  });
+}

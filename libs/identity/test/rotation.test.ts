@@ -1,0 +1,41 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { MIN_ROTATION_DELAY_MS, rotationDelayMs } from "../src/index.js";
+
+const HOUR = 3600_000;
+const now = Date.UTC(2026, 0, 1);
+const fresh = (lifetimeMs: number) => ({ notBefore: new Date(now), notAfter: new Date(now + lifetimeMs) });
+
+describe("rotation schedule", () => {
+  test("with Istio's defaults a fresh 24 h certificate rotates after 12 h, give or take 1% of its life", () => {
+    const policy = { gracePeriodRatio: 0.5, gracePeriodRatioJitter: 0.01 };
+    assert.equal(
+      rotationDelayMs(fresh(24 * HOUR), policy, now, () => 0.5),
+      12 * HOUR,
+    );
+    // random() = 0 and 1 are the ends of the jitter: ratio 0.49 and 0.51.
+    assert.equal(
+      rotationDelayMs(fresh(24 * HOUR), policy, now, () => 0),
+      24 * HOUR * 0.51,
+    );
+    assert.equal(
+      rotationDelayMs(fresh(24 * HOUR), policy, now, () => 1),
+      24 * HOUR * 0.49,
+    );
+  });
+
+  test("counts from notBefore, so time already spent shortens the wait", () => {
+    const policy = { gracePeriodRatio: 0.25, gracePeriodRatioJitter: 0 };
+    assert.equal(rotationDelayMs(fresh(4 * HOUR), policy, now + HOUR), 2 * HOUR);
+  });
+
+  test("a rotation already due waits the minimum, never a tight loop", () => {
+    const policy = { gracePeriodRatio: 0.5, gracePeriodRatioJitter: 0 };
+    assert.equal(rotationDelayMs(fresh(HOUR), policy, now + 2 * HOUR), MIN_ROTATION_DELAY_MS);
+  });
+
+  test("a 90-day certificate waits 45 days: longer than one setTimeout can", () => {
+    const policy = { gracePeriodRatio: 0.5, gracePeriodRatioJitter: 0 };
+    assert.equal(rotationDelayMs(fresh(90 * 24 * HOUR), policy, now), 45 * 24 * HOUR);
+  });
+});

@@ -1,0 +1,18 @@
+import { JsonAnswer, type JsonRoute, type ReadinessGate } from "@sextant/observability";
+
+/** Istio's readiness path, which Envoy's 15021 listener routes to the agent. */
+export const ISTIO_READY_PATH = "/healthz/ready";
+
+/**
+ * `/healthz/ready`: the same answer as the runtime's `/ready` (200 once the
+ * identity is obtained and SDS and the xDS proxy listen; 503 with what is
+ * pending before), under the path Kubernetes probes through Envoy. Unlike
+ * istio-agent, it does not also ask Envoy's admin API whether Envoy is ready:
+ * the agent does not start or watch Envoy.
+ */
+export function istioReadyRoute(readiness: ReadinessGate): JsonRoute {
+  return () =>
+    readiness.ready
+      ? { ready: true, pending: [] }
+      : new JsonAnswer(503, { ready: false, pending: readiness.pending });
+}

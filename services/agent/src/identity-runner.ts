@@ -1,0 +1,108 @@
+// The one file that uses @sextant/identity's implementation (WorkloadIdentity,
+// the CA trust bundle source, the mTLS credentials); everything else codes
+// against the IdentitySource interface, so tests run on certificates they make.
+import { readFile } from "node:fs/promises";
+import type { ChannelCredentials } from "@grpc/grpc-js";
+import {
+  caTrustBundleSource,
+  type IdentitySource,
+  mtlsChannelCredentials,
+  WorkloadIdentity,
+} from "@sextant/identity";
+import type { Logger, ReadinessGate } from "@sextant/observability";
+import type { Runner } from "@sextant/runtime";
+import type { AgentSettings } from "./settings.js";
+import { acceptXdsServer } from "./xds-proxy/server-identity.js";
+
+/** The readiness condition held until the workload has its certificate. */
+export const IDENTITY_READY = "identity";
+
+/** The identity runner; `identity` and `xdsCredentials()` are usable once it has started. */
+export interface IdentityRunner extends Runner {
+  readonly identity: IdentitySource;
+  /** mTLS towards push with the workload's certificate, accepting only XDS_SERVER_SPIFFE_ID. */
+  xdsCredentials(): ChannelCredentials;
+}
+
+/**
+ * The workload's identity: a key that never leaves the agent (except to the
+ * local Envoy over SDS and to OUTPUT_CERTS), a certificate from ca obtained
+ * with TOKEN_FILE's token and renewed before it expires, and the trust bundle
+ * followed from ca (the agent has no NATS connection).
+ */
+export function identityRunner(
+  settings: AgentSettings,
+  logger: Logger,
+  readiness?: ReadinessGate,
+): IdentityRunner {
+  let identity: WorkloadIdentity | undefined;
+  readiness?.require(IDENTITY_READY);
+  const started = (): WorkloadIdentity => {
+    if (!identity) throw new Error("the workload identity is not started");
+    return identity;
+  };
+  return {
+    name: "identity",
+    get identity(): IdentitySource {
+      return started();
+    },
+    xdsCredentials: () => mtlsChannelCredentials(started(), acceptXdsServer(settings.XDS_SERVER_SPIFFE_ID)),
+    async start() {
+      const caRootPem = await readFile(settings.CA_ROOT_CERT, "utf8").catch((error: Error) => {
+        throw new Error(
+          `CA_ROOT_CERT ${settings.CA_ROOT_CERT}: cannot read the root that verifies ca (${error.message})`,
+        );
+      });
+      identity = new WorkloadIdentity({
+        caAddress: settings.CA_ADDR,
+        caRootPem,
+        trustDomain: settings.TRUST_DOMAIN,
+        namespace: settings.POD_NAMESPACE,
+        serviceAccount: settings.SERVICE_ACCOUNT,
+        token: () => readToken(settings.TOKEN_FILE),
+        ttlSeconds: settings.SECRET_TTL,
+        gracePeriodRatio: settings.SECRET_GRACE_PERIOD_RATIO,
+        gracePeriodRatioJitter: settings.SECRET_GRACE_PERIOD_RATIO_JITTER,
+        trust: caTrustBundleSource({ caAddress: settings.CA_ADDR, caRootPem, logger }),
+        logger,
+      });
+      // start() waits for ca as long as it takes (a pod may start before its
+      // CA is reachable), and runService lets a SIGTERM that comes during
+      // start-up wait for the start to finish: without this, an agent that
+      // cannot reach ca would only die by SIGKILL. Closing the identity makes
+      // start() reject, and the service exits saying why.
+      const giveUp = () => void identity?.close();
+      process.once("SIGTERM", giveUp);
+      process.once("SIGINT", giveUp);
+      try {
+        await identity.start();
+      } finally {
+        process.off("SIGTERM", giveUp);
+        process.off("SIGINT", giveUp);
+      }
+      readiness?.done(IDENTITY_READY);
+      const { certificate } = identity.current();
+      logger.info(
+        { spiffeId: certificate.spiffeId, notAfter: certificate.notAfter },
+        "workload certificate obtained",
+      );
+    },
+    async close() {
+      await identity?.close();
+    },
+  };
+}
+
+/**
+ * TOKEN_FILE's content, read fresh for every request (projected tokens
+ * rotate); undefined when there is no file, as after the first certificate
+ * renewal authenticates with the certificate itself.
+ */
+export async function readToken(path: string): Promise<string | undefined> {
+  try {
+    return (await readFile(path, "utf8")).trim() || undefined;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new Error(`TOKEN_FILE ${path}: ${(error as Error).message}`);
+  }
+}

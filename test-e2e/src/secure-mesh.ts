@@ -1,0 +1,284 @@
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Bus, connectBus } from "@sextant/bus";
+import { createLogger } from "@sextant/observability";
+import {
+  eventually,
+  freePort,
+  type NatsServerFixture,
+  repositoryRoot,
+  type ServiceProcess,
+  startNatsServer,
+  startServiceProcess,
+} from "@sextant/testing";
+
+/** A mesh identity: namespace and service account. */
+export interface Account {
+  namespace: string;
+  serviceAccount: string;
+}
+
+/**
+ * The whole control plane with security on, as real processes: nats-server,
+ * ca, ingest, discovery and push (with its mTLS port). Workloads join with
+ * an agent each. Bootstrap tokens stand in for Kubernetes service-account
+ * tokens (no API server runs here); ca reads them at start, so every account
+ * a test needs is declared up front.
+ */
+export interface SecureMesh {
+  readonly nats: NatsServerFixture;
+  readonly bus: Bus;
+  readonly ca: ServiceProcess;
+  readonly ingest: ServiceProcess;
+  readonly discovery: ServiceProcess;
+  readonly push: ServiceProcess;
+  /** The root ca wrote; agents verify ca with it. */
+  readonly caRootFile: string;
+  readonly caAddress: string;
+  readonly xdsTlsAddress: string;
+  /** A file holding the bootstrap token of an account (declared in startSecureMesh). */
+  tokenFile(account: Account): string;
+  apply(yaml: string): Promise<void>;
+  startAgent(options: AgentOptions): Promise<Agent>;
+  startWorkload(options: WorkloadOptions): Promise<Workload>;
+  close(): Promise<void>;
+}
+
+/** One agent, for one workload. */
+export interface AgentOptions {
+  pod: string;
+  account: Account;
+  /** The account whose token the agent presents (default: its own); another makes a mismatched identity. */
+  tokenOf?: Account;
+  ip: string;
+  labels: Record<string, string>;
+  /** SECRET_TTL, e.g. "60s". */
+  secretTtl?: string;
+}
+
+export interface Agent {
+  readonly process: ServiceProcess;
+  readonly dir: string;
+  /** The gRPC bootstrap the agent wrote, for GRPC_XDS_BOOTSTRAP. */
+  readonly grpcBootstrap: string;
+  /** 127.0.0.1:<port> of the agent's xDS proxy for proxyless apps. */
+  readonly xdsProxyAddress: string;
+  readonly sdsSocket: string;
+  readonly certDir: string;
+  stop(): Promise<void>;
+}
+
+export interface WorkloadOptions {
+  role: "server" | "client";
+  name: string;
+  agent: Agent;
+  /** server: ip:port to serve on. */
+  address?: string;
+}
+
+export interface Workload {
+  readonly child: ChildProcess;
+  /** client: the HTTP control port. */
+  readonly controlPort: number;
+  output(): string;
+  /** client: GET /tally. */
+  tally(target: string, calls: number): Promise<{ counts: Record<string, number>; errors: string[] }>;
+  /** client: GET /caller. */
+  caller(target: string): Promise<{ answer: string; error?: string }>;
+  stop(): Promise<void>;
+}
+
+const key = (account: Account) => `${account.namespace}/${account.serviceAccount}`;
+
+export async function startSecureMesh(accounts: Account[]): Promise<SecureMesh> {
+  const dir = mkdtempSync(join(tmpdir(), "sextant-secure-mesh-"));
+  const tokens = new Map<string, string>();
+  const tokenFiles = new Map<string, string>();
+  const pushAccount = { namespace: "istio-system", serviceAccount: "sextant-push" };
+  for (const account of [pushAccount, ...accounts]) {
+    const token = randomBytes(24).toString("base64url");
+    tokens.set(token, key(account));
+    const file = join(dir, "tokens", `${account.namespace}.${account.serviceAccount}`);
+    mkdirSync(join(dir, "tokens"), { recursive: true });
+    writeFileSync(file, token, { mode: 0o600 });
+    tokenFiles.set(key(account), file);
+  }
+  writeFileSync(
+    join(dir, "bootstrap-tokens.json"),
+    JSON.stringify(
+      Object.fromEntries(
+        [...tokens].map(([token, account]) => {
+          const [namespace, serviceAccount] = account.split("/");
+          return [token, { namespace, serviceAccount }];
+        }),
+      ),
+    ),
+  );
+  const tokenFile = (account: Account) => {
+    const file = tokenFiles.get(key(account));
+    if (!file) throw new Error(`no token declared for ${key(account)}`);
+    return file;
+  };
+
+  const nats = await startNatsServer();
+  const bus = await connectBus({
+    url: nats.url,
+    name: "e2e",
+    logger: createLogger({ service: "e2e", level: "silent" }),
+  });
+  const caPort = await freePort();
+  const caCertsDir = join(dir, "cacerts");
+  const ca = await startServiceProcess("ca", {
+    NATS_URL: nats.url,
+    GRPC_PORT: String(caPort),
+    CA_CERTS_DIR: caCertsDir,
+    BOOTSTRAP_TOKENS_FILE: join(dir, "bootstrap-tokens.json"),
+  });
+  const caRootFile = join(caCertsDir, "root-cert.pem");
+  const caAddress = `127.0.0.1:${caPort}`;
+  const ingest = await startServiceProcess("ingest", { NATS_URL: nats.url });
+  const discovery = await startServiceProcess("discovery", {
+    NATS_URL: nats.url,
+    INGEST_URL: `http://127.0.0.1:${ingest.httpPort}`,
+  });
+  const xdsTlsPort = await freePort();
+  const push = await startServiceProcess("push", {
+    NATS_URL: nats.url,
+    XDS_PORT: String(await freePort()),
+    XDS_TLS_PORT: String(xdsTlsPort),
+    CA_ADDR: caAddress,
+    CA_ROOT_CERT: caRootFile,
+    TOKEN_FILE: tokenFile(pushAccount),
+    PUSH_DEBOUNCE_AFTER: "50",
+  });
+
+  const agents: Agent[] = [];
+  const workloads: Workload[] = [];
+
+  return {
+    nats,
+    bus,
+    ca,
+    ingest,
+    discovery,
+    push,
+    caRootFile,
+    caAddress,
+    xdsTlsAddress: `127.0.0.1:${xdsTlsPort}`,
+    tokenFile,
+    async apply(yaml) {
+      const response = await fetch(`http://127.0.0.1:${ingest.httpPort}/v1/apply`, {
+        method: "POST",
+        body: yaml,
+      });
+      assert.equal(response.status, 200, await response.text());
+    },
+    async startAgent(options) {
+      const agentDir = mkdtempSync(join(dir, `agent-${options.pod}-`));
+      const xdsProxyPort = await freePort();
+      const grpcBootstrap = join(agentDir, "grpc-bootstrap.json");
+      const sdsSocket = join(agentDir, "sds.sock");
+      const certDir = join(agentDir, "certs");
+      const process = await startServiceProcess("agent", {
+        CA_ADDR: caAddress,
+        XDS_ADDR: `127.0.0.1:${xdsTlsPort}`,
+        CA_ROOT_CERT: caRootFile,
+        TOKEN_FILE: tokenFile(options.tokenOf ?? options.account),
+        POD_NAME: options.pod,
+        POD_NAMESPACE: options.account.namespace,
+        SERVICE_ACCOUNT: options.account.serviceAccount,
+        INSTANCE_IP: options.ip,
+        ISTIO_METAJSON_LABELS: JSON.stringify(options.labels),
+        SECRET_TTL: options.secretTtl ?? "24h",
+        XDS_PROXY_PORT: String(xdsProxyPort),
+        GRPC_XDS_BOOTSTRAP: grpcBootstrap,
+        SDS_SOCKET: sdsSocket,
+        XDS_SOCKET: join(agentDir, "xds.sock"),
+        OUTPUT_CERTS: certDir,
+      });
+      const agent: Agent = {
+        process,
+        dir: agentDir,
+        grpcBootstrap,
+        xdsProxyAddress: `127.0.0.1:${xdsProxyPort}`,
+        sdsSocket,
+        certDir,
+        stop: async () => {
+          await process.stop();
+        },
+      };
+      agents.push(agent);
+      return agent;
+    },
+    async startWorkload(options) {
+      const controlPort = options.role === "client" ? await freePort() : 0;
+      const script = join(repositoryRoot(), "libs", "bookinfo", "src", "mesh-workload.ts");
+      const child = spawn(process.execPath, ["--conditions=@sextant/source", "--import", "tsx", script], {
+        cwd: join(repositoryRoot(), "libs", "bookinfo"),
+        env: {
+          ...process.env,
+          WORKLOAD_ROLE: options.role,
+          WORKLOAD_NAME: options.name,
+          WORKLOAD_ADDRESS: options.address ?? "",
+          CONTROL_PORT: String(controlPort),
+          GRPC_XDS_BOOTSTRAP: options.agent.grpcBootstrap,
+          GRPC_XDS_EXPERIMENTAL_RBAC: "true",
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let output = "";
+      child.stdout?.on("data", (chunk) => {
+        output += chunk;
+      });
+      child.stderr?.on("data", (chunk) => {
+        output += chunk;
+      });
+      const ready = options.role === "server" ? '"serving":true' : '"control"';
+      try {
+        await eventually(() => output.includes(ready) || child.exitCode !== null, {
+          timeoutMs: 30_000,
+          message: `${options.name} did not start`,
+        });
+      } catch (error) {
+        child.kill("SIGKILL");
+        throw new Error(`${(error as Error).message}; its output:\n${output}`);
+      }
+      assert.equal(child.exitCode, null, `${options.name} exited: ${output}`);
+      const get = async <T>(path: string): Promise<T> => {
+        const response = await fetch(`http://127.0.0.1:${controlPort}${path}`);
+        assert.equal(response.status, 200, await response.clone().text());
+        return (await response.json()) as T;
+      };
+      const workload: Workload = {
+        child,
+        controlPort,
+        output: () => output,
+        tally: (target, calls) => get(`/tally?target=${encodeURIComponent(target)}&calls=${calls}`),
+        caller: (target) => get(`/caller?target=${encodeURIComponent(target)}`),
+        stop: async () => {
+          if (child.exitCode !== null || child.signalCode !== null) return;
+          const exited = new Promise((resolve) => child.once("exit", resolve));
+          child.kill("SIGTERM");
+          await exited;
+        },
+      };
+      workloads.push(workload);
+      return workload;
+    },
+    async close() {
+      for (const workload of workloads) await workload.stop();
+      for (const agent of agents) await agent.stop();
+      await push.stop();
+      await discovery.stop();
+      await ingest.stop();
+      await ca.stop();
+      await bus.close();
+      await nats.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -35,6 +35,13 @@ export const ENVOY_ROOTS = [
   "envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto",
   "envoy/service/secret/v3/sds.proto",
   "envoy/config/bootstrap/v3/bootstrap.proto",
+  "envoy/extensions/filters/listener/original_dst/v3/original_dst.proto",
+  "envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector.proto",
+  "envoy/extensions/filters/listener/http_inspector/v3/http_inspector.proto",
+  "envoy/extensions/filters/http/cors/v3/cors.proto",
+  "envoy/extensions/retry/host/previous_hosts/v3/previous_hosts.proto",
+  "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
+  "envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer.proto",
 ];
 
 const xdsDeps = join(dirname(require.resolve("@grpc/grpc-js-xds/package.json")), "deps");

@@ -9,17 +9,24 @@ export { Cluster } from "./gen/envoy/config/cluster/v3/cluster.js";
 export { ClusterLoadAssignment } from "./gen/envoy/config/endpoint/v3/endpoint.js";
 export { Listener } from "./gen/envoy/config/listener/v3/listener.js";
 export { RouteConfiguration } from "./gen/envoy/config/route/v3/route.js";
+export { Cors, CorsPolicy } from "./gen/envoy/extensions/filters/http/cors/v3/cors.js";
 export { HTTPFault } from "./gen/envoy/extensions/filters/http/fault/v3/fault.js";
 export { RBAC as HttpRBAC } from "./gen/envoy/extensions/filters/http/rbac/v3/rbac.js";
 export { Router } from "./gen/envoy/extensions/filters/http/router/v3/router.js";
+export { HttpInspector } from "./gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector.js";
+export { OriginalDst } from "./gen/envoy/extensions/filters/listener/original_dst/v3/original_dst.js";
+export { TlsInspector } from "./gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector.js";
 export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
 export { RBAC as NetworkRBAC } from "./gen/envoy/extensions/filters/network/rbac/v3/rbac.js";
 export { TcpProxy } from "./gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.js";
+export { PreviousHostsPredicate } from "./gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts.js";
+export { RawBuffer } from "./gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer.js";
 export { Secret } from "./gen/envoy/extensions/transport_sockets/tls/v3/secret.js";
 export {
   DownstreamTlsContext,
   UpstreamTlsContext,
 } from "./gen/envoy/extensions/transport_sockets/tls/v3/tls.js";
+export { HttpProtocolOptions } from "./gen/envoy/extensions/upstreams/http/v3/http_protocol_options.js";
 export {
   AggregatedDiscoveryServiceClient,
   type AggregatedDiscoveryServiceServer,
@@ -54,4 +61,12 @@ export const TypeUrl = {
   TcpProxy: typeUrlOf("envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy"),
   UpstreamTlsContext: typeUrlOf("envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"),
   DownstreamTlsContext: typeUrlOf("envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"),
+  HttpProtocolOptions: typeUrlOf("envoy.extensions.upstreams.http.v3.HttpProtocolOptions"),
+  RawBuffer: typeUrlOf("envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer"),
+  Cors: typeUrlOf("envoy.extensions.filters.http.cors.v3.Cors"),
+  CorsPolicy: typeUrlOf("envoy.extensions.filters.http.cors.v3.CorsPolicy"),
+  OriginalDst: typeUrlOf("envoy.extensions.filters.listener.original_dst.v3.OriginalDst"),
+  TlsInspector: typeUrlOf("envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"),
+  HttpInspector: typeUrlOf("envoy.extensions.filters.listener.http_inspector.v3.HttpInspector"),
+  PreviousHostsPredicate: typeUrlOf("envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"),
 } as const;

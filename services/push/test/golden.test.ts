@@ -1,109 +1,19 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { configKey } from "@sextant/model";
-import { type Any, type ConfigResource, EndpointShard, HealthStatus, Service } from "@sextant/proto";
-import { DownstreamTlsContext, HttpRBAC, TypeUrl, UpstreamTlsContext } from "@sextant/proto/envoy";
+import { EndpointShard, HealthStatus } from "@sextant/proto";
+import { TypeUrl } from "@sextant/proto/envoy";
 import { checkGoldenDir } from "@sextant/testing";
-import { decodeSpec, findKind, parseDocuments } from "@sextant/validation";
 import { parse, stringify } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
-import { PushContext } from "../src/model/push-context.js";
-import { anyToJson } from "../src/server/debug.js";
+import type { PushContext } from "../src/model/push-context.js";
 import { GENERATORS } from "../src/translate/generators.js";
+import { formatViolation, validateAny } from "./envoy-validate.js";
+import { contextOf, dumpAny, type GoldenInput, TYPES, unacceptedGrpcViolations } from "./golden-inputs.js";
 import { grpcNode } from "./harness.js";
 
 const testdata = fileURLToPath(new URL("./testdata/grpc", import.meta.url));
-
-interface GoldenInput {
-  /** The proxy asking: its namespace, labels, address and service account (Istio's node metadata). */
-  proxy?: { namespace?: string; labels?: Record<string, string>; ip?: string; serviceAccount?: string };
-  services: Array<Record<string, unknown>>;
-  endpoints?: Array<{ hostname: string; endpoints: Array<Record<string, unknown>> }>;
-  config?: string;
-  /** The SPIFFE trust domain push is configured with (default cluster.local). */
-  trustDomain?: string;
-  subscribe: Partial<Record<"listeners" | "routes" | "clusters" | "endpoints", string[]>>;
-}
-
-const TYPES = {
-  listeners: TypeUrl.Listener,
-  routes: TypeUrl.RouteConfiguration,
-  clusters: TypeUrl.Cluster,
-  endpoints: TypeUrl.ClusterLoadAssignment,
-} as const;
-
-/** Builds the snapshot a golden case describes: config as ingest stores it, the registry as discovery writes it. */
-function contextOf(input: GoldenInput): PushContext {
-  const config = new Map<string, ConfigResource>();
-  for (const { value } of parseDocuments(input.config ?? "", { maxDocuments: 100 }).documents) {
-    const document = value as {
-      kind: string;
-      apiVersion: string;
-      metadata: { name: string; namespace?: string };
-      spec: unknown;
-    };
-    const decoded = decodeSpec(document.kind, document.spec);
-    assert.deepEqual(decoded.errors, [], `${document.kind} ${document.metadata.name} is invalid`);
-    const resource: ConfigResource = {
-      kind: document.kind,
-      apiVersion: document.apiVersion,
-      namespace: document.metadata.namespace ?? "default",
-      name: document.metadata.name,
-      labels: {},
-      annotations: {},
-      generation: 1,
-      revision: 0,
-      spec: findKind(document.kind)!.codec.toJSON(decoded.value) as Record<string, unknown>,
-    };
-    config.set(configKey(resource), resource);
-  }
-  const services = new Map(input.services.map((s) => [String(s.hostname), Service.fromJSON(s)]));
-  const shards = new Map(
-    (input.endpoints ?? []).map((shard) => [
-      shard.hostname,
-      {
-        hostname: shard.hostname,
-        endpoints: EndpointShard.fromJSON({
-          endpoints: shard.endpoints.map((e) => ({ health: "HEALTH_STATUS_HEALTHY", ...e })),
-        }).endpoints,
-      },
-    ]),
-  );
-  return PushContext.build({
-    config,
-    services,
-    endpointShards: shards,
-    domainSuffix: "cluster.local",
-    ...(input.trustDomain ? { trustDomain: input.trustDomain } : {}),
-  });
-}
-
-/**
- * An Any as JSON, as /debug/config_dump shows it, with the nested Anys the
- * server listeners and mTLS clusters hold (RBAC, TLS contexts) decoded too.
- */
-function dumpAny(any: Any): unknown {
-  const expand = (value: unknown): unknown => {
-    if (Array.isArray(value)) return value.map(expand);
-    if (value === null || typeof value !== "object") return value;
-    const object = value as Record<string, unknown>;
-    const codec = typeof object.typeUrl === "string" ? NESTED[object.typeUrl] : undefined;
-    if (codec && typeof object.value === "string") {
-      const decoded = codec.toJSON(codec.decode(Buffer.from(object.value, "base64")) as never);
-      return { "@type": object.typeUrl, ...(expand(decoded) as object) };
-    }
-    return Object.fromEntries(Object.entries(object).map(([key, inner]) => [key, expand(inner)]));
-  };
-  return expand(anyToJson(any));
-}
-
-const NESTED: Record<string, { decode(bytes: Uint8Array): unknown; toJSON(message: never): unknown }> = {
-  [TypeUrl.RBAC]: HttpRBAC,
-  [TypeUrl.DownstreamTlsContext]: DownstreamTlsContext,
-  [TypeUrl.UpstreamTlsContext]: UpstreamTlsContext,
-};
 
 function render(input: GoldenInput, cache = new XdsCache()): Record<string, string> {
   const push = contextOf(input);
@@ -120,6 +30,11 @@ function render(input: GoldenInput, cache = new XdsCache()): Record<string, stri
     const names = input.subscribe[type as keyof typeof TYPES];
     if (!names) continue;
     const resources = GENERATORS.grpc.get(typeUrl)!.generate({ push, proxy, cache }, new Set(names));
+    // Every resource must also meet the validate rules of Envoy's protos.
+    for (const r of resources) {
+      const violations = unacceptedGrpcViolations(validateAny(r.resource).map(formatViolation));
+      assert.deepEqual(violations, [], `${type} ${r.name} breaks validate rules`);
+    }
     out[type] = stringify(
       resources.map((r) => ({ sources: r.sources, resource: dumpAny(r.resource) })),
       { aliasDuplicateObjects: false },

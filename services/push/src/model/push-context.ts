@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { hostMatches, resolveHost } from "@sextant/model";
 import type { ConfigRef, ConfigResource, Endpoint, Service } from "@sextant/proto";
 import { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
+import { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import { VirtualService } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
@@ -55,6 +56,10 @@ export class PushContext {
   readonly destinationRules: readonly TypedConfig<DestinationRule>[];
   readonly peerAuthentications: readonly TypedConfig<PeerAuthentication>[];
   readonly authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
+  /** Sidecar resources (egress scoping), by namespace/name; `hosts` are the egress hosts as written. */
+  readonly sidecars: readonly TypedConfig<Sidecar>[];
+  /** Every service of the registry, sorted by hostname then namespace (deterministic iteration). */
+  readonly services: readonly Service[];
   readonly endpointsByHost: ReadonlyMap<string, readonly Endpoint[]>;
   readonly endpointVersions: ReadonlyMap<string, string>;
   readonly #serviceAccounts: ReadonlyMap<string, { uris: readonly string[]; version: string }>;
@@ -71,6 +76,10 @@ export class PushContext {
     this.destinationRules = parts.destinationRules;
     this.peerAuthentications = parts.peerAuthentications;
     this.authorizationPolicies = parts.authorizationPolicies;
+    this.sidecars = parts.sidecars;
+    this.services = [...parts.servicesByHost.values()].sort((a, b) =>
+      a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : a.namespace < b.namespace ? -1 : 1,
+    );
     this.endpointsByHost = parts.endpointsByHost;
     this.endpointVersions = parts.endpointVersions;
     this.#serviceAccounts = serviceAccountsByHost(
@@ -116,6 +125,7 @@ export class PushContext {
       destinationRules: typed("DestinationRule", DestinationRule.fromJSON, (spec) => [spec.host]),
       peerAuthentications: typed("PeerAuthentication", PeerAuthentication.fromJSON, () => []),
       authorizationPolicies: typed("AuthorizationPolicy", AuthorizationPolicy.fromJSON, () => []),
+      sidecars: typed("Sidecar", Sidecar.fromJSON, () => []),
       endpointsByHost,
       endpointVersions,
     });
@@ -133,6 +143,7 @@ export class PushContext {
       destinationRules: this.destinationRules,
       peerAuthentications: this.peerAuthentications,
       authorizationPolicies: this.authorizationPolicies,
+      sidecars: this.sidecars,
       endpointsByHost,
       endpointVersions,
     });
@@ -214,8 +225,8 @@ export class PushContext {
   }
 }
 
-/** Istio's exportTo: empty or "*" is everyone; "." is the resource's own namespace; else the names listed. */
-function visible(exportTo: readonly string[], ownNamespace: string, namespace: string): boolean {
+/** Istio's exportTo: empty or "*" is everyone; "." is the resource's own namespace; else the names listed. True if a resource of ownNamespace is visible from namespace. */
+export function visible(exportTo: readonly string[], ownNamespace: string, namespace: string): boolean {
   if (exportTo.length === 0 || exportTo.includes("*")) return true;
   return exportTo.some((entry) => (entry === "." ? ownNamespace : entry) === namespace);
 }
@@ -230,6 +241,7 @@ interface ContextParts {
   destinationRules: readonly TypedConfig<DestinationRule>[];
   peerAuthentications: readonly TypedConfig<PeerAuthentication>[];
   authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
+  sidecars: readonly TypedConfig<Sidecar>[];
 }
 
 function serviceAccountsByHost(

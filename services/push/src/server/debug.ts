@@ -58,6 +58,7 @@ export function debugRoutes(
         .map((connection) => ({
           stream: connection.id,
           kind: connection.proxy.kind,
+          protocol: connection.protocol,
           ...status.statusOf(connection),
         })),
     "/debug/config_dump": (query: URLSearchParams) => {
@@ -73,7 +74,10 @@ export function debugRoutes(
         configs: [...connection.watched].map(([typeUrl, state]) => ({
           typeUrl,
           version: state.versionSent,
-          resources: state.sent.map((resource) => anyToJson(resource.resource)),
+          // What the proxy holds: for a delta stream, the sum of its responses.
+          resources: [...state.held.values()].flatMap((held) =>
+            held.resource ? [anyToJson(held.resource.resource)] : [],
+          ),
         })),
       };
     },

@@ -1,20 +1,25 @@
 import { status as GrpcStatus, Metadata, type ServerDuplexStream } from "@grpc/grpc-js";
 import type { Logger } from "@sextant/observability";
 import type { ConfigRef } from "@sextant/proto";
-import {
-  type AggregatedDiscoveryServiceServer,
-  type DiscoveryRequest,
-  type DiscoveryResponse,
-  TypeUrl,
-} from "@sextant/proto/envoy";
+import { type AggregatedDiscoveryServiceServer, TypeUrl } from "@sextant/proto/envoy";
+import type { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { XdsCache } from "../cache/xds-cache.js";
 import { InvalidNodeError, type MeshProxy, parseProxy } from "../model/proxy.js";
 import type { PushContext } from "../model/push-context.js";
-import type { PushChange } from "../translate/generator.js";
+import type { GeneratedResource, PushChange, WatchedNames } from "../translate/generator.js";
 import { GENERATORS } from "../translate/generators.js";
-import { Connection, contentVersion, requestedNames, sameNames, type WatchState } from "./connection.js";
+import {
+  type Connection,
+  type ConnectionHost,
+  isWildcard,
+  namedOf,
+  type WatchState,
+  WILDCARD,
+} from "./connection.js";
+import { DeltaConnection } from "./delta-connection.js";
 import { typeLabel, type XdsMetrics } from "./metrics.js";
 import { PushQueue } from "./push-queue.js";
+import { SotwConnection } from "./sotw-connection.js";
 
 /** Types are pushed in this order, as istiod does: clusters and endpoints before the listeners and routes that use them. */
 const PUSH_ORDER = [
@@ -42,9 +47,9 @@ export interface DiscoveryServerEvents {
   ): void;
 }
 
-/** Decides whether a stream may serve the proxy it named; returns why not, or undefined. */
+/** Decides whether a stream (of either variant) may serve the proxy it named; returns why not, or undefined. */
 export type StreamAuthorizer = (
-  stream: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
+  stream: Pick<ServerDuplexStream<unknown, unknown>, "getAuthContext" | "getPeer">,
   proxy: MeshProxy,
 ) => string | undefined;
 
@@ -59,27 +64,43 @@ export interface DiscoveryServerOptions {
 }
 
 /**
- * DiscoveryServer serves state-of-the-world ADS (istiod's DiscoveryServer).
- * It knows streams, nonces and ACK/NACK; how resources are built is the
- * generators' business. The protocol, as Envoy defines it:
- * - a request without a nonce is a new subscription (or a reconnect) and is
- *   always answered;
- * - a nonce other than the last one sent for the type is stale: ignored;
- * - an ACK naming the same resources gets no response; a change of names
- *   gets a full response for the new set;
- * - a NACK (error_detail) is recorded and reported, never re-pushed: the
- *   next response for the type waits for a change of config.
+ * DiscoveryServer serves ADS in both of Envoy's protocol variants
+ * (istiod's DiscoveryServer): state-of-the-world and incremental (delta).
+ * It opens streams, schedules pushes and keeps the bookkeeping they share:
+ * generation through the cache, metrics, status events and NACK reports.
+ * What each variant sends and when is its Connection's business
+ * ({@link SotwConnection}, {@link DeltaConnection}); how resources are built
+ * is the generators'.
  */
 export class DiscoveryServer {
   readonly #connections = new Map<string, Connection>();
   readonly #cache = new XdsCache();
   #cacheVersion = "";
   readonly #queue: PushQueue;
+  readonly #host: ConnectionHost;
 
   constructor(private readonly options: DiscoveryServerOptions) {
     this.#queue = new PushQueue(options.concurrency, (id, change, startedAt) =>
       this.pushTo(id, change, startedAt),
     );
+    // What connections of either variant use of the server.
+    this.#host = {
+      logger: options.logger,
+      serves: (proxy, typeUrl) => GENERATORS[proxy.kind].has(typeUrl),
+      needsPush: (connection, typeUrl, names, change) => this.needsPush(connection, typeUrl, names, change),
+      generate: (connection, typeUrl, names) => this.generate(connection, typeUrl, names),
+      responded: (connection, typeUrl, bytes, startedAt) => {
+        const type = typeLabel(typeUrl);
+        options.metrics.pushes.inc({ type });
+        options.metrics.configSize.observe({ type }, bytes);
+        if (startedAt !== undefined) options.metrics.convergence.observe((Date.now() - startedAt) / 1000);
+        options.events.changed(connection);
+      },
+      acked: (connection) => options.events.changed(connection),
+      nacked: (connection, typeUrl, state, nonce, message) =>
+        this.recordNack(connection, typeUrl, state, nonce, message),
+      expiredNonce: (_connection, typeUrl) => options.metrics.expiredNonces.inc({ type: typeLabel(typeUrl) }),
+    };
   }
 
   /**
@@ -88,14 +109,10 @@ export class DiscoveryServer {
    */
   implementation(authorize?: StreamAuthorizer): AggregatedDiscoveryServiceServer {
     return {
-      streamAggregatedResources: (stream) => this.serve(stream, authorize),
-      deltaAggregatedResources: (stream) => {
-        endWithStatus(
-          stream,
-          GrpcStatus.UNIMPLEMENTED,
-          "incremental (delta) xDS is not served yet; use state-of-the-world ADS",
-        );
-      },
+      streamAggregatedResources: (stream) =>
+        this.serve(stream, authorize, (proxy) => new SotwConnection(proxy, this.#host, stream)),
+      deltaAggregatedResources: (stream) =>
+        this.serve(stream, authorize, (proxy) => new DeltaConnection(proxy, this.#host, stream)),
     };
   }
 
@@ -123,11 +140,16 @@ export class DiscoveryServer {
     return this.#cache.stats;
   }
 
-  private serve(
-    stream: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
+  /**
+   * Runs one stream of either variant: its first request opens the
+   * connection (or refuses the stream), then every request goes to it.
+   */
+  private serve<Request extends { node?: Node | undefined }>(
+    stream: ServerDuplexStream<Request, unknown>,
     authorize: StreamAuthorizer | undefined,
+    connect: (proxy: MeshProxy) => Connection<Request>,
   ): void {
-    let connection: Connection | undefined;
+    let connection: Connection<Request> | undefined;
     // Requests of one stream are handled one at a time, in order.
     let handling: Promise<void> = Promise.resolve();
     const close = () => {
@@ -136,14 +158,14 @@ export class DiscoveryServer {
       this.options.metrics.connected.dec();
       this.options.events.disconnected(connection);
     };
-    stream.on("data", (request: DiscoveryRequest) => {
+    stream.on("data", (request: Request) => {
       handling = handling
         .then(() => {
           if (!connection) {
-            connection = this.open(stream, request, authorize);
+            connection = this.open(stream, request, authorize, connect);
             if (!connection) return;
           }
-          this.handle(connection, request);
+          connection.handle(request);
         })
         .catch((error) =>
           this.options.logger.error({ err: error, proxy: connection?.proxy.id }, "xDS request failed"),
@@ -158,11 +180,13 @@ export class DiscoveryServer {
     stream.on("cancelled", close);
   }
 
-  private open(
-    stream: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
-    request: DiscoveryRequest,
+  /** Reads the node of a stream's first request and authorizes it; undefined if the stream was refused. */
+  private open<Request extends { node?: Node | undefined }>(
+    stream: ServerDuplexStream<Request, unknown>,
+    request: Request,
     authorize: StreamAuthorizer | undefined,
-  ): Connection | undefined {
+    connect: (proxy: MeshProxy) => Connection<Request>,
+  ): Connection<Request> | undefined {
     let proxy: MeshProxy;
     try {
       proxy = parseProxy(request.node);
@@ -182,62 +206,77 @@ export class DiscoveryServer {
       endWithStatus(stream, GrpcStatus.PERMISSION_DENIED, refusal);
       return undefined;
     }
-    const connection = new Connection(proxy, stream);
+    const connection = connect(proxy);
     this.#connections.set(connection.id, connection);
     this.options.metrics.connected.inc();
-    this.options.logger.info({ proxy: proxy.id, kind: proxy.kind, stream: connection.id }, "proxy connected");
+    this.options.logger.info(
+      { proxy: proxy.id, kind: proxy.kind, protocol: connection.protocol, stream: connection.id },
+      "proxy connected",
+    );
     this.options.events.connected(connection);
     return connection;
   }
 
-  private handle(connection: Connection, request: DiscoveryRequest): void {
-    const { typeUrl } = request;
-    const generator = GENERATORS[connection.proxy.kind].get(typeUrl);
-    if (!generator) {
-      this.options.logger.debug(
-        { proxy: connection.proxy.id, typeUrl },
-        "no generator for this type; not answering",
-      );
-      return;
-    }
-    const names = requestedNames(request);
-    let state = connection.watched.get(typeUrl);
-    if (!request.responseNonce) {
-      // A new subscription, or a proxy reconnecting with the version it had.
-      state = { names, sent: [], versionAcked: request.versionInfo || undefined };
-      connection.watched.set(typeUrl, state);
-      this.respond(connection, typeUrl, state, { full: true, endpointHosts: new Set() }, undefined, true);
-      return;
-    }
-    if (!state || request.responseNonce !== state.nonceSent) {
-      this.options.metrics.expiredNonces.inc({ type: typeLabel(typeUrl) });
-      return;
-    }
-    if (request.errorDetail) {
-      this.recordNack(connection, typeUrl, state, request);
-      return;
-    }
-    state.versionAcked = request.versionInfo;
-    if (!sameNames(state.names, names)) {
-      state.names = names;
-      this.respond(connection, typeUrl, state, { full: true, endpointHosts: new Set() }, undefined, true);
-    }
-    this.options.events.changed(connection);
+  /** Pushes one change to one connection: every watched type, in istiod's order; each decides what to send. */
+  private pushTo(id: string, change: PushChange, startedAt: number): void {
+    const connection = this.#connections.get(id);
+    if (!connection) return;
+    const types = [...connection.watched.keys()].sort(
+      (a, b) => PUSH_ORDER.indexOf(a) - PUSH_ORDER.indexOf(b),
+    );
+    for (const typeUrl of types) connection.push(typeUrl, change, startedAt);
   }
 
+  /** The generator's cheap check, for the wildcard and the names of a subscription. */
+  private needsPush(
+    connection: Connection,
+    typeUrl: string,
+    names: WatchedNames,
+    change: PushChange,
+  ): boolean {
+    const generator = GENERATORS[connection.proxy.kind].get(typeUrl);
+    if (!generator) return false;
+    const named = namedOf(names);
+    return (
+      (isWildcard(names) && generator.needsPush(change, WILDCARD)) ||
+      (named.size > 0 && generator.needsPush(change, named))
+    );
+  }
+
+  /**
+   * A type's resources for a subscription, from the current snapshot through
+   * the cache: the wildcard's, then those named, each name once.
+   */
+  private generate(
+    connection: Connection,
+    typeUrl: string,
+    names: WatchedNames,
+  ): GeneratedResource[] | undefined {
+    const generator = GENERATORS[connection.proxy.kind].get(typeUrl);
+    const push = this.options.context();
+    if (!generator || !push) return undefined;
+    if (push.configVersion !== this.#cacheVersion) {
+      this.#cache.clear();
+      this.#cacheVersion = push.configVersion;
+    }
+    const context = { push, proxy: connection.proxy, cache: this.#cache };
+    const named = namedOf(names);
+    if (!isWildcard(names)) return generator.generate(context, named);
+    const resources = generator.generate(context, WILDCARD);
+    if (named.size === 0) return resources;
+    const seen = new Set(resources.map((r) => r.name));
+    return [...resources, ...generator.generate(context, named).filter((r) => !seen.has(r.name))];
+  }
+
+  /** Records a NACK and reports it, traced to the config resources that built what was rejected. */
   private recordNack(
     connection: Connection,
     typeUrl: string,
     state: WatchState,
-    request: DiscoveryRequest,
+    nonce: string,
+    message: string,
   ): void {
-    const message = request.errorDetail?.message ?? "";
-    state.lastNack = {
-      version: state.versionSent ?? "",
-      nonce: request.responseNonce,
-      message,
-      at: new Date(),
-    };
+    state.lastNack = { version: state.versionSent ?? "", nonce, message, at: new Date() };
     this.options.metrics.rejects.inc({ type: typeLabel(typeUrl) });
     // Trace the rejection to the resources the message names, or else to every resource of the response.
     const named = state.sent.filter((resource) => message.includes(resource.name));
@@ -247,7 +286,13 @@ export class DiscoveryServer {
       for (const ref of resource.sources) configs.set(`${ref.kind}/${ref.namespace}/${ref.name}`, ref);
     }
     this.options.logger.warn(
-      { proxy: connection.proxy.id, type: typeLabel(typeUrl), version: state.versionSent, nack: message },
+      {
+        proxy: connection.proxy.id,
+        protocol: connection.protocol,
+        type: typeLabel(typeUrl),
+        version: state.versionSent,
+        nack: message,
+      },
       "proxy rejected config",
     );
     this.options.events.nacked(
@@ -257,46 +302,6 @@ export class DiscoveryServer {
       message,
       [...configs.values()],
     );
-    this.options.events.changed(connection);
-  }
-
-  /** Pushes one change to one connection: every watched type whose generator cares, in istiod's order. */
-  private pushTo(id: string, change: PushChange, startedAt: number): void {
-    const connection = this.#connections.get(id);
-    if (!connection) return;
-    const types = [...connection.watched.keys()].sort(
-      (a, b) => PUSH_ORDER.indexOf(a) - PUSH_ORDER.indexOf(b),
-    );
-    for (const typeUrl of types) {
-      const state = connection.watched.get(typeUrl)!;
-      this.respond(connection, typeUrl, state, change, startedAt, false);
-    }
-  }
-
-  private respond(
-    connection: Connection,
-    typeUrl: string,
-    state: WatchState,
-    change: PushChange,
-    startedAt: number | undefined,
-    always: boolean,
-  ): void {
-    const generator = GENERATORS[connection.proxy.kind].get(typeUrl);
-    const push = this.options.context();
-    if (!generator || !push) return;
-    if (!always && !generator.needsPush(change, state.names)) return;
-    if (push.configVersion !== this.#cacheVersion) {
-      this.#cache.clear();
-      this.#cacheVersion = push.configVersion;
-    }
-    const resources = generator.generate({ push, proxy: connection.proxy, cache: this.#cache }, state.names);
-    const version = contentVersion(resources);
-    if (!always && version === state.versionSent) return;
-    const size = connection.send(typeUrl, state, resources, version);
-    const type = typeLabel(typeUrl);
-    this.options.metrics.pushes.inc({ type });
-    this.options.metrics.configSize.observe({ type }, size);
-    if (startedAt !== undefined) this.options.metrics.convergence.observe((Date.now() - startedAt) / 1000);
     this.options.events.changed(connection);
   }
 }

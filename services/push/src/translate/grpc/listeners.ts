@@ -11,10 +11,11 @@ import {
   type WatchedNames,
 } from "../generator.js";
 import { INBOUND_LISTENER_PREFIX, parseHostPort, resolveClientHost } from "../names.js";
+import { FAULT_FILTER_NAME } from "../shared/routes.js";
 import { buildInboundListener, ROUTER_FILTER_NAME } from "./inbound.js";
 
-/** The fault filter's name in the HCM; routes override its config under this key. */
-export const FAULT_FILTER_NAME = "envoy.filters.http.fault";
+/** The fault filter's name in the HCM (now shared with the sidecar generators). */
+export { FAULT_FILTER_NAME };
 
 /**
  * Listeners for proxyless gRPC (what @grpc/grpc-js-xds accepts), one per

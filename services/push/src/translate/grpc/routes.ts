@@ -1,17 +1,11 @@
 import { resolveHost } from "@sextant/model";
 import { type ConfigRef, packAny } from "@sextant/proto";
 import { RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
-import type { HeaderMatcher } from "@sextant/proto/gen/envoy/config/route/v3/route_components";
 import { HTTPFault } from "@sextant/proto/gen/envoy/extensions/filters/http/fault/v3/fault";
-import { FractionalPercent_DenominatorType } from "@sextant/proto/gen/envoy/type/v3/percent";
-import type { Duration } from "@sextant/proto/gen/google/protobuf/duration";
 import type {
-  HTTPFaultInjection,
-  HTTPMatchRequest,
   HTTPRetry,
   HTTPRoute,
   HTTPRouteDestination,
-  StringMatch,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { PushContext } from "../../model/push-context.js";
@@ -22,28 +16,7 @@ import {
   type WatchedNames,
 } from "../generator.js";
 import { outboundClusterName, parseHostPort, resolveClientHost } from "../names.js";
-import { FAULT_FILTER_NAME } from "./listeners.js";
-
-/** gRPC status codes by name, for Istio's `abort.grpcStatus: "UNAVAILABLE"`. */
-const GRPC_STATUS: Record<string, number> = {
-  OK: 0,
-  CANCELLED: 1,
-  UNKNOWN: 2,
-  INVALID_ARGUMENT: 3,
-  DEADLINE_EXCEEDED: 4,
-  NOT_FOUND: 5,
-  ALREADY_EXISTS: 6,
-  PERMISSION_DENIED: 7,
-  RESOURCE_EXHAUSTED: 8,
-  FAILED_PRECONDITION: 9,
-  ABORTED: 10,
-  OUT_OF_RANGE: 11,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  DATA_LOSS: 15,
-  UNAUTHENTICATED: 16,
-};
+import { FAULT_FILTER_NAME, millis, translateFault, translateMatch } from "../shared/routes.js";
 
 /** The retry conditions gRPC clients understand (gRFC A44), from Istio's retryOn list. */
 const GRPC_RETRY_ON = new Set([
@@ -246,44 +219,6 @@ function onlyServicePortOf(push: PushContext, host: string): number | undefined 
   return ports.length === 1 ? ports[0]?.number : undefined;
 }
 
-function translateMatch(match: HTTPMatchRequest | undefined): Record<string, unknown> {
-  const result: Record<string, unknown> = { prefix: "/" };
-  if (match?.uri) {
-    delete result.prefix;
-    if (match.uri.exact !== undefined) result.path = match.uri.exact;
-    else if (match.uri.prefix !== undefined) result.prefix = match.uri.prefix;
-    else if (match.uri.regex !== undefined) result.safeRegex = { regex: match.uri.regex };
-    if (match.ignoreUriCase) result.caseSensitive = false;
-  }
-  const headers: Partial<HeaderMatcher>[] = [];
-  for (const [name, value] of Object.entries(match?.headers ?? {}).sort(([a], [b]) => a.localeCompare(b))) {
-    headers.push(headerMatcher(name, value, false));
-  }
-  for (const [name, value] of Object.entries(match?.withoutHeaders ?? {}).sort(([a], [b]) =>
-    a.localeCompare(b),
-  )) {
-    headers.push(headerMatcher(name, value, true));
-  }
-  if (headers.length > 0) result.headers = headers;
-  return result;
-}
-
-/** An empty StringMatch means "header present", as in Istio. */
-function headerMatcher(name: string, value: StringMatch, invert: boolean): Partial<HeaderMatcher> {
-  const matcher: Partial<HeaderMatcher> = { name, invertMatch: invert };
-  if (value.exact !== undefined)
-    matcher.stringMatch = { exact: value.exact, ignoreCase: false } as HeaderMatcher["stringMatch"];
-  else if (value.prefix !== undefined)
-    matcher.stringMatch = { prefix: value.prefix, ignoreCase: false } as HeaderMatcher["stringMatch"];
-  else if (value.regex !== undefined)
-    matcher.stringMatch = {
-      safeRegex: { regex: value.regex },
-      ignoreCase: false,
-    } as HeaderMatcher["stringMatch"];
-  else matcher.presentMatch = true;
-  return matcher;
-}
-
 function translateRetries(retries: HTTPRetry): Record<string, unknown> {
   const retryOn = retries.retryOn
     .split(",")
@@ -296,36 +231,4 @@ function translateRetries(retries: HTTPRetry): Record<string, unknown> {
     retryBackOff: { baseInterval: millis(25), maxInterval: millis(250) },
     ...(retries.perTryTimeout ? { perTryTimeout: retries.perTryTimeout } : {}),
   };
-}
-
-function translateFault(fault: HTTPFaultInjection): HTTPFault {
-  const partial: Record<string, unknown> = {};
-  if (fault.delay?.fixedDelay) {
-    partial.delay = {
-      fixedDelay: fault.delay.fixedDelay,
-      percentage: fraction(fault.delay.percentage?.value ?? fault.delay.percent ?? 100),
-    };
-  }
-  if (fault.abort) {
-    const abort: Record<string, unknown> = { percentage: fraction(fault.abort.percentage?.value ?? 100) };
-    if (fault.abort.grpcStatus !== undefined) {
-      const code = /^\d+$/.test(fault.abort.grpcStatus)
-        ? Number(fault.abort.grpcStatus)
-        : GRPC_STATUS[fault.abort.grpcStatus];
-      abort.grpcStatus = code ?? GRPC_STATUS.UNKNOWN;
-    } else if (fault.abort.httpStatus !== undefined) {
-      abort.httpStatus = fault.abort.httpStatus;
-    }
-    partial.abort = abort;
-  }
-  return HTTPFault.fromPartial(partial);
-}
-
-/** A percentage (0-100, fractional) as Envoy's FractionalPercent per million. */
-function fraction(percent: number) {
-  return { numerator: Math.round(percent * 10_000), denominator: FractionalPercent_DenominatorType.MILLION };
-}
-
-function millis(ms: number): Duration {
-  return { seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1_000_000 };
 }

@@ -1,0 +1,100 @@
+import { packAny, Resolution } from "@sextant/proto";
+import { ClusterLoadAssignment, TypeUrl } from "@sextant/proto/envoy";
+import { cacheKey } from "../../cache/xds-cache.js";
+import { sidecarScope } from "../../model/sidecar-scope.js";
+import type { GeneratedResource, GenerationContext, PushChange, WatchedNames } from "../generator.js";
+import { endpointsChanged } from "../grpc/endpoints.js";
+import { parseOutboundClusterName } from "../names.js";
+import { dependsOnProxyLabels, localityGroups, localityLbEndpoints } from "./cluster-endpoints.js";
+import { sidecarDestinationRule } from "./cluster-rules.js";
+
+/**
+ * EDS for Envoy sidecars (istiod's EDS generator with its EndpointBuilder):
+ * one ClusterLoadAssignment per requested cluster name, sorted by name.
+ * For `outbound|<port>|<subset>|<fqdn>` of a service in the proxy's
+ * SidecarScope: the endpoints of that port with the subset's labels, by
+ * locality, with health, weights, metadata and priorities as
+ * {@link localityGroups} builds them. Any other name (an unknown service,
+ * port, or a DNS cluster, whose endpoints are inline in CDS) gets an empty
+ * assignment, as istiod sends it, so that Envoy never waits for it.
+ *
+ * Cached by the cluster name, the config version, the host's endpoint
+ * version, the DestinationRule chosen, the proxy's locality (priorities), and
+ * its labels only when failoverPriority reads them: an endpoint change
+ * rebuilds only its host's assignments.
+ */
+export function generateSidecarEndpoints(
+  context: GenerationContext,
+  watched: WatchedNames,
+): GeneratedResource[] {
+  if (watched === "*") return [];
+  const { push, proxy, cache } = context;
+  const scope = sidecarScope(push, proxy);
+  const out: GeneratedResource[] = [];
+  for (const name of [...watched].filter((candidate) => candidate !== "*").sort()) {
+    const parsed = parseOutboundClusterName(name);
+    const service = parsed ? scope.servicesByHost.get(parsed.host) : undefined;
+    const port = service?.ports.find((candidate) => candidate.number === parsed?.port);
+    const dns =
+      service?.resolution === Resolution.RESOLUTION_DNS ||
+      service?.resolution === Resolution.RESOLUTION_DNS_ROUND_ROBIN;
+    if (!parsed || !service || !port || dns) {
+      out.push(
+        cache.get(cacheKey("eds-sidecar-empty", name), () => emptyAssignment(name)) as GeneratedResource,
+      );
+      continue;
+    }
+    const rule = sidecarDestinationRule(push, proxy, service);
+    const key = cacheKey(
+      "eds-sidecar",
+      name,
+      push.configVersion,
+      push.endpointVersions.get(service.hostname) ?? "none",
+      service.namespace,
+      rule ? `${rule.ref.namespace}/${rule.ref.name}` : "-",
+      `${proxy.locality.region}/${proxy.locality.zone}/${proxy.locality.subzone}`,
+      dependsOnProxyLabels(rule?.spec, parsed.subset, port.number) ? JSON.stringify(proxy.labels) : "",
+    );
+    const built = cache.get(key, () => {
+      const groups = localityGroups(push, proxy, {
+        service,
+        port,
+        subset: parsed.subset,
+        rule: rule?.spec,
+        use: "eds",
+      });
+      const endpoints = localityLbEndpoints(groups);
+      const assignment = ClusterLoadAssignment.fromPartial(
+        endpoints.length > 0 ? { clusterName: name, endpoints } : { clusterName: name },
+      );
+      return {
+        name,
+        resource: packAny(TypeUrl.ClusterLoadAssignment, ClusterLoadAssignment, assignment),
+        sources: rule && parsed.subset ? [rule.ref] : [],
+      };
+    });
+    if (built) out.push(built);
+  }
+  return out;
+}
+
+/**
+ * When sidecar EDS must be re-run (istiod's incremental EDS): on a full push,
+ * or when the endpoints of a host the proxy watches a cluster of changed;
+ * an endpoint change elsewhere leaves it alone.
+ */
+export function sidecarEndpointsNeedPush(change: PushChange, watched: WatchedNames): boolean {
+  return endpointsChanged(change, watched);
+}
+
+function emptyAssignment(name: string): GeneratedResource {
+  return {
+    name,
+    resource: packAny(
+      TypeUrl.ClusterLoadAssignment,
+      ClusterLoadAssignment,
+      ClusterLoadAssignment.fromPartial({ clusterName: name }),
+    ),
+    sources: [],
+  };
+}

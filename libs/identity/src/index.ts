@@ -12,6 +12,7 @@ export {
   mtlsChannelCredentials,
   mtlsServerCredentials,
 } from "./credentials.js";
+export { readCaRootFile, readTokenFile } from "./files.js";
 export { mergeRoots, rootsOfBundle } from "./roots.js";
 export {
   DEFAULT_GRACE_PERIOD_RATIO,

@@ -1,12 +1,13 @@
 // The one file that uses @sextant/identity's implementation (WorkloadIdentity,
 // the CA trust bundle source, the mTLS credentials); everything else codes
 // against the IdentitySource interface, so tests run on certificates they make.
-import { readFile } from "node:fs/promises";
 import type { ChannelCredentials } from "@grpc/grpc-js";
 import {
   caTrustBundleSource,
   type IdentitySource,
   mtlsChannelCredentials,
+  readCaRootFile,
+  readTokenFile,
   WorkloadIdentity,
 } from "@sextant/identity";
 import type { Logger, ReadinessGate } from "@sextant/observability";
@@ -48,18 +49,14 @@ export function identityRunner(
     },
     xdsCredentials: () => mtlsChannelCredentials(started(), acceptXdsServer(settings.XDS_SERVER_SPIFFE_ID)),
     async start() {
-      const caRootPem = await readFile(settings.CA_ROOT_CERT, "utf8").catch((error: Error) => {
-        throw new Error(
-          `CA_ROOT_CERT ${settings.CA_ROOT_CERT}: cannot read the root that verifies ca (${error.message})`,
-        );
-      });
+      const caRootPem = await readCaRootFile(settings.CA_ROOT_CERT);
       identity = new WorkloadIdentity({
         caAddress: settings.CA_ADDR,
         caRootPem,
         trustDomain: settings.TRUST_DOMAIN,
         namespace: settings.POD_NAMESPACE,
         serviceAccount: settings.SERVICE_ACCOUNT,
-        token: () => readToken(settings.TOKEN_FILE),
+        token: () => readTokenFile(settings.TOKEN_FILE),
         ttlSeconds: settings.SECRET_TTL,
         gracePeriodRatio: settings.SECRET_GRACE_PERIOD_RATIO,
         gracePeriodRatioJitter: settings.SECRET_GRACE_PERIOD_RATIO_JITTER,
@@ -91,18 +88,4 @@ export function identityRunner(
       await identity?.close();
     },
   };
-}
-
-/**
- * TOKEN_FILE's content, read fresh for every request (projected tokens
- * rotate); undefined when there is no file, as after the first certificate
- * renewal authenticates with the certificate itself.
- */
-export async function readToken(path: string): Promise<string | undefined> {
-  try {
-    return (await readFile(path, "utf8")).trim() || undefined;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new Error(`TOKEN_FILE ${path}: ${(error as Error).message}`);
-  }
 }

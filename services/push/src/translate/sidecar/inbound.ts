@@ -12,7 +12,6 @@ import {
 } from "@sextant/proto/envoy";
 import type { TransportSocket } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { TrafficDirection } from "@sextant/proto/gen/envoy/config/core/v3/base";
-import { ApiConfigSource_ApiType, ApiVersion } from "@sextant/proto/gen/envoy/config/core/v3/config_source";
 import type { Filter } from "@sextant/proto/gen/envoy/config/listener/v3/listener_components";
 import type { RBAC } from "@sextant/proto/gen/envoy/config/rbac/v3/rbac";
 import {
@@ -27,6 +26,7 @@ import type { PushContext } from "../../model/push-context.js";
 import { type MtlsMode, selectorMatches } from "../../model/security.js";
 import type { GeneratedResource } from "../generator.js";
 import { buildRbac, RBAC_FILTER_NAME } from "../shared/rbac.js";
+import { SDS_DEFAULT_SECRET, SDS_ROOT_SECRET, sdsSecretConfig } from "./cluster-tls.js";
 import {
   BLACKHOLE_CLUSTER,
   HCM_FILTER_NAME,
@@ -42,10 +42,6 @@ export const VIRTUAL_INBOUND = "virtualInbound";
 export const VIRTUAL_INBOUND_PORT = 15006;
 /** The TLS transport socket. */
 export const TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls";
-/** The agent's SDS cluster (in the Envoy bootstrap) and the secrets it serves. */
-export const SDS_CLUSTER = "sds-grpc";
-export const SDS_IDENTITY_SECRET = "default";
-export const SDS_ROOT_SECRET = "ROOTCA";
 /** The ALPN values Istio's clients send over mTLS, which the inbound mTLS chains match. */
 export const ISTIO_MTLS_ALPNS = [
   "istio",
@@ -165,23 +161,6 @@ export function inboundNetworkRbacFilters(push: PushContext, proxy: MeshProxy): 
   );
 }
 
-/** The SDS config of the agent's secrets: the bootstrap's `sds-grpc` cluster, as Istio's ConstructSdsSecretConfig. */
-function sdsSecret(name: string) {
-  return {
-    name,
-    sdsConfig: {
-      apiConfigSource: {
-        apiType: ApiConfigSource_ApiType.GRPC,
-        transportApiVersion: ApiVersion.V3,
-        grpcServices: [{ envoyGrpc: { clusterName: SDS_CLUSTER } }],
-        setNodeOnFirstMessageOnly: true,
-      },
-      initialFetchTimeout: { seconds: 0, nanos: 0 },
-      resourceApiVersion: ApiVersion.V3,
-    },
-  };
-}
-
 /**
  * Istio's inbound mTLS transport socket: the workload's certificate (SDS
  * `default`) and the mesh roots (SDS `ROOTCA`), client certificates
@@ -196,10 +175,10 @@ export function inboundMtlsSocket(http: boolean): TransportSocket {
         tlsMaximumProtocolVersion: TlsParameters_TlsProtocol.TLSv1_3,
       },
       alpnProtocols: http ? ["h2", "http/1.1"] : ["istio-peer-exchange", "h2", "http/1.1"],
-      tlsCertificateSdsSecretConfigs: [sdsSecret(SDS_IDENTITY_SECRET)],
+      tlsCertificateSdsSecretConfigs: [sdsSecretConfig(SDS_DEFAULT_SECRET)],
       combinedValidationContext: {
         defaultValidationContext: {},
-        validationContextSdsSecretConfig: sdsSecret(SDS_ROOT_SECRET),
+        validationContextSdsSecretConfig: sdsSecretConfig(SDS_ROOT_SECRET),
       },
     },
     requireClientCertificate: true,

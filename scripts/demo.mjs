@@ -55,15 +55,6 @@ const reviewsVersions = ["v1", "v2", "v3"].map((version, index) => ({
   port: 19181 + index,
 }));
 const workloads = [
-  {
-    pod: "productpage-v1-0",
-    role: "client",
-    name: "productpage",
-    ip: "127.0.0.10",
-    serviceAccount: "bookinfo-productpage",
-    group: "productpage",
-    labels: { app: "productpage", version: "v1" },
-  },
   ...reviewsVersions.map(({ version, ip, port }) => ({
     pod: `reviews-${version}-0`,
     role: "server",
@@ -74,6 +65,15 @@ const workloads = [
     group: `reviews-${version}`,
     labels: { app: "reviews", version },
   })),
+  {
+    pod: "productpage-v1-0",
+    role: "client",
+    name: "productpage",
+    ip: "127.0.0.10",
+    serviceAccount: "bookinfo-productpage",
+    group: "productpage",
+    labels: { app: "productpage", version: "v1" },
+  },
 ].map((workload, index) => ({ ...workload, xdsProxyPort: 15110 + index, agentPort: 15120 + index }));
 
 const REVIEWS_HOST = "reviews.default.svc.cluster.local";
@@ -309,10 +309,23 @@ async function startMesh() {
     await fetch(`http://127.0.0.1:8080/v1/config/WorkloadEntry/default/${item.metadata.name}`, {
       method: "DELETE",
     });
-  const response = await fetch("http://127.0.0.1:8080/v1/apply", { method: "POST", body: meshYaml });
-  if (!response.ok) throw new Error(`ingest refused the demo's mesh (${response.status}): ${await response.text()}`);
+  // Bookinfo's destination-rule-all-mtls.yaml: ISTIO_MUTUAL from the clients, and the subsets. Applied
+  // now so productpage's first connection gets it (the walk-through applies it again in its first step).
+  const mtlsRule = join(
+    root,
+    "..",
+    "shared",
+    "samples",
+    "bookinfo",
+    "networking",
+    "destination-rule-all-mtls.yaml",
+  );
+  const body = existsSync(mtlsRule) ? `${meshYaml}---\n${readFileSync(mtlsRule, "utf8")}` : meshYaml;
+  const response = await fetch("http://127.0.0.1:8080/v1/apply", { method: "POST", body });
+  if (!response.ok)
+    throw new Error(`ingest refused the demo's mesh (${response.status}): ${await response.text()}`);
   console.log(
-    `\n${color(1, "Bookinfo mesh")}: ServiceEntry reviews, WorkloadGroups reviews-v1/v2/v3 and productpage, PeerAuthentication STRICT (default)`,
+    `\n${color(1, "Bookinfo mesh")}: ServiceEntry reviews, WorkloadGroups reviews-v1/v2/v3 and productpage, PeerAuthentication STRICT (default), destination-rule-all-mtls.yaml`,
   );
 
   const agentsDir = join(stateDir, "agents");
@@ -365,14 +378,22 @@ async function startMesh() {
     const deadline = Date.now() + 30_000;
     while (!child.output.includes(ready)) {
       if (Date.now() > deadline)
-        throw new Error(`${workload.name} did not start within 30 s; see .sextant/agents/${workload.pod}/workload.log`);
+        throw new Error(
+          `${workload.name} did not start within 30 s; see .sextant/agents/${workload.pod}/workload.log`,
+        );
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    const where = workload.port ? `serves ${workload.ip}:${workload.port}` : `control port 127.0.0.1:${controlPort}`;
+    const where = workload.port
+      ? `serves ${workload.ip}:${workload.port}`
+      : `control port 127.0.0.1:${controlPort}`;
     console.log(
       `  ${color(32, "ready")}  ${workload.name.padEnd(12)} ${where.padEnd(30)} agent :${workload.agentPort} (spiffe://cluster.local/ns/default/sa/${workload.serviceAccount}), group ${workload.group}`,
     );
   }
+  // A client opens its xDS stream with its first call: one call (whatever it answers) connects productpage.
+  await fetch(
+    `http://127.0.0.1:${controlPort}/caller?target=${encodeURIComponent(`xds:///${REVIEWS_HOST}:9080`)}`,
+  ).catch(() => {});
   // Auto-registration: discovery wrote one WorkloadEntry per connected workload through ingest.
   const expected = workloads.map((w) => `${w.group}-${w.ip}`);
   let names = [];

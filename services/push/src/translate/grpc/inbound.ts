@@ -67,6 +67,8 @@ export function buildInboundListener(
       name: "inbound",
       virtualHosts: [
         {
+          // As istiod's grpcgen names it; Envoy's rules require a name.
+          name: `inbound|http|${address.port}`,
           domains: ["*"],
           routes: [{ match: { prefix: "/" }, nonForwardingAction: {} }],
         },

@@ -59,6 +59,8 @@ export function buildListener(push: PushContext, namespace: string, name: string
   const service = push.serviceFor(host, namespace);
   if (!service?.ports.some((port) => port.number === target.port)) return null;
   const manager = HttpConnectionManager.fromPartial({
+    // Unused by gRPC; Envoy's rules require one.
+    statPrefix: "outbound",
     rds: {
       configSource: { ads: {}, resourceApiVersion: ApiVersion.V3 },
       routeConfigName: name,

@@ -174,9 +174,9 @@ function generatePolicy(
       (rules) => ({ orRules: { rules } }),
       (rule) => ({ notRule: rule }),
     );
-    // gRPC keeps an empty policy (matches nothing); Envoy requires permissions and principals, and
-    // Istio's sidecar builder leaves such a rule out, which for ALLOW is the same.
-    if (and instanceof Unsupported) return envoy ? undefined : ({} as Policy);
+    // Istio's sidecar builder leaves such a rule out, which for ALLOW is the same as a policy that
+    // matches nothing; gRPC keeps the policy in that form.
+    if (and instanceof Unsupported) return envoy ? undefined : matchNothing();
     permissions.push({ andRules: { rules: and.length > 0 ? and : [{ any: true }] } } as Permission);
   }
   const principals: Principal[] = [];
@@ -187,12 +187,15 @@ function generatePolicy(
       (ids) => ({ orIds: { ids } }),
       (id) => ({ notId: id }),
     );
-    // gRPC keeps an empty policy (matches nothing); Envoy requires permissions and principals, and
-    // Istio's sidecar builder leaves such a rule out, which for ALLOW is the same.
-    if (and instanceof Unsupported) return envoy ? undefined : ({} as Policy);
+    if (and instanceof Unsupported) return envoy ? undefined : matchNothing();
     principals.push({ andIds: { ids: and.length > 0 ? and : [{ any: true }] } } as Principal);
   }
   return { permissions, principals } as Policy;
+}
+
+/** A policy no request matches, valid under Envoy's rules (which require permissions and principals). */
+function matchNothing(): Policy {
+  return { permissions: [{ any: true }], principals: [{ notId: { any: true } }] } as Policy;
 }
 
 /**

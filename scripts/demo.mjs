@@ -6,33 +6,20 @@
 //   npm run demo            run until Ctrl-C
 //   npm run demo -- --once  start, check, stop (also the default when CI=true)
 import { spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import {
-  createWriteStream,
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
-import { createServer } from "node:net";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+  assertControlPlanePortsFree,
+  DEFAULT_PORTS,
+  root,
+  services,
+  startControlPlane,
+  stateDir,
+} from "./lib/control-plane.mjs";
+import { assertPortFree, color, createRunner, waitReady } from "./lib/runner.mjs";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const once = process.argv.includes("--once") || process.env.CI === "true";
-const stateDir = join(root, ".sextant");
-const natsPort = 4222;
-
-/** Start order: each service starts once the previous ones are ready. */
-const services = [
-  { name: "ingest", port: 8080, role: "config API: validation and storage (sextant-config)" },
-  { name: "discovery", port: 15015, role: "service registry (sextant-services, sextant-endpoints)" },
-  { name: "ca", port: 15016, role: "workload certificates over TLS on 8060 (sextant-trust)" },
-  { name: "push", port: 15014, role: "xDS server: ADS on 15010 (plaintext) and 15012 (mTLS, for agents)" },
-  { name: "webhook", port: 15018, role: "sidecar injection and config validation" },
-];
+const natsPort = DEFAULT_PORTS.nats;
 
 /** What the services do not do yet, said plainly rather than faked. */
 const notBuiltYet = [
@@ -119,115 +106,8 @@ spec:
 `,
 ].join("---\n");
 
-const children = [];
-const color = (code, text) => (process.stdout.isTTY ? `\x1b[${code}m${text}\x1b[0m` : text);
-
-async function assertPortFree(port, owner) {
-  await new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", () =>
-      reject(
-        new Error(`port ${port} (${owner}) is already in use: stop whatever listens there and try again`),
-      ),
-    );
-    probe.listen(port, "0.0.0.0", () => probe.close(resolve));
-  });
-}
-
-function start(name, command, args, env = {}, { quiet = false, logFile } = {}) {
-  const child = spawn(command, args, {
-    cwd: root,
-    env: { ...process.env, OTEL_SDK_DISABLED: process.env.OTEL_SDK_DISABLED ?? "true", ...env },
-    stdio: ["ignore", quiet ? "ignore" : "pipe", quiet ? "ignore" : "pipe"],
-  });
-  if (quiet || logFile) {
-    // Logs go to a file (nats-server writes its own); `output` keeps them for readiness checks.
-    child.output = "";
-    if (logFile) {
-      const log = createWriteStream(logFile);
-      for (const stream of [child.stdout, child.stderr]) {
-        stream.setEncoding("utf8");
-        stream.on("data", (chunk) => {
-          log.write(chunk);
-          if (child.output.length < 100_000) child.output += chunk;
-        });
-      }
-    }
-    children.push({ name, child });
-    child.on("exit", (code, signal) => {
-      if (!stopping) {
-        const where = logFile ? logFile.slice(root.length + 1) : `.sextant/${name}.log`;
-        console.error(color(31, `${name} exited unexpectedly (${signal ?? code}); see ${where}`));
-        void stop(1);
-      }
-    });
-    return child;
-  }
-  const prefix = color(36, `${name.padEnd(9)}|`);
-  for (const stream of [child.stdout, child.stderr]) {
-    let buffered = "";
-    stream.setEncoding("utf8");
-    stream.on("data", (chunk) => {
-      buffered += chunk;
-      const lines = buffered.split("\n");
-      buffered = lines.pop();
-      for (const line of lines) if (line.trim()) process.stdout.write(`${prefix} ${summarize(line)}\n`);
-    });
-  }
-  child.on("exit", (code, signal) => {
-    if (!stopping) {
-      console.error(color(31, `${name} exited unexpectedly (${signal ?? code}); stopping the demo`));
-      void stop(1);
-    }
-  });
-  children.push({ name, child });
-  return child;
-}
-
-/** Shortens a JSON log line to "level msg"; other lines pass through. */
-function summarize(line) {
-  try {
-    const { level, msg, ...rest } = JSON.parse(line);
-    delete rest.time;
-    delete rest.service;
-    delete rest.pid;
-    delete rest.hostname;
-    const extra = Object.keys(rest).length ? ` ${JSON.stringify(rest)}` : "";
-    return `${level.padEnd(5)} ${msg}${extra}`;
-  } catch {
-    return line;
-  }
-}
-
-async function waitReady(name, url, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    try {
-      const response = await fetch(url);
-      if (response.ok) return;
-    } catch {}
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${name} did not report ready at ${url} within ${timeoutMs / 1000} s`);
-}
-
-async function waitNats(port, timeoutMs = 15_000) {
-  const { connect } = await import("node:net");
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const ok = await new Promise((resolve) => {
-      const socket = connect(port, "127.0.0.1");
-      socket.once("data", (data) => {
-        socket.destroy();
-        resolve(data.toString().startsWith("INFO"));
-      });
-      socket.once("error", () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`nats-server did not accept connections on ${port}`);
-}
+const runner = createRunner({ root, label: "the demo" });
+const { children, start, stop } = runner;
 
 /**
  * Applies Istio's own Bookinfo networking samples through ingest's API, as a
@@ -337,7 +217,7 @@ async function startMesh() {
     start(
       `agent ${workload.pod}`,
       process.execPath,
-      [join("services", "agent", "dist", "main.js")],
+      [join(root, "services", "agent", "dist", "main.js")],
       {
         CA_ADDR: "127.0.0.1:8060",
         XDS_ADDR: "127.0.0.1:15012",
@@ -362,7 +242,7 @@ async function startMesh() {
     const child = start(
       workload.name,
       process.execPath,
-      [join("libs", "bookinfo", "dist", "mesh-workload.js")],
+      [join(root, "libs", "bookinfo", "dist", "mesh-workload.js")],
       {
         WORKLOAD_ROLE: workload.role,
         WORKLOAD_NAME: workload.name,
@@ -408,30 +288,8 @@ async function startMesh() {
   console.log(`  auto-registered through ingest: WorkloadEntry ${names.sort().join(", ") || "(none yet)"}`);
 }
 
-let stopping = false;
-async function stop(code) {
-  if (stopping) return;
-  stopping = true;
-  for (const { child } of [...children].reverse()) {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((resolve) => child.once("exit", resolve));
-      child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-      await exited;
-      clearTimeout(timer);
-    }
-  }
-  process.exit(code);
-}
-process.on("SIGINT", () => void stop(0));
-process.on("SIGTERM", () => void stop(0));
-
 try {
-  await assertPortFree(natsPort, "nats-server");
-  for (const service of services) await assertPortFree(service.port, service.name);
-  await assertPortFree(15010, "push (xDS)");
-  await assertPortFree(15012, "push (xDS over mTLS)");
-  await assertPortFree(8060, "ca (CreateCertificate)");
+  await assertControlPlanePortsFree();
   for (const workload of workloads) {
     await assertPortFree(workload.xdsProxyPort, `agent of ${workload.pod} (xDS proxy)`);
     await assertPortFree(workload.agentPort, `agent of ${workload.pod} (/ready)`);
@@ -439,63 +297,13 @@ try {
   }
   await assertPortFree(controlPort, "productpage (control port)");
 
-  mkdirSync(join(stateDir, "nats"), { recursive: true });
-  // nats-server logs every start-up detail; keep them in a file, not on screen.
-  start(
-    "nats",
-    "nats-server",
-    [
-      "-js",
-      "-a",
-      "127.0.0.1",
-      "-p",
-      String(natsPort),
-      "-sd",
-      join(stateDir, "nats"),
-      "-l",
-      join(stateDir, "nats.log"),
-    ],
-    {},
-    { quiet: true },
-  );
-  await waitNats(natsPort);
-  console.log(color(32, `nats-server ready on ${natsPort} (JetStream store in .sextant/nats)`));
-
-  // Bootstrap tokens stand in for Kubernetes service-account tokens: ca
-  // issues push's certificate (istio-system/sextant-push) for the first, and
-  // each workload's (default/<account>) for its account's. New random tokens
-  // each run, one file per account.
-  const accounts = [
-    { namespace: "istio-system", serviceAccount: "sextant-push", file: "push-token" },
-    ...[...new Set(workloads.map((w) => w.serviceAccount))].map((serviceAccount) => ({
-      namespace: "default",
-      serviceAccount,
-      file: `${serviceAccount}-token`,
-    })),
-  ];
-  const tokens = {};
-  for (const { namespace, serviceAccount, file } of accounts) {
-    const token = randomBytes(24).toString("base64url");
-    tokens[token] = { namespace, serviceAccount };
-    writeFileSync(join(stateDir, file), token, { mode: 0o600 });
-  }
-  writeFileSync(join(stateDir, "bootstrap-tokens.json"), JSON.stringify(tokens), { mode: 0o600 });
-
-  for (const service of services) {
-    start(service.name, process.execPath, [join("services", service.name, "dist", "main.js")], {
-      NATS_URL: `nats://127.0.0.1:${natsPort}`,
-      HTTP_PORT: String(service.port),
-      // The CA keeps its root in Istio's cacerts layout; the demo's lives with its NATS store.
-      CA_CERTS_DIR: join(stateDir, "cacerts"),
-      BOOTSTRAP_TOKENS_FILE: join(stateDir, "bootstrap-tokens.json"),
-      // Push asks ca for its certificate, trusting the root ca wrote.
-      CA_ROOT_CERT: join(stateDir, "cacerts", "root-cert.pem"),
-      TOKEN_FILE: join(stateDir, "push-token"),
-      // Discovery creates auto-registered WorkloadEntries through ingest's API.
-      INGEST_URL: "http://127.0.0.1:8080",
-    });
-    await waitReady(service.name, `http://127.0.0.1:${service.port}/ready`);
-  }
+  await startControlPlane(runner, {
+    workloadAccounts: workloads.map((w) => w.serviceAccount),
+    onReady: (name) => {
+      if (name === "nats")
+        console.log(color(32, `nats-server ready on ${natsPort} (JetStream store in .sextant/nats)`));
+    },
+  });
 
   console.log(`\n${color(1, "Sextant control plane")}`);
   for (const service of services) {

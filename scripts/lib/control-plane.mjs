@@ -1,0 +1,148 @@
+// The local control plane shared by `npm run demo` and `pnpm dev`: nats-server
+// with its JetStream store in .sextant/ (gitignored), then ingest, discovery,
+// ca, push and webhook, each started only once the previous one reports
+// /ready, on the local ports libs/runtime's DEFAULT_PORTS gives (DESIGN.md).
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { assertPortFree, waitNats, waitReady } from "./runner.mjs";
+
+/** The repository's root. */
+export const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+/** Where local state lives: the JetStream store, the CA's root, tokens, logs (gitignored). */
+export const stateDir = join(root, ".sextant");
+
+const portsModule = join(root, "libs", "runtime", "dist", "ports.js");
+if (!existsSync(portsModule)) {
+  console.error(
+    `${portsModule} is missing: build first (bash scripts/bootstrap.sh, or pnpm exec turbo run build)`,
+  );
+  process.exit(1);
+}
+/** libs/runtime's DEFAULT_PORTS: the one list of local ports. */
+export const { DEFAULT_PORTS } = await import(portsModule);
+const P = DEFAULT_PORTS;
+
+/** nats-server's client port. */
+export const natsPort = P.nats;
+
+/** Start order: each service starts once the previous ones are ready. `port` serves /ready. */
+export const services = [
+  { name: "ingest", port: P.ingest.http, role: "config API: validation and storage (sextant-config)" },
+  {
+    name: "discovery",
+    port: P.discovery.http,
+    role: "service registry (sextant-services, sextant-endpoints)",
+  },
+  { name: "ca", port: P.ca.http, role: `workload certificates over TLS on ${P.ca.grpc} (sextant-trust)` },
+  {
+    name: "push",
+    port: P.push.http,
+    role: `xDS server: ADS on ${P.push.xds} (plaintext) and ${P.push.xdsTls} (mTLS, for agents)`,
+  },
+  { name: "webhook", port: P.webhook.http, role: "sidecar injection and config validation" },
+];
+
+/** Every port the control plane listens on, with who listens there, in the order they are checked. */
+export const controlPlanePorts = [
+  { port: natsPort, owner: "nats-server" },
+  ...services.map(({ name, port }) => ({ port, owner: name })),
+  { port: P.push.xds, owner: "push (xDS)" },
+  { port: P.push.xdsTls, owner: "push (xDS over mTLS)" },
+  { port: P.ca.grpc, owner: "ca (CreateCertificate)" },
+];
+
+/** Fails, naming the port and the service, if any control-plane port is taken. */
+export async function assertControlPlanePortsFree() {
+  for (const { port, owner } of controlPlanePorts) await assertPortFree(port, owner);
+}
+
+/**
+ * Writes new random bootstrap tokens, which stand in for Kubernetes
+ * service-account tokens: ca issues push's certificate
+ * (istio-system/sextant-push) for push-token, and each workload's
+ * (default/<account>) for <account>-token. One file per account, and the
+ * map ca reads (bootstrap-tokens.json).
+ */
+export function writeBootstrapTokens(workloadAccounts = []) {
+  const accounts = [
+    { namespace: "istio-system", serviceAccount: "sextant-push", file: "push-token" },
+    ...[...new Set(workloadAccounts)].map((serviceAccount) => ({
+      namespace: "default",
+      serviceAccount,
+      file: `${serviceAccount}-token`,
+    })),
+  ];
+  const tokens = {};
+  for (const { namespace, serviceAccount, file } of accounts) {
+    const token = randomBytes(24).toString("base64url");
+    tokens[token] = { namespace, serviceAccount };
+    writeFileSync(join(stateDir, file), token, { mode: 0o600 });
+  }
+  writeFileSync(join(stateDir, "bootstrap-tokens.json"), JSON.stringify(tokens), { mode: 0o600 });
+}
+
+/**
+ * Starts nats-server and the five services with runner, in dependency order,
+ * and resolves once webhook, the last, reports ready.
+ *
+ * - logsDir: when set, each process's output goes to <logsDir>/<name>.log;
+ *   otherwise nats-server writes .sextant/nats.log and the services' logs are
+ *   printed, prefixed.
+ * - workloadAccounts: service accounts to mint bootstrap tokens for, besides push's.
+ * - onStarting(name, port, child) and onReady(name, port): progress callbacks.
+ */
+export async function startControlPlane(
+  runner,
+  { logsDir, workloadAccounts = [], onStarting, onReady } = {},
+) {
+  mkdirSync(join(stateDir, "nats"), { recursive: true });
+  if (logsDir) mkdirSync(logsDir, { recursive: true });
+  const natsArgs = ["-js", "-a", "127.0.0.1", "-p", String(natsPort), "-sd", join(stateDir, "nats")];
+  // nats-server logs every start-up detail: keep them in a file, not on screen.
+  const nats = logsDir
+    ? runner.start(
+        "nats",
+        "nats-server",
+        natsArgs,
+        {},
+        { logFile: join(logsDir, "nats.log"), port: natsPort },
+      )
+    : runner.start(
+        "nats",
+        "nats-server",
+        [...natsArgs, "-l", join(stateDir, "nats.log")],
+        {},
+        { logFile: join(stateDir, "nats.log"), ownLog: true, port: natsPort },
+      );
+  onStarting?.("nats", natsPort, nats);
+  await waitNats(natsPort);
+  onReady?.("nats", natsPort);
+
+  writeBootstrapTokens(workloadAccounts);
+
+  for (const service of services) {
+    const child = runner.start(
+      service.name,
+      process.execPath,
+      [join(root, "services", service.name, "dist", "main.js")],
+      {
+        NATS_URL: `nats://127.0.0.1:${natsPort}`,
+        HTTP_PORT: String(service.port),
+        // The CA keeps its root in Istio's cacerts layout; the local one lives with the NATS store.
+        CA_CERTS_DIR: join(stateDir, "cacerts"),
+        BOOTSTRAP_TOKENS_FILE: join(stateDir, "bootstrap-tokens.json"),
+        // Push asks ca for its certificate, trusting the root ca wrote.
+        CA_ROOT_CERT: join(stateDir, "cacerts", "root-cert.pem"),
+        TOKEN_FILE: join(stateDir, "push-token"),
+        // Discovery creates auto-registered WorkloadEntries through ingest's API.
+        INGEST_URL: `http://127.0.0.1:${P.ingest.http}`,
+      },
+      { logFile: logsDir ? join(logsDir, `${service.name}.log`) : undefined, port: service.port },
+    );
+    onStarting?.(service.name, service.port, child);
+    await waitReady(service.name, `http://127.0.0.1:${service.port}/ready`);
+    onReady?.(service.name, service.port);
+  }
+}

@@ -24,33 +24,52 @@ const natsPort = DEFAULT_PORTS.nats;
 /** What the services do not do yet, said plainly rather than faked. */
 const notBuiltYet = [
   "webhook serves /inject and /validate on 15017 only when given TLS files (TLS_CERT_FILE, TLS_KEY_FILE); the demo has no Kubernetes to call it",
-  "push serves proxyless gRPC clients; Envoy sidecars come later",
-  "the demo's workloads are reviews v1-v3 and a productpage client; details and ratings, and workloads behind Envoy sidecars, are not in it (compose.yaml runs ratings behind Envoy)",
+  "the demo's workloads are all proxyless gRPC apps: no Envoy runs on this machine (push serves Envoy sidecars; compose.yaml runs ratings behind one)",
 ];
 
 /**
- * The demo's mesh: one agent per workload (its identity from ca, its xDS
- * through push over mTLS), joined through WorkloadGroup auto-registration.
- * grpc-js-xds 1.14's XdsServer listens on its port on every interface, so
- * each reviews version has a port of its own, and so a WorkloadGroup of its
- * own (the group's template carries the port).
+ * The demo's mesh, Bookinfo's call graph: productpage calls details and
+ * reviews; reviews v2 and v3 call ratings. One agent per workload (its
+ * identity from ca, its xDS through push over mTLS), joined through
+ * WorkloadGroup auto-registration. grpc-js-xds 1.14's XdsServer listens on
+ * its port on every interface, so each server has a port of its own, and so
+ * a WorkloadGroup of its own (the group's template carries the port).
+ * Servers start before their callers, so each caller finds its upstream up.
  */
 const controlPort = 19180;
+const host = (service) => `${service}.default.svc.cluster.local`;
+const REVIEWS_HOST = host("reviews");
+const xdsTarget = (service) => `xds:///${host(service)}:9080`;
 const reviewsVersions = ["v1", "v2", "v3"].map((version, index) => ({
   version,
   ip: `127.0.0.${11 + index}`,
   port: 19181 + index,
 }));
-const workloads = [
+/** The servers, each with its ServiceEntry (gRPC on 9080, address) and WorkloadGroup. */
+const servers = [
+  { service: "details", version: "v1", ip: "127.0.0.14", port: 19184, address: "10.96.0.11" },
+  { service: "ratings", version: "v1", ip: "127.0.0.15", port: 19185, address: "10.96.0.12" },
   ...reviewsVersions.map(({ version, ip, port }) => ({
-    pod: `reviews-${version}-0`,
-    role: "server",
-    name: `reviews-${version}`,
+    service: "reviews",
+    version,
     ip,
     port,
-    serviceAccount: "bookinfo-reviews",
-    group: `reviews-${version}`,
-    labels: { app: "reviews", version },
+    address: "10.96.0.10",
+    // Bookinfo's reviews v2 and v3 show stars from ratings; v1 does not call it.
+    upstream: version === "v1" ? undefined : xdsTarget("ratings"),
+  })),
+];
+const workloads = [
+  ...servers.map(({ service, version, ip, port, upstream }) => ({
+    pod: `${service}-${version}-0`,
+    role: "server",
+    name: service === "reviews" ? `reviews-${version}` : service,
+    ip,
+    port,
+    upstream,
+    serviceAccount: `bookinfo-${service}`,
+    group: service === "reviews" ? `reviews-${version}` : service,
+    labels: { app: service, version },
   })),
   {
     pod: "productpage-v1-0",
@@ -60,35 +79,40 @@ const workloads = [
     serviceAccount: "bookinfo-productpage",
     group: "productpage",
     labels: { app: "productpage", version: "v1" },
+    details: xdsTarget("details"),
   },
 ].map((workload, index) => ({ ...workload, xdsProxyPort: 15110 + index, agentPort: 15120 + index }));
 
-const REVIEWS_HOST = "reviews.default.svc.cluster.local";
+const serviceEntries = [...new Map(servers.map((s) => [s.service, s])).values()];
 const meshYaml = [
-  `apiVersion: networking.istio.io/v1
+  ...serviceEntries.map(
+    ({ service, address }) => `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
-metadata: {name: reviews, namespace: default}
+metadata: {name: ${service}, namespace: default}
 spec:
-  hosts: [${REVIEWS_HOST}]
-  addresses: [10.96.0.10]
+  hosts: [${host(service)}]
+  addresses: [${address}]
   location: MESH_INTERNAL
   resolution: STATIC
   ports: [{number: 9080, name: grpc, protocol: GRPC}]
   workloadSelector:
-    labels: {app: reviews}
-`,
-  ...reviewsVersions.map(
-    ({ version, port }) => `apiVersion: networking.istio.io/v1
-kind: WorkloadGroup
-metadata: {name: reviews-${version}, namespace: default}
-spec:
-  metadata:
-    labels: {app: reviews, version: ${version}}
-  template:
-    ports: {grpc: ${port}}
-    serviceAccount: bookinfo-reviews
+    labels: {app: ${service}}
 `,
   ),
+  ...workloads
+    .filter((w) => w.role === "server")
+    .map(
+      ({ group, labels, port, serviceAccount }) => `apiVersion: networking.istio.io/v1
+kind: WorkloadGroup
+metadata: {name: ${group}, namespace: default}
+spec:
+  metadata:
+    labels: {app: ${labels.app}, version: ${labels.version}}
+  template:
+    ports: {grpc: ${port}}
+    serviceAccount: ${serviceAccount}
+`,
+    ),
   `apiVersion: networking.istio.io/v1
 kind: WorkloadGroup
 metadata: {name: productpage, namespace: default}
@@ -205,7 +229,7 @@ async function startMesh() {
   if (!response.ok)
     throw new Error(`ingest refused the demo's mesh (${response.status}): ${await response.text()}`);
   console.log(
-    `\n${color(1, "Bookinfo mesh")}: ServiceEntry reviews, WorkloadGroups reviews-v1/v2/v3 and productpage, PeerAuthentication STRICT (default), destination-rule-all-mtls.yaml`,
+    `\n${color(1, "Bookinfo mesh")}: ServiceEntries details, ratings and reviews, WorkloadGroups details, ratings, reviews-v1/v2/v3 and productpage, PeerAuthentication STRICT (default), destination-rule-all-mtls.yaml (ISTIO_MUTUAL to each)`,
   );
 
   const agentsDir = join(stateDir, "agents");
@@ -248,6 +272,9 @@ async function startMesh() {
         WORKLOAD_NAME: workload.name,
         WORKLOAD_ADDRESS: workload.port ? `${workload.ip}:${workload.port}` : "",
         CONTROL_PORT: String(workload.role === "client" ? controlPort : 0),
+        // Bookinfo's calls between services: productpage to details, reviews v2 and v3 to ratings.
+        ...(workload.details ? { DETAILS_TARGET: workload.details } : {}),
+        ...(workload.upstream ? { UPSTREAM_TARGET: workload.upstream } : {}),
         GRPC_XDS_BOOTSTRAP: grpcBootstrap,
         GRPC_XDS_EXPERIMENTAL_RBAC: "true",
       },
@@ -263,11 +290,12 @@ async function startMesh() {
         );
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
+    const calls = workload.upstream ?? workload.details;
     const where = workload.port
       ? `serves ${workload.ip}:${workload.port}`
       : `control port 127.0.0.1:${controlPort}`;
     console.log(
-      `  ${color(32, "ready")}  ${workload.name.padEnd(12)} ${where.padEnd(30)} agent :${workload.agentPort} (spiffe://cluster.local/ns/default/sa/${workload.serviceAccount}), group ${workload.group}`,
+      `  ${color(32, "ready")}  ${workload.name.padEnd(12)} ${where.padEnd(30)} agent :${workload.agentPort} (spiffe://cluster.local/ns/default/sa/${workload.serviceAccount}), group ${workload.group}${calls ? `, calls ${calls.slice(7, -5).replace(".default.svc.cluster.local", "")}` : ""}`,
     );
   }
   // A client opens its xDS stream with its first call: one call (whatever it answers) connects productpage.

@@ -7,6 +7,13 @@
 //   WORKLOAD_ROLE=server WORKLOAD_NAME=reviews-v1 WORKLOAD_ADDRESS=127.0.0.21:9080 node mesh-workload.js
 //   WORKLOAD_ROLE=client CONTROL_PORT=18080 node mesh-workload.js
 //
+// Optional upstream calls, as Bookinfo's services make them:
+// - UPSTREAM_TARGET on a server (reviews v2 and v3: xds:///ratings.default.svc.cluster.local:9080):
+//   each Whoami first calls Whoami there through its own xDS channel, and fails
+//   with UNAVAILABLE when that call fails; the answer stays the server's name.
+// - DETAILS_TARGET on a client (productpage: xds:///details.default.svc.cluster.local:9080):
+//   each /tally call first calls Whoami there; a failure counts as "error:<code>".
+//
 // A server is an XdsServer: it serves only once push sent its inbound
 // listener, with the TLS and authorization policy that listener carries. A
 // client is driven over HTTP on 127.0.0.1:CONTROL_PORT:
@@ -33,10 +40,26 @@ function required(name: string): string {
 function runServer(): void {
   const name = required("WORKLOAD_NAME");
   const address = required("WORKLOAD_ADDRESS");
+  const upstreamTarget = process.env.UPSTREAM_TARGET;
+  const upstream = upstreamTarget
+    ? new ReviewsClient(upstreamTarget, new xds.XdsChannelCredentials(grpc.credentials.createInsecure()))
+    : undefined;
   const server = new xds.XdsServer();
   server.addService(ReviewsService, {
-    Whoami: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) =>
-      callback(null, text(name)),
+    Whoami: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+      if (!upstream) {
+        callback(null, text(name));
+        return;
+      }
+      void call(upstream, "Whoami", new grpc.Metadata(), 4_000).then((result) =>
+        result.error === undefined
+          ? callback(null, text(name))
+          : callback({
+              code: grpc.status.UNAVAILABLE,
+              details: `${name} could not reach ${upstreamTarget}: ${result.answer} ${result.error}`,
+            }),
+      );
+    },
     Caller: (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
       const peer = spiffeIdOfPeer(call.getAuthContext()?.sslPeerCertificate);
       callback(null, text(peer ? formatSpiffeId(peer) : "plaintext"));
@@ -52,6 +75,8 @@ function runServer(): void {
         process.exit(1);
       }
       console.log(JSON.stringify({ serving: true }));
+      // Opens the upstream channel's xDS watch now rather than on the first call.
+      upstream?.getChannel().getConnectivityState(true);
     },
   );
   // Registered after bindAsync, which creates the port's entry; later changes (a listener push refuses) show here.
@@ -59,6 +84,7 @@ function runServer(): void {
     console.log(JSON.stringify({ serving: status.code === grpc.status.OK, details: status.details })),
   );
   process.on("SIGTERM", () => {
+    upstream?.close();
     server.forceShutdown();
     process.exit(0);
   });
@@ -73,6 +99,7 @@ function call(
   client: grpc.Client,
   method: "Whoami" | "Caller",
   metadata: grpc.Metadata,
+  deadlineMs = 5_000,
 ): Promise<CallResult> {
   return new Promise((resolve) => {
     const invoke = (client as unknown as Record<string, (...args: unknown[]) => void>)[method];
@@ -80,7 +107,7 @@ function call(
       client,
       Buffer.alloc(0),
       metadata,
-      { deadline: Date.now() + 5_000 },
+      { deadline: Date.now() + deadlineMs },
       (error: grpc.ServiceError | null, response: Buffer) =>
         resolve(
           error
@@ -94,6 +121,7 @@ function call(
 /** Makes calls on request of the test or demo driving it; one channel per target, kept. */
 function runClient(): void {
   const port = Number(required("CONTROL_PORT"));
+  const detailsTarget = process.env.DETAILS_TARGET;
   const clients = new Map<string, grpc.Client>();
   const clientFor = (target: string) => {
     let client = clients.get(target);
@@ -116,6 +144,7 @@ function runClient(): void {
       if (key) metadata.set(key, value.join(":"));
     }
     const client = clientFor(target);
+    const details = detailsTarget ? clientFor(detailsTarget) : undefined;
     let body: unknown;
     if (url.pathname === "/caller") {
       body = await call(client, "Caller", metadata);
@@ -124,7 +153,12 @@ function runClient(): void {
       const counts: Record<string, number> = {};
       const errors = new Set<string>();
       for (let i = 0; i < calls; i++) {
-        const result = await call(client, "Whoami", metadata);
+        // Bookinfo's productpage calls details, then reviews: a failed details call counts as that call's answer.
+        const detailsResult = details ? await call(details, "Whoami", new grpc.Metadata()) : undefined;
+        const result =
+          detailsResult?.error !== undefined
+            ? { answer: detailsResult.answer, error: `details: ${detailsResult.error}` }
+            : await call(client, "Whoami", metadata);
         counts[result.answer] = (counts[result.answer] ?? 0) + 1;
         if (result.error) errors.add(`${result.answer}: ${result.error}`);
       }

@@ -1,7 +1,8 @@
 // The demo's walk-through, run by `npm run demo` as its own process. The
-// demo has already started Bookinfo-style reviews v1, v2 and v3 and a
-// productpage client as mesh workloads (mesh-workload.ts), each beside its own
-// agent, joined through WorkloadGroup auto-registration and talking mTLS.
+// demo has already started Bookinfo-style details, ratings, reviews v1, v2
+// and v3 (v2 and v3 calling ratings) and a productpage client (calling
+// details and reviews) as mesh workloads (mesh-workload.ts), each beside its
+// own agent, joined through WorkloadGroup auto-registration and talking mTLS.
 // The walk-through drives productpage over its control port: it shows, once,
 // the SPIFFE identity reviews saw on the connection, then applies Istio's
 // Bookinfo routing samples one after another and draws the split productpage

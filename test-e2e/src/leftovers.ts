@@ -8,7 +8,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_PORTS } from "@sextant/runtime";
-import { eventually, repositoryRoot } from "@sextant/testing";
+import { captureOutput, eventually, repositoryRoot } from "@sextant/testing";
 
 const root = repositoryRoot();
 
@@ -64,14 +64,7 @@ export function startScript(
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  let output = "";
-  child.stdout?.on("data", (chunk) => {
-    output += chunk;
-  });
-  child.stderr?.on("data", (chunk) => {
-    output += chunk;
-  });
-  return { child, output: () => output };
+  return { child, output: captureOutput(child) };
 }
 
 /** The exit code of child, once it has exited. */

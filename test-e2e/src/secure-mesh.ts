@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { type Bus, connectBus } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
 import {
+  captureOutput,
   eventually,
   freePort,
   type NatsServerFixture,
@@ -230,24 +231,18 @@ export async function startSecureMesh(accounts: Account[]): Promise<SecureMesh> 
         },
         stdio: ["ignore", "pipe", "pipe"],
       });
-      let output = "";
-      child.stdout?.on("data", (chunk) => {
-        output += chunk;
-      });
-      child.stderr?.on("data", (chunk) => {
-        output += chunk;
-      });
+      const output = captureOutput(child);
       const ready = options.role === "server" ? '"serving":true' : '"control"';
       try {
-        await eventually(() => output.includes(ready) || child.exitCode !== null, {
+        await eventually(() => output().includes(ready) || child.exitCode !== null, {
           timeoutMs: 30_000,
           message: `${options.name} did not start`,
         });
       } catch (error) {
         child.kill("SIGKILL");
-        throw new Error(`${(error as Error).message}; its output:\n${output}`);
+        throw new Error(`${(error as Error).message}; its output:\n${output()}`);
       }
-      assert.equal(child.exitCode, null, `${options.name} exited: ${output}`);
+      assert.equal(child.exitCode, null, `${options.name} exited: ${output()}`);
       const get = async <T>(path: string): Promise<T> => {
         const response = await fetch(`http://127.0.0.1:${controlPort}${path}`);
         assert.equal(response.status, 200, await response.clone().text());
@@ -256,7 +251,7 @@ export async function startSecureMesh(accounts: Account[]): Promise<SecureMesh> 
       const workload: Workload = {
         child,
         controlPort,
-        output: () => output,
+        output,
         tally: (target, calls) => get(`/tally?target=${encodeURIComponent(target)}&calls=${calls}`),
         caller: (target) => get(`/caller?target=${encodeURIComponent(target)}`),
         stop: async () => {

@@ -12,7 +12,6 @@ export {
   mtlsChannelCredentials,
   mtlsServerCredentials,
 } from "./credentials.js";
-export { readCaRootFile, readTokenFile } from "./files.js";
 export { mergeRoots, rootsOfBundle } from "./roots.js";
 export {
   DEFAULT_GRACE_PERIOD_RATIO,
@@ -21,6 +20,7 @@ export {
   type RotationPolicy,
   rotationDelayMs,
 } from "./rotation.js";
+export { type IdentitySettings, identityOptions, readCaRootFile, readTokenFile } from "./settings.js";
 export { formatSpiffeId, parseSpiffeId, spiffeIdOfPeer } from "./spiffe.js";
 export type { TrustBundleSource } from "./trust-source.js";
 export type { IdentitySnapshot, IdentitySource, SpiffeId, WorkloadCertificate } from "./types.js";

@@ -4,6 +4,6 @@ export * from "./kube/index.js";
 export { metricValue } from "./metrics.js";
 export { assertNatsServerInstalled, type NatsServerFixture, startNatsServer } from "./nats.js";
 export { freePort } from "./ports.js";
-export { type ServiceProcess, startServiceProcess } from "./processes.js";
+export { captureOutput, type ServiceProcess, startServiceProcess } from "./processes.js";
 export { bookinfoNetworkingDir, repositoryRoot, sharedPath } from "./shared.js";
 export { eventually } from "./wait.js";

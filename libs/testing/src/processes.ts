@@ -17,6 +17,17 @@ export interface ServiceProcess {
   kill(signal: NodeJS.Signals): Promise<void>;
 }
 
+/** Collects everything a child prints on stdout and stderr; the function returns it so far. */
+export function captureOutput(child: ChildProcess): () => string {
+  let output = "";
+  const append = (chunk: Buffer | string) => {
+    output += chunk;
+  };
+  child.stdout?.on("data", append);
+  child.stderr?.on("data", append);
+  return () => output;
+}
+
 /** Starts services/<name>/src/main.ts with tsx and waits until its /ready answers 200. */
 export async function startServiceProcess(
   name: string,
@@ -34,13 +45,7 @@ export async function startServiceProcess(
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  let output = "";
-  child.stdout?.on("data", (chunk) => {
-    output += chunk;
-  });
-  child.stderr?.on("data", (chunk) => {
-    output += chunk;
-  });
+  const output = captureOutput(child);
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
@@ -54,7 +59,7 @@ export async function startServiceProcess(
   // A process that dies before it is ready fails at once, with its output.
   const died = new Promise<never>((_, reject) =>
     child.once("exit", (code, signal) =>
-      reject(new Error(`${name} exited with ${code ?? signal} before it was ready:\n${output}`)),
+      reject(new Error(`${name} exited with ${code ?? signal} before it was ready:\n${output()}`)),
     ),
   );
   died.catch(() => {});
@@ -71,7 +76,7 @@ export async function startServiceProcess(
   } catch (error) {
     gaveUp.abort();
     await stop();
-    throw new Error(`${(error as Error).message}\n${output}`);
+    throw new Error(`${(error as Error).message}\n${output()}`);
   }
   const kill = async (signal: NodeJS.Signals) => {
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -79,5 +84,5 @@ export async function startServiceProcess(
     child.kill(signal);
     await exited;
   };
-  return { name, httpPort, child, output: () => output, stop, kill };
+  return { name, httpPort, child, output, stop, kill };
 }

@@ -5,9 +5,9 @@ import type { ChannelCredentials } from "@grpc/grpc-js";
 import {
   caTrustBundleSource,
   type IdentitySource,
+  identityOptions,
   mtlsChannelCredentials,
   readCaRootFile,
-  readTokenFile,
   WorkloadIdentity,
 } from "@sextant/identity";
 import type { Logger, ReadinessGate } from "@sextant/observability";
@@ -50,19 +50,13 @@ export function identityRunner(
     xdsCredentials: () => mtlsChannelCredentials(started(), acceptXdsServer(settings.XDS_SERVER_SPIFFE_ID)),
     async start() {
       const caRootPem = await readCaRootFile(settings.CA_ROOT_CERT);
-      identity = new WorkloadIdentity({
-        caAddress: settings.CA_ADDR,
-        caRootPem,
-        trustDomain: settings.TRUST_DOMAIN,
-        namespace: settings.POD_NAMESPACE,
-        serviceAccount: settings.SERVICE_ACCOUNT,
-        token: () => readTokenFile(settings.TOKEN_FILE),
-        ttlSeconds: settings.SECRET_TTL,
-        gracePeriodRatio: settings.SECRET_GRACE_PERIOD_RATIO,
-        gracePeriodRatioJitter: settings.SECRET_GRACE_PERIOD_RATIO_JITTER,
-        trust: caTrustBundleSource({ caAddress: settings.CA_ADDR, caRootPem, logger }),
-        logger,
-      });
+      identity = new WorkloadIdentity(
+        identityOptions(settings, {
+          caRootPem,
+          trust: caTrustBundleSource({ caAddress: settings.CA_ADDR, caRootPem, logger }),
+          logger,
+        }),
+      );
       // start() waits for ca as long as it takes (a pod may start before its
       // CA is reachable), and runService lets a SIGTERM that comes during
       // start-up wait for the start to finish: without this, an agent that

@@ -1,4 +1,3 @@
-import { type ClientDuplexStream, credentials } from "@grpc/grpc-js";
 import { Buckets, type Bus, connectBus, encodeKey } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
 import {
@@ -9,15 +8,12 @@ import {
   Resolution,
   Service,
 } from "@sextant/proto";
-import {
-  AggregatedDiscoveryServiceClient,
-  type DiscoveryRequest,
-  type DiscoveryResponse,
-} from "@sextant/proto/envoy";
+import type { DiscoveryRequest, DiscoveryResponse } from "@sextant/proto/envoy";
 import { type StartedService, startService } from "@sextant/runtime";
 import { freePort } from "@sextant/testing";
 import { pushService } from "../src/main.js";
 import type { PushSettings } from "../src/settings.js";
+import { RecordingStream } from "./recording-stream.js";
 
 /** A push replica started in-process. */
 export interface PushFixture {
@@ -115,32 +111,13 @@ export async function putConfig(
  * A hand-rolled ADS client: it sends exactly the requests a test writes and
  * queues every response, so tests can check the protocol step by step.
  */
-export class AdsTestClient {
-  readonly #client: AggregatedDiscoveryServiceClient;
-  readonly #stream: ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
-  readonly #responses: DiscoveryResponse[] = [];
-  readonly #waiters: Array<(response: DiscoveryResponse) => void> = [];
-  error: (Error & { code?: number }) | undefined;
-  ended = false;
-
+export class AdsTestClient extends RecordingStream<DiscoveryRequest, DiscoveryResponse> {
   constructor(address: string) {
-    this.#client = new AggregatedDiscoveryServiceClient(address, credentials.createInsecure());
-    this.#stream = this.#client.streamAggregatedResources();
-    this.#stream.on("data", (response: DiscoveryResponse) => {
-      const waiter = this.#waiters.shift();
-      if (waiter) waiter(response);
-      else this.#responses.push(response);
-    });
-    this.#stream.on("error", (error) => {
-      this.error = error;
-    });
-    this.#stream.on("end", () => {
-      this.ended = true;
-    });
+    super(address, (client) => client.streamAggregatedResources());
   }
 
   send(request: Partial<DiscoveryRequest>): void {
-    this.#stream.write({
+    this.stream.write({
       versionInfo: "",
       node: undefined,
       resourceNames: [],
@@ -150,29 +127,6 @@ export class AdsTestClient {
       errorDetail: undefined,
       ...request,
     });
-  }
-
-  /** The next response, failing after timeoutMs (a generous bound, not a measurement). */
-  next(timeoutMs = 10_000): Promise<DiscoveryResponse> {
-    const queued = this.#responses.shift();
-    if (queued) return Promise.resolve(queued);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no response within ${timeoutMs} ms`)), timeoutMs);
-      this.#waiters.push((response) => {
-        clearTimeout(timer);
-        resolve(response);
-      });
-    });
-  }
-
-  /** How many responses arrived that no one has read. */
-  get unread(): number {
-    return this.#responses.length;
-  }
-
-  close(): void {
-    this.#stream.end();
-    this.#client.close();
   }
 }
 

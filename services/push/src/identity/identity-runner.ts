@@ -2,8 +2,8 @@ import type { Bus } from "@sextant/bus";
 import {
   busTrustBundleSource,
   type IdentitySource,
+  identityOptions,
   readCaRootFile,
-  readTokenFile,
   WorkloadIdentity,
 } from "@sextant/identity";
 import type { Logger } from "@sextant/observability";
@@ -33,17 +33,13 @@ export function identityRunner(settings: PushSettings, bus: () => Bus, logger: L
         settings.CA_ROOT_CERT,
         "the mTLS xDS port needs it (XDS_TLS_ENABLED=false turns the port off)",
       );
-      identity = new WorkloadIdentity({
-        caAddress: settings.CA_ADDR,
-        caRootPem,
-        trustDomain: settings.TRUST_DOMAIN,
-        namespace: settings.POD_NAMESPACE,
-        serviceAccount: settings.SERVICE_ACCOUNT,
-        token: () => readTokenFile(settings.TOKEN_FILE),
-        ttlSeconds: settings.SECRET_TTL,
-        trust: busTrustBundleSource({ bus, trustDomain: settings.TRUST_DOMAIN, logger }),
-        logger,
-      });
+      identity = new WorkloadIdentity(
+        identityOptions(settings, {
+          caRootPem,
+          trust: busTrustBundleSource({ bus, trustDomain: settings.TRUST_DOMAIN, logger }),
+          logger,
+        }),
+      );
       await identity.start();
       logger.info({ spiffeId: identity.current().certificate.spiffeId }, "push's certificate obtained");
     },

@@ -3,6 +3,8 @@ import type { QueuedIterator } from "@nats-io/nats-core";
 import type { Logger } from "@sextant/observability";
 import type { MessageCodec } from "@sextant/proto";
 import { encodeCanonical } from "./codec.js";
+import { Mirror, type MirrorOptions } from "./mirror.js";
+import type { Watch, WatchEvent } from "./watch.js";
 
 /** The definition of a KV bucket: its name and the message type of its values. */
 export interface BucketSpec<T> {
@@ -31,23 +33,7 @@ export interface PutResult {
   readonly changed: boolean;
 }
 
-/** A change seen by a watch. `replay` is true for the current state delivered first. */
-export type WatchEvent<T> =
-  | {
-      readonly type: "put";
-      readonly key: string;
-      readonly value: T;
-      readonly revision: number;
-      readonly replay: boolean;
-    }
-  | { readonly type: "delete"; readonly key: string; readonly revision: number; readonly replay: boolean };
-
-/** A running watch. */
-export interface Watch {
-  /** Resolves once the state that existed when the watch started has been delivered. */
-  readonly ready: Promise<void>;
-  stop(): Promise<void>;
-}
+export type { Watch, WatchEvent } from "./watch.js";
 
 /** Thrown when a conditional write finds another revision than expected. */
 export class RevisionConflictError extends Error {
@@ -204,6 +190,16 @@ export class TypedBucket<T> {
     await watch.ready;
     await watch.stop();
     return entries;
+  }
+
+  /**
+   * A replaying mirror of the keys matching options.filter: their current
+   * values as an immutable map, and subscriptions that receive that state
+   * first and then the changes, coalesced per key. Resolves once the watch
+   * behind it is open; `ready` once the stored state is in.
+   */
+  mirror(options: MirrorOptions = {}): Promise<Mirror<T>> {
+    return Mirror.open((handler, filter) => this.watch(handler, filter), options, this.logger, this.name);
   }
 
   /**

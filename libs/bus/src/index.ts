@@ -11,6 +11,15 @@ export {
 export { Buckets, Subjects } from "./catalog.js";
 export { encodeCanonical } from "./codec.js";
 export { Bus, type BusOptions, connectBus } from "./connection.js";
+export { type BusPolicy, busPolicy, UndeclaredUseError } from "./contract.js";
 export { decodeKey, encodeKey, keyPrefixFilter } from "./keys.js";
+export {
+  Mirror,
+  type MirrorChange,
+  type MirrorDelivery,
+  type MirrorHandler,
+  type MirrorOptions,
+  type MirrorSubscription,
+} from "./mirror.js";
 export { type BusRunner, type BusRunnerOptions, busRunner } from "./runner.js";
 export { defineSubject, type ReceivedEvent, type SubjectSpec, TypedSubject } from "./subject.js";

@@ -11,7 +11,6 @@ export {
 export { Buckets, Subjects } from "./catalog.js";
 export { encodeCanonical } from "./codec.js";
 export { Bus, type BusOptions, connectBus } from "./connection.js";
-export { type BusPolicy, busPolicy, UndeclaredUseError } from "./contract.js";
 export { decodeKey, encodeKey, keyPrefixFilter } from "./keys.js";
 export {
   Mirror,

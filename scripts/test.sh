@@ -16,9 +16,11 @@ trap 'rm -f "$log"' EXIT
 status=0
 pnpm exec turbo run test --concurrency=1 --continue --output-logs=full 2>&1 | tee "$log" || status=$?
 
-# node's test runner ends each package's run with "# pass N" / "# fail N".
+# node's test runner ends each package's run with "# pass N", "# fail N" and
+# "# cancelled N"; a cancelled test (its file's time limit, a failed hook)
+# counts as a failure.
 passed=$(grep -E ':test: # pass [0-9]+$' "$log" | awk '{ sum += $NF } END { print sum + 0 }')
-failed=$(grep -E ':test: # fail [0-9]+$' "$log" | awk '{ sum += $NF } END { print sum + 0 }')
+failed=$(grep -E ':test: # (fail|cancelled) [0-9]+$' "$log" | awk '{ sum += $NF } END { print sum + 0 }')
 echo
 echo "${passed} passed, ${failed} failed"
 if [ "$status" -eq 0 ] && [ "$failed" -ne 0 ]; then status=1; fi

@@ -6,6 +6,7 @@ import {
   type ServiceDefinition,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { onCleanup } from "./cleanup.js";
 
 /** A gRPC server bound to 127.0.0.1 on a port the OS chose. */
 export interface GrpcServerFixture {
@@ -28,16 +29,16 @@ export async function startGrpcServer(
       error ? reject(error) : resolve(bound),
     ),
   );
+  // Streams may be long-lived (xDS); do not wait for them to end.
+  const unregister = onCleanup(`gRPC server on port ${port}`, () => server.forceShutdown());
   return {
     server,
     port,
     address: `127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        // Streams may be long-lived (xDS); do not wait for them to end.
-        server.forceShutdown();
-        resolve();
-      }),
+    close: async () => {
+      unregister();
+      server.forceShutdown();
+    },
   };
 }
 

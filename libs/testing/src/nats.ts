@@ -2,6 +2,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { onCleanup, trackChildProcess } from "./cleanup.js";
 
 /** A nats-server started for a test, with its own JetStream store. */
 export interface NatsServerFixture {
@@ -76,6 +77,13 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   };
 
   await start();
+  // Stopped and removed even when the suite that started it never reaches its own cleanup.
+  const unregister = onCleanup(`nats-server ${storeDir}`, () => dispose());
+  const dispose = async () => {
+    unregister();
+    await stop();
+    rmSync(storeDir, { recursive: true, force: true });
+  };
   return {
     get url() {
       return `nats://127.0.0.1:${port}`;
@@ -90,10 +98,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
       await stop();
       await start();
     },
-    dispose: async () => {
-      await stop();
-      rmSync(storeDir, { recursive: true, force: true });
-    },
+    dispose,
   };
 }
 
@@ -117,6 +122,7 @@ async function launch(
     stdio: ["ignore", "ignore", "pipe"],
     ...(env ? { env: { ...process.env, ...env } } : {}),
   });
+  trackChildProcess(child);
   let log = "";
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {

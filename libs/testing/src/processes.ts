@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
+import { onCleanup, trackChildProcess } from "./cleanup.js";
 import { freePort } from "./ports.js";
 import { repositoryRoot } from "./shared.js";
 import { eventually } from "./wait.js";
@@ -17,8 +18,13 @@ export interface ServiceProcess {
   kill(signal: NodeJS.Signals): Promise<void>;
 }
 
-/** Collects everything a child prints on stdout and stderr; the function returns it so far. */
+/**
+ * Collects everything a child prints on stdout and stderr; the function
+ * returns it so far. The child is also tracked: it cannot outlive the test
+ * process (see cleanup.ts).
+ */
 export function captureOutput(child: ChildProcess): () => string {
+  trackChildProcess(child);
   let output = "";
   const append = (chunk: Buffer | string) => {
     output += chunk;
@@ -46,7 +52,7 @@ export async function startServiceProcess(
     stdio: ["ignore", "pipe", "pipe"],
   });
   const output = captureOutput(child);
-  const stop = async () => {
+  const stopProcess = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
     child.kill("SIGTERM");
@@ -55,6 +61,11 @@ export async function startServiceProcess(
     const code = await exited;
     clearTimeout(timer);
     return code;
+  };
+  const unregister = onCleanup(`${name} process`, () => stopProcess());
+  const stop = async () => {
+    unregister();
+    return stopProcess();
   };
   // A process that dies before it is ready fails at once, with its output.
   const died = new Promise<never>((_, reject) =>

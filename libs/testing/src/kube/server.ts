@@ -13,6 +13,7 @@ import {
   unprocessable,
   unsupportedMediaType,
 } from "./errors.js";
+import { onCleanup } from "../cleanup.js";
 import { applyJsonPatch, applyMergePatch, JsonPatchError } from "./patch.js";
 import { apiVersionOf, builtinResourceTypes, customResourceType, type ResourceType } from "./resources.js";
 import { parseFieldSelector, parseLabelSelector, type Selector } from "./selectors.js";
@@ -220,8 +221,13 @@ export class FakeKubeApiServer {
         resolve();
       });
     });
-    return new FakeKubeApiServer(server, options);
+    const fake = new FakeKubeApiServer(server, options);
+    // Closed even when the suite that started it never reaches its own cleanup.
+    fake.unregisterCleanup = onCleanup(`fake kube-apiserver ${fake.url}`, () => fake.close());
+    return fake;
   }
+
+  private unregisterCleanup = (): void => {};
 
   // ---------------------------------------------------------------- client config
 
@@ -440,6 +446,7 @@ export class FakeKubeApiServer {
 
   /** Ends every watch and stops the server. */
   async close(): Promise<void> {
+    this.unregisterCleanup();
     this.resumeWatches();
     for (const stream of [...this.watches]) this.endWatch(stream);
     await new Promise<void>((resolve) => {

@@ -31,7 +31,8 @@ import { Cluster, HttpConnectionManager, Listener, TypeUrl } from "@sextant/prot
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
-import type { GeneratedResource, GenerationContext, WatchedNames } from "../src/translate/generator.js";
+import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
+import type { GenerationContext } from "../src/translate/generator.js";
 
 const SERVICES = Number(process.env.BENCH_SERVICES ?? 1000);
 const PROXIES = Number(process.env.BENCH_PROXIES ?? 2000);

@@ -4,6 +4,7 @@ import { ServerCredentials } from "@grpc/grpc-js";
 import { Buckets, busRunner } from "@sextant/bus";
 import { mtlsServerCredentials } from "@sextant/identity";
 import { type Runner, runService, type ServiceDefinition } from "@sextant/runtime";
+import { XdsCache } from "./cache/xds-cache.js";
 import { identityRunner } from "./identity/identity-runner.js";
 import { PushInputs } from "./inputs/push-inputs.js";
 import { debugRoutes } from "./server/debug.js";
@@ -13,6 +14,7 @@ import { checkConnectionIdentity } from "./server/xds-auth.js";
 import { xdsServerRunner } from "./server/xds-server-runner.js";
 import { pushSettings } from "./settings.js";
 import { ProxyStatusReporter } from "./status/proxy-status.js";
+import { XDS_TYPES } from "./xds-types.js";
 
 /** The push service: the xDS server. Any number of replicas can run. */
 export const pushService: ServiceDefinition<typeof pushSettings> = {
@@ -45,6 +47,8 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
     const discovery = new DiscoveryServer({
       logger,
       metrics: new XdsMetrics(metrics),
+      types: XDS_TYPES,
+      cache: new XdsCache(),
       context: () => inputs.context,
       events: status,
       concurrency: settings.PUSH_CONCURRENCY,

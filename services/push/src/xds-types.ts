@@ -1,64 +1,64 @@
-import { TypeUrl } from "@sextant/proto/envoy";
-import type { ProxyKind } from "../model/proxy.js";
-import type { Generator, PushChange } from "./generator.js";
-import { generateGrpcClusters } from "./grpc/clusters.js";
-import { endpointsChanged, generateGrpcEndpoints } from "./grpc/endpoints.js";
-import { generateGrpcListeners } from "./grpc/listeners.js";
-import { generateGrpcRoutes } from "./grpc/routes.js";
-import { generateSidecarClusters, sidecarClustersNeedPush } from "./sidecar/clusters.js";
-import { generateSidecarEndpoints, sidecarEndpointsNeedPush } from "./sidecar/endpoints.js";
-import { generateSidecarListeners } from "./sidecar/listeners.js";
-import { generateSidecarRoutes } from "./sidecar/routes.js";
+import { Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import type { PushChange } from "./model/types.js";
+import { XdsTypeTable } from "./server/xds-type-table.js";
+import { generateGrpcClusters } from "./translate/grpc/clusters.js";
+import { endpointsChanged, generateGrpcEndpoints } from "./translate/grpc/endpoints.js";
+import { generateGrpcListeners } from "./translate/grpc/listeners.js";
+import { generateGrpcRoutes } from "./translate/grpc/routes.js";
+import { generateSidecarClusters, sidecarClustersNeedPush } from "./translate/sidecar/clusters.js";
+import { generateSidecarEndpoints, sidecarEndpointsNeedPush } from "./translate/sidecar/endpoints.js";
+import { generateSidecarListeners } from "./translate/sidecar/listeners.js";
+import { generateSidecarRoutes } from "./translate/sidecar/routes.js";
 
 const onFullPush = (change: PushChange) => change.full;
 // A sidecar's virtualInbound listener follows its own endpoints (its inbound ports).
 const onFullOrEndpointPush = (change: PushChange) => change.full || change.endpointHosts.size > 0;
 
 /**
- * Every generator, keyed by proxy kind and type URL (istiod's
- * InitGenerators). Adding a type is one generator and one line here.
+ * The xDS types push serves (istiod's InitGenerators and push order in one
+ * table), in istiod's order: clusters and endpoints before the listeners and
+ * routes that use them. Adding a type is its generators and one entry here.
  */
-export const GENERATORS: Readonly<Record<ProxyKind, ReadonlyMap<string, Generator>>> = {
-  grpc: new Map<string, Generator>([
-    [TypeUrl.Listener, { typeUrl: TypeUrl.Listener, needsPush: onFullPush, generate: generateGrpcListeners }],
-    [
-      TypeUrl.RouteConfiguration,
-      { typeUrl: TypeUrl.RouteConfiguration, needsPush: onFullPush, generate: generateGrpcRoutes },
-    ],
-    [
-      TypeUrl.Cluster,
+export const XDS_TYPES = new XdsTypeTable([
+  {
+    typeUrl: TypeUrl.Cluster,
+    label: "cds",
+    codec: Cluster,
+    wildcardWhenEmpty: true,
+    generators: {
       // An ISTIO_MUTUAL cluster's SANs follow its endpoints' service accounts, so endpoint changes count.
-      { typeUrl: TypeUrl.Cluster, needsPush: endpointsChanged, generate: generateGrpcClusters },
-    ],
-    [
-      TypeUrl.ClusterLoadAssignment,
-      {
-        typeUrl: TypeUrl.ClusterLoadAssignment,
-        needsPush: endpointsChanged,
-        generate: generateGrpcEndpoints,
-      },
-    ],
-  ]),
-  sidecar: new Map<string, Generator>([
-    [
-      TypeUrl.Listener,
-      { typeUrl: TypeUrl.Listener, needsPush: onFullOrEndpointPush, generate: generateSidecarListeners },
-    ],
-    [
-      TypeUrl.RouteConfiguration,
-      { typeUrl: TypeUrl.RouteConfiguration, needsPush: onFullPush, generate: generateSidecarRoutes },
-    ],
-    [
-      TypeUrl.Cluster,
-      { typeUrl: TypeUrl.Cluster, needsPush: sidecarClustersNeedPush, generate: generateSidecarClusters },
-    ],
-    [
-      TypeUrl.ClusterLoadAssignment,
-      {
-        typeUrl: TypeUrl.ClusterLoadAssignment,
-        needsPush: sidecarEndpointsNeedPush,
-        generate: generateSidecarEndpoints,
-      },
-    ],
-  ]),
-};
+      grpc: { needsPush: endpointsChanged, generate: generateGrpcClusters },
+      sidecar: { needsPush: sidecarClustersNeedPush, generate: generateSidecarClusters },
+    },
+  },
+  {
+    typeUrl: TypeUrl.ClusterLoadAssignment,
+    label: "eds",
+    codec: ClusterLoadAssignment,
+    wildcardWhenEmpty: false,
+    generators: {
+      grpc: { needsPush: endpointsChanged, generate: generateGrpcEndpoints },
+      sidecar: { needsPush: sidecarEndpointsNeedPush, generate: generateSidecarEndpoints },
+    },
+  },
+  {
+    typeUrl: TypeUrl.Listener,
+    label: "lds",
+    codec: Listener,
+    wildcardWhenEmpty: true,
+    generators: {
+      grpc: { needsPush: onFullPush, generate: generateGrpcListeners },
+      sidecar: { needsPush: onFullOrEndpointPush, generate: generateSidecarListeners },
+    },
+  },
+  {
+    typeUrl: TypeUrl.RouteConfiguration,
+    label: "rds",
+    codec: RouteConfiguration,
+    wildcardWhenEmpty: false,
+    generators: {
+      grpc: { needsPush: onFullPush, generate: generateGrpcRoutes },
+      sidecar: { needsPush: onFullPush, generate: generateSidecarRoutes },
+    },
+  },
+]);

@@ -19,8 +19,10 @@ import {
   startGrpcServer,
   startNatsServer,
 } from "@sextant/testing";
+import { XdsCache } from "../src/cache/xds-cache.js";
 import { DiscoveryServer } from "../src/server/discovery-server.js";
 import { XdsMetrics } from "../src/server/metrics.js";
+import { XDS_TYPES } from "../src/xds-types.js";
 import { DeltaTestClient, namesOf, versionsOf } from "./delta-client.js";
 import {
   AdsTestClient,
@@ -462,6 +464,8 @@ describe("Delta ADS authorization", () => {
     const discovery = new DiscoveryServer({
       logger: createLogger({ service: "test", level: "silent" }),
       metrics,
+      types: XDS_TYPES,
+      cache: new XdsCache(),
       context: () => undefined,
       events: {
         connected: (connection) => connected.push(connection.proxy.id),

@@ -14,7 +14,7 @@ import { goldenCases } from "@sextant/testing";
 import { parse } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
-import { GENERATORS } from "../src/translate/generators.js";
+import { XDS_TYPES } from "../src/xds-types.js";
 import { formatViolation, validateAny } from "./envoy-validate.js";
 import { contextOf, type GoldenInput, TYPES, unacceptedGrpcViolations } from "./golden-inputs.js";
 
@@ -82,7 +82,10 @@ describe("the validate-rule checker", () => {
         const names = input.subscribe[type as keyof typeof TYPES];
         if (!names) continue;
         const cache = new XdsCache();
-        for (const r of GENERATORS.grpc.get(typeUrl)!.generate({ push, proxy, cache }, new Set(names))) {
+        for (const r of XDS_TYPES.generator("grpc", typeUrl)!.generate(
+          { push, proxy, cache },
+          new Set(names),
+        )) {
           const all = validateAny(r.resource).map(formatViolation);
           assert.deepEqual(unacceptedGrpcViolations(all), [], `${testCase.name}: ${type} ${r.name}`);
           accepted += all.length;

@@ -6,7 +6,8 @@ import { type Any, type ConfigResource, EndpointShard, Service } from "@sextant/
 import { DownstreamTlsContext, HttpRBAC, TypeUrl, UpstreamTlsContext } from "@sextant/proto/envoy";
 import { decodeSpec, findKind, parseDocuments } from "@sextant/validation";
 import { PushContext } from "../src/model/push-context.js";
-import { anyToJson } from "../src/server/debug.js";
+import { configDumpDecoder } from "../src/server/debug.js";
+import { XDS_TYPES } from "../src/xds-types.js";
 import { messageFiles } from "./envoy-validate.js";
 
 /** A golden case's input: the proxy asking, the registry, the config and what the proxy subscribes to. */
@@ -77,6 +78,9 @@ export function contextOf(input: Omit<GoldenInput, "subscribe" | "proxy">): Push
     ...(input.trustDomain ? { trustDomain: input.trustDomain } : {}),
   });
 }
+
+/** Anys as /debug/config_dump shows them. */
+const anyToJson = configDumpDecoder(XDS_TYPES);
 
 /** A ts-proto message codec, as far as dumping needs it. */
 export interface Codec {

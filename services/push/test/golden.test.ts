@@ -8,7 +8,7 @@ import { parse, stringify } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import type { PushContext } from "../src/model/push-context.js";
-import { GENERATORS } from "../src/translate/generators.js";
+import { XDS_TYPES } from "../src/xds-types.js";
 import { formatViolation, validateAny } from "./envoy-validate.js";
 import { contextOf, dumpAny, type GoldenInput, TYPES, unacceptedGrpcViolations } from "./golden-inputs.js";
 import { grpcNode } from "./harness.js";
@@ -29,7 +29,7 @@ function render(input: GoldenInput, cache = new XdsCache()): Record<string, stri
   for (const [type, typeUrl] of Object.entries(TYPES)) {
     const names = input.subscribe[type as keyof typeof TYPES];
     if (!names) continue;
-    const resources = GENERATORS.grpc.get(typeUrl)!.generate({ push, proxy, cache }, new Set(names));
+    const resources = XDS_TYPES.generator("grpc", typeUrl)!.generate({ push, proxy, cache }, new Set(names));
     // Every resource must also meet the validate rules of Envoy's protos.
     for (const r of resources) {
       const violations = unacceptedGrpcViolations(validateAny(r.resource).map(formatViolation));
@@ -132,7 +132,7 @@ subscribe: {clusters: ["${name}"]}
       ]);
     const proxy = parseProxy(grpcNode("golden", { NAMESPACE: "default" }));
     const cache = new XdsCache();
-    const generator = GENERATORS.grpc.get(TypeUrl.Cluster)!;
+    const generator = XDS_TYPES.generator("grpc", TypeUrl.Cluster)!;
     const sans = (push: PushContext) =>
       JSON.stringify(
         generator.generate({ push, proxy, cache }, new Set([name])).map((r) => dumpAny(r.resource)),

@@ -14,7 +14,8 @@ import { bookinfoNetworkingDir, checkGoldenDir, goldenCases } from "@sextant/tes
 import { parse, stringify } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
-import type { GeneratedResource, GenerationContext, WatchedNames } from "../src/translate/generator.js";
+import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
+import type { GenerationContext } from "../src/translate/generator.js";
 import { formatViolation, validateAny } from "./envoy-validate.js";
 import {
   type Codec,

@@ -1,4 +1,4 @@
-import type { GeneratedResource } from "../translate/generator.js";
+import type { GeneratedResource } from "../model/types.js";
 
 /**
  * XdsCache shares generated resources between proxies (istiod's XdsCache).

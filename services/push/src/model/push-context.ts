@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { hostMatches, resolveHost } from "@sextant/model";
-import type { ConfigRef, ConfigResource, Endpoint, Service } from "@sextant/proto";
+import type { ConfigResource, Endpoint, Service } from "@sextant/proto";
 import { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import { VirtualService } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
@@ -14,15 +14,7 @@ import {
   type MergedPeerAuthentication,
   type WorkloadAuthorizationPolicies,
 } from "./security.js";
-
-/** A config resource decoded into its Istio type, with where it came from. */
-export interface TypedConfig<T> {
-  readonly ref: ConfigRef;
-  readonly generation: number;
-  readonly spec: T;
-  /** Hosts of the resource resolved to FQDNs (relative to its namespace). */
-  readonly hosts: readonly string[];
-}
+import type { TypedConfig } from "./types.js";
 
 /** Everything a PushContext is built from. */
 export interface PushInputs {

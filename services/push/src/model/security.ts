@@ -8,7 +8,7 @@ import {
   type PeerAuthentication,
   type PeerAuthentication_MutualTLS,
 } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
-import type { TypedConfig } from "./push-context.js";
+import type { TypedConfig } from "./types.js";
 
 /** Istio's root namespace: policies there apply to the whole mesh. */
 export const DEFAULT_ROOT_NAMESPACE = "istio-system";

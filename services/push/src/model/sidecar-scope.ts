@@ -8,8 +8,9 @@ import {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import type { VirtualService } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import type { MeshProxy } from "./proxy.js";
-import { type PushContext, type TypedConfig, visible } from "./push-context.js";
+import { type PushContext, visible } from "./push-context.js";
 import { selectorMatches } from "./security.js";
+import type { TypedConfig } from "./types.js";
 
 /** One egress listener of a scope (Istio's IstioEgressListenerWrapper): what it imports. */
 export interface SidecarEgressListener {

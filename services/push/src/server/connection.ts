@@ -1,8 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { Logger } from "@sextant/observability";
-import { TypeUrl } from "@sextant/proto/envoy";
 import type { MeshProxy } from "../model/proxy.js";
-import type { GeneratedResource, PushChange, WatchedNames } from "../translate/generator.js";
+import type { GeneratedResource, PushChange, WatchedNames } from "../model/types.js";
 
 /** A proxy's last rejection of a type. */
 export interface NackRecord {
@@ -47,21 +46,30 @@ export function newWatchState(names: WatchedNames): WatchState {
 }
 
 /**
- * What a connection needs of its server: generation, and the bookkeeping
- * both protocol variants share (metrics, status events, NACK reports). The
- * DiscoveryServer implements it.
+ * Where a connection's resources come from: the xDS type table, and
+ * generation from the current snapshot through the shared cache.
  */
-export interface ConnectionHost {
-  readonly logger: Logger;
+export interface ResourceSource {
   /** True if the proxy's kind has a generator for the type; requests for other types are not answered. */
   serves(proxy: MeshProxy, typeUrl: string): boolean;
+  /** True if an empty first subscription to the type means "*" (Envoy's legacy wildcard). */
+  wildcardWhenEmpty(typeUrl: string): boolean;
   /** True if a change may affect the subscription (the generator's cheap check). */
-  needsPush(connection: Connection, typeUrl: string, names: WatchedNames, change: PushChange): boolean;
+  needsPush(proxy: MeshProxy, typeUrl: string, names: WatchedNames, change: PushChange): boolean;
   /**
    * The type's resources for a subscription, each name once; undefined if
    * none can be built (no generator, or no snapshot yet).
    */
-  generate(connection: Connection, typeUrl: string, names: WatchedNames): GeneratedResource[] | undefined;
+  generate(proxy: MeshProxy, typeUrl: string, names: WatchedNames): GeneratedResource[] | undefined;
+}
+
+/**
+ * What a connection reports of its stream: the bookkeeping both protocol
+ * variants share (metrics, status events, NACK reports). The DiscoveryServer
+ * implements it.
+ */
+export interface StreamCallbacks {
+  readonly logger: Logger;
   /** Records a response sent: its size, the push's convergence time (startedAt of a push), the proxy's status. */
   responded(connection: Connection, typeUrl: string, bytes: number, startedAt: number | undefined): void;
   /** Records the ACK of the latest response. */
@@ -91,7 +99,8 @@ export abstract class Connection<Request = unknown> {
 
   constructor(
     readonly proxy: MeshProxy,
-    protected readonly host: ConnectionHost,
+    protected readonly resources: ResourceSource,
+    protected readonly callbacks: StreamCallbacks,
     stream: { end(): void },
   ) {
     this.#stream = stream;
@@ -115,14 +124,14 @@ export abstract class Connection<Request = unknown> {
 
   /** True (after a debug line) if the type has a generator for this proxy; otherwise its requests go unanswered. */
   protected served(typeUrl: string): boolean {
-    if (this.host.serves(this.proxy, typeUrl)) return true;
-    this.host.logger.debug({ proxy: this.proxy.id, typeUrl }, "no generator for this type; not answering");
+    if (this.resources.serves(this.proxy, typeUrl)) return true;
+    this.callbacks.logger.debug(
+      { proxy: this.proxy.id, typeUrl },
+      "no generator for this type; not answering",
+    );
     return false;
   }
 }
-
-/** Types where an empty first subscription means "*": Envoy's legacy wildcard for listeners and clusters. */
-export const WILDCARD_WHEN_EMPTY: ReadonlySet<string> = new Set([TypeUrl.Listener, TypeUrl.Cluster]);
 
 /** The name of a wildcard subscription. */
 export const WILDCARD = "*";

@@ -1,26 +1,20 @@
 import { JsonAnswer, type JsonRoute } from "@sextant/observability";
 import type { Any } from "@sextant/proto";
 import {
-  Cluster,
-  ClusterLoadAssignment,
   DownstreamTlsContext,
   HTTPFault,
   HttpConnectionManager,
   HttpRBAC,
-  Listener,
-  RouteConfiguration,
   Router,
   TypeUrl,
   UpstreamTlsContext,
 } from "@sextant/proto/envoy";
 import type { ProxyStatusReporter } from "../status/proxy-status.js";
 import type { DiscoveryServer } from "./discovery-server.js";
+import type { DebugCodec, XdsTypeTable } from "./xds-type-table.js";
 
-const CODECS: Record<string, { decode(bytes: Uint8Array): unknown; toJSON(message: never): unknown }> = {
-  [TypeUrl.Listener]: Listener,
-  [TypeUrl.RouteConfiguration]: RouteConfiguration,
-  [TypeUrl.Cluster]: Cluster,
-  [TypeUrl.ClusterLoadAssignment]: ClusterLoadAssignment,
+/** Anys nested inside resources (filters, TLS contexts), which config_dump expands too. */
+const NESTED_CODECS: Record<string, DebugCodec> = {
   [TypeUrl.HttpConnectionManager]: HttpConnectionManager,
   [TypeUrl.HTTPFault]: HTTPFault,
   [TypeUrl.Router]: Router,
@@ -29,21 +23,31 @@ const CODECS: Record<string, { decode(bytes: Uint8Array): unknown; toJSON(messag
   [TypeUrl.UpstreamTlsContext]: UpstreamTlsContext,
 };
 
-/** An Any as JSON with its type, decoding nested Anys it knows (the HCM inside a listener). */
-export function anyToJson(any: Any): unknown {
-  const codec = CODECS[any.typeUrl];
-  if (!codec) return { "@type": any.typeUrl, value: Buffer.from(any.value).toString("base64") };
-  return { "@type": any.typeUrl, ...(expandAnys(codec.toJSON(codec.decode(any.value) as never)) as object) };
-}
-
-function expandAnys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(expandAnys);
-  if (value === null || typeof value !== "object") return value;
-  const object = value as Record<string, unknown>;
-  if (typeof object.typeUrl === "string" && typeof object.value === "string" && CODECS[object.typeUrl]) {
-    return anyToJson({ typeUrl: object.typeUrl, value: Buffer.from(object.value, "base64") });
-  }
-  return Object.fromEntries(Object.entries(object).map(([key, inner]) => [key, expandAnys(inner)]));
+/**
+ * Turns an Any into JSON with its type, decoding the resources of the
+ * table's types and the nested Anys it knows (the HCM inside a listener).
+ */
+export function configDumpDecoder(types: XdsTypeTable): (any: Any) => unknown {
+  const codecs: Record<string, DebugCodec> = { ...NESTED_CODECS };
+  for (const type of types.types) codecs[type.typeUrl] = type.codec;
+  const anyToJson = (any: Any): unknown => {
+    const codec = codecs[any.typeUrl];
+    if (!codec) return { "@type": any.typeUrl, value: Buffer.from(any.value).toString("base64") };
+    return {
+      "@type": any.typeUrl,
+      ...(expandAnys(codec.toJSON(codec.decode(any.value) as never)) as object),
+    };
+  };
+  const expandAnys = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(expandAnys);
+    if (value === null || typeof value !== "object") return value;
+    const object = value as Record<string, unknown>;
+    if (typeof object.typeUrl === "string" && typeof object.value === "string" && codecs[object.typeUrl]) {
+      return anyToJson({ typeUrl: object.typeUrl, value: Buffer.from(object.value, "base64") });
+    }
+    return Object.fromEntries(Object.entries(object).map(([key, inner]) => [key, expandAnys(inner)]));
+  };
+  return anyToJson;
 }
 
 /** GET /debug/syncz and /debug/config_dump?proxyID=, as istiod serves them. */
@@ -69,6 +73,7 @@ export function debugRoutes(
         .at(-1);
       if (!connection)
         return new JsonAnswer(404, { error: `no proxy ${proxyId ?? "(proxyID missing)"} on this replica` });
+      const anyToJson = configDumpDecoder(discovery().types);
       return {
         proxyId,
         configs: [...connection.watched].map(([typeUrl, state]) => ({

@@ -1,19 +1,19 @@
 import type { ServerDuplexStream } from "@grpc/grpc-js";
 import { type DeltaDiscoveryRequest, type DeltaDiscoveryResponse, TypeUrl } from "@sextant/proto/envoy";
 import type { MeshProxy } from "../model/proxy.js";
-import type { GeneratedResource, PushChange } from "../translate/generator.js";
+import type { GeneratedResource, PushChange } from "../model/types.js";
 import {
   Connection,
-  type ConnectionHost,
   contentVersion,
   isWildcard,
   namedOf,
   newWatchState,
+  type ResourceSource,
   resourceVersion,
+  type StreamCallbacks,
   sizeOf,
   type WatchState,
   WILDCARD,
-  WILDCARD_WHEN_EMPTY,
   watchedNames,
 } from "./connection.js";
 
@@ -57,10 +57,11 @@ export class DeltaConnection extends Connection<DeltaDiscoveryRequest> {
 
   constructor(
     proxy: MeshProxy,
-    host: ConnectionHost,
+    resources: ResourceSource,
+    callbacks: StreamCallbacks,
     private readonly stream: ServerDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse>,
   ) {
-    super(proxy, host, stream);
+    super(proxy, resources, callbacks, stream);
   }
 
   handle(request: DeltaDiscoveryRequest): void {
@@ -85,7 +86,7 @@ export class DeltaConnection extends Connection<DeltaDiscoveryRequest> {
   private subscribeFirst(request: DeltaDiscoveryRequest): void {
     const { typeUrl, resourceNamesSubscribe: subscribe, resourceNamesUnsubscribe: unsubscribe } = request;
     const legacyWildcard =
-      subscribe.length === 0 && unsubscribe.length === 0 && WILDCARD_WHEN_EMPTY.has(typeUrl);
+      subscribe.length === 0 && unsubscribe.length === 0 && this.resources.wildcardWhenEmpty(typeUrl);
     const names = new Set(subscribe);
     for (const name of unsubscribe) names.delete(name);
     const state = newWatchState(watchedNames(legacyWildcard || names.has(WILDCARD), names));
@@ -101,12 +102,12 @@ export class DeltaConnection extends Connection<DeltaDiscoveryRequest> {
   /** An ACK or NACK of the response with the request's nonce. */
   private acknowledge(typeUrl: string, state: WatchState, request: DeltaDiscoveryRequest): void {
     if (request.responseNonce !== state.nonceSent) {
-      this.host.expiredNonce(this, typeUrl);
+      this.callbacks.expiredNonce(this, typeUrl);
     } else if (request.errorDetail) {
-      this.host.nacked(this, typeUrl, state, request.responseNonce, request.errorDetail.message);
+      this.callbacks.nacked(this, typeUrl, state, request.responseNonce, request.errorDetail.message);
     } else {
       state.versionAcked = state.versionSent;
-      this.host.acked(this, typeUrl);
+      this.callbacks.acked(this, typeUrl);
     }
   }
 
@@ -153,8 +154,8 @@ export class DeltaConnection extends Connection<DeltaDiscoveryRequest> {
     answer: Answer,
   ): void {
     const asked = answer.always || answer.mention.size > 0;
-    if (!asked && !this.host.needsPush(this, typeUrl, state.names, change)) return;
-    const resources = this.host.generate(this, typeUrl, state.names);
+    if (!asked && !this.resources.needsPush(this.proxy, typeUrl, state.names, change)) return;
+    const resources = this.resources.generate(this.proxy, typeUrl, state.names);
     if (!resources) return;
     const current = new Map(resources.map((r) => [r.name, r]));
     const changed: GeneratedResource[] = [];
@@ -197,7 +198,7 @@ export class DeltaConnection extends Connection<DeltaDiscoveryRequest> {
       state.held.set(resource.name, { version: resourceVersion(resource), resource });
     }
     for (const name of removed) state.held.delete(name);
-    this.host.responded(this, typeUrl, sizeOf(changed), startedAt);
+    this.callbacks.responded(this, typeUrl, sizeOf(changed), startedAt);
     if (typeUrl === TypeUrl.Cluster && changed.length > 0) this.warmClusters(changed, startedAt);
   }
 

@@ -1,33 +1,19 @@
 import { status as GrpcStatus, Metadata, type ServerDuplexStream } from "@grpc/grpc-js";
 import type { Logger } from "@sextant/observability";
 import type { ConfigRef } from "@sextant/proto";
-import { type AggregatedDiscoveryServiceServer, TypeUrl } from "@sextant/proto/envoy";
+import type { AggregatedDiscoveryServiceServer } from "@sextant/proto/envoy";
 import type { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
-import { XdsCache } from "../cache/xds-cache.js";
+import type { XdsCache } from "../cache/xds-cache.js";
 import { InvalidNodeError, type MeshProxy, parseProxy } from "../model/proxy.js";
 import type { PushContext } from "../model/push-context.js";
-import type { GeneratedResource, PushChange, WatchedNames } from "../translate/generator.js";
-import { GENERATORS } from "../translate/generators.js";
-import {
-  type Connection,
-  type ConnectionHost,
-  isWildcard,
-  namedOf,
-  type WatchState,
-  WILDCARD,
-} from "./connection.js";
+import type { PushChange } from "../model/types.js";
+import type { Connection, StreamCallbacks, WatchState } from "./connection.js";
 import { DeltaConnection } from "./delta-connection.js";
-import { typeLabel, type XdsMetrics } from "./metrics.js";
+import { GeneratedResources } from "./generated-resources.js";
+import type { XdsMetrics } from "./metrics.js";
 import { PushQueue } from "./push-queue.js";
 import { SotwConnection } from "./sotw-connection.js";
-
-/** Types are pushed in this order, as istiod does: clusters and endpoints before the listeners and routes that use them. */
-const PUSH_ORDER = [
-  TypeUrl.Cluster,
-  TypeUrl.ClusterLoadAssignment,
-  TypeUrl.Listener,
-  TypeUrl.RouteConfiguration,
-];
+import type { XdsTypeTable } from "./xds-type-table.js";
 
 /** What the server tells the rest of push about. */
 export interface DiscoveryServerEvents {
@@ -57,6 +43,10 @@ export type StreamAuthorizer = (
 export interface DiscoveryServerOptions {
   logger: Logger;
   metrics: XdsMetrics;
+  /** The xDS types served: their generators, push order, metric labels and wildcard rules. */
+  types: XdsTypeTable;
+  /** Generated resources shared by every proxy; the server empties it when the config version changes. */
+  cache: XdsCache;
   /** The current snapshot; undefined until the initial sync is done. */
   context: () => PushContext | undefined;
   events: DiscoveryServerEvents;
@@ -67,30 +57,27 @@ export interface DiscoveryServerOptions {
  * DiscoveryServer serves ADS in both of Envoy's protocol variants
  * (istiod's DiscoveryServer): state-of-the-world and incremental (delta).
  * It opens streams, schedules pushes and keeps the bookkeeping they share:
- * generation through the cache, metrics, status events and NACK reports.
- * What each variant sends and when is its Connection's business
- * ({@link SotwConnection}, {@link DeltaConnection}); how resources are built
- * is the generators'.
+ * metrics, status events and NACK reports. What each variant sends and when
+ * is its Connection's business ({@link SotwConnection}, {@link DeltaConnection});
+ * which types exist and how their resources are built is the type table's
+ * ({@link XdsTypeTable}), whose generators run through the cache it is given.
  */
 export class DiscoveryServer {
   readonly #connections = new Map<string, Connection>();
-  readonly #cache = new XdsCache();
-  #cacheVersion = "";
   readonly #queue: PushQueue;
-  readonly #host: ConnectionHost;
+  readonly #resources: GeneratedResources;
+  readonly #callbacks: StreamCallbacks;
 
   constructor(private readonly options: DiscoveryServerOptions) {
     this.#queue = new PushQueue(options.concurrency, (id, change, startedAt) =>
       this.pushTo(id, change, startedAt),
     );
-    // What connections of either variant use of the server.
-    this.#host = {
+    this.#resources = new GeneratedResources(options.types, options.cache, options.context);
+    // What connections of either variant report to the server.
+    this.#callbacks = {
       logger: options.logger,
-      serves: (proxy, typeUrl) => GENERATORS[proxy.kind].has(typeUrl),
-      needsPush: (connection, typeUrl, names, change) => this.needsPush(connection, typeUrl, names, change),
-      generate: (connection, typeUrl, names) => this.generate(connection, typeUrl, names),
       responded: (connection, typeUrl, bytes, startedAt) => {
-        const type = typeLabel(typeUrl);
+        const type = options.types.label(typeUrl);
         options.metrics.pushes.inc({ type });
         options.metrics.configSize.observe({ type }, bytes);
         if (startedAt !== undefined) options.metrics.convergence.observe((Date.now() - startedAt) / 1000);
@@ -99,7 +86,8 @@ export class DiscoveryServer {
       acked: (connection) => options.events.changed(connection),
       nacked: (connection, typeUrl, state, nonce, message) =>
         this.recordNack(connection, typeUrl, state, nonce, message),
-      expiredNonce: (_connection, typeUrl) => options.metrics.expiredNonces.inc({ type: typeLabel(typeUrl) }),
+      expiredNonce: (_connection, typeUrl) =>
+        options.metrics.expiredNonces.inc({ type: options.types.label(typeUrl) }),
     };
   }
 
@@ -110,9 +98,17 @@ export class DiscoveryServer {
   implementation(authorize?: StreamAuthorizer): AggregatedDiscoveryServiceServer {
     return {
       streamAggregatedResources: (stream) =>
-        this.serve(stream, authorize, (proxy) => new SotwConnection(proxy, this.#host, stream)),
+        this.serve(
+          stream,
+          authorize,
+          (proxy) => new SotwConnection(proxy, this.#resources, this.#callbacks, stream),
+        ),
       deltaAggregatedResources: (stream) =>
-        this.serve(stream, authorize, (proxy) => new DeltaConnection(proxy, this.#host, stream)),
+        this.serve(
+          stream,
+          authorize,
+          (proxy) => new DeltaConnection(proxy, this.#resources, this.#callbacks, stream),
+        ),
     };
   }
 
@@ -136,8 +132,9 @@ export class DiscoveryServer {
     for (const connection of this.#connections.values()) connection.close();
   }
 
-  get cacheStats() {
-    return this.#cache.stats;
+  /** The xDS types this server serves. */
+  get types(): XdsTypeTable {
+    return this.options.types;
   }
 
   /**
@@ -217,55 +214,13 @@ export class DiscoveryServer {
     return connection;
   }
 
-  /** Pushes one change to one connection: every watched type, in istiod's order; each decides what to send. */
+  /** Pushes one change to one connection: every watched type, in the table's order; each decides what to send. */
   private pushTo(id: string, change: PushChange, startedAt: number): void {
     const connection = this.#connections.get(id);
     if (!connection) return;
-    const types = [...connection.watched.keys()].sort(
-      (a, b) => PUSH_ORDER.indexOf(a) - PUSH_ORDER.indexOf(b),
-    );
-    for (const typeUrl of types) connection.push(typeUrl, change, startedAt);
-  }
-
-  /** The generator's cheap check, for the wildcard and the names of a subscription. */
-  private needsPush(
-    connection: Connection,
-    typeUrl: string,
-    names: WatchedNames,
-    change: PushChange,
-  ): boolean {
-    const generator = GENERATORS[connection.proxy.kind].get(typeUrl);
-    if (!generator) return false;
-    const named = namedOf(names);
-    return (
-      (isWildcard(names) && generator.needsPush(change, WILDCARD)) ||
-      (named.size > 0 && generator.needsPush(change, named))
-    );
-  }
-
-  /**
-   * A type's resources for a subscription, from the current snapshot through
-   * the cache: the wildcard's, then those named, each name once.
-   */
-  private generate(
-    connection: Connection,
-    typeUrl: string,
-    names: WatchedNames,
-  ): GeneratedResource[] | undefined {
-    const generator = GENERATORS[connection.proxy.kind].get(typeUrl);
-    const push = this.options.context();
-    if (!generator || !push) return undefined;
-    if (push.configVersion !== this.#cacheVersion) {
-      this.#cache.clear();
-      this.#cacheVersion = push.configVersion;
+    for (const { typeUrl } of this.options.types.types) {
+      if (connection.watched.has(typeUrl)) connection.push(typeUrl, change, startedAt);
     }
-    const context = { push, proxy: connection.proxy, cache: this.#cache };
-    const named = namedOf(names);
-    if (!isWildcard(names)) return generator.generate(context, named);
-    const resources = generator.generate(context, WILDCARD);
-    if (named.size === 0) return resources;
-    const seen = new Set(resources.map((r) => r.name));
-    return [...resources, ...generator.generate(context, named).filter((r) => !seen.has(r.name))];
   }
 
   /** Records a NACK and reports it, traced to the config resources that built what was rejected. */
@@ -277,7 +232,7 @@ export class DiscoveryServer {
     message: string,
   ): void {
     state.lastNack = { version: state.versionSent ?? "", nonce, message, at: new Date() };
-    this.options.metrics.rejects.inc({ type: typeLabel(typeUrl) });
+    this.options.metrics.rejects.inc({ type: this.options.types.label(typeUrl) });
     // Trace the rejection to the resources the message names, or else to every resource of the response.
     const named = state.sent.filter((resource) => message.includes(resource.name));
     const culprits = named.length > 0 ? named : state.sent;
@@ -289,7 +244,7 @@ export class DiscoveryServer {
       {
         proxy: connection.proxy.id,
         protocol: connection.protocol,
-        type: typeLabel(typeUrl),
+        type: this.options.types.label(typeUrl),
         version: state.versionSent,
         nack: message,
       },

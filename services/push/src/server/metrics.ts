@@ -1,21 +1,4 @@
 import { Counter, Gauge, Histogram, type Registry } from "@sextant/observability";
-import { TypeUrl } from "@sextant/proto/envoy";
-
-/** The short type names Istio uses as metric labels. */
-export function typeLabel(typeUrl: string): string {
-  switch (typeUrl) {
-    case TypeUrl.Listener:
-      return "lds";
-    case TypeUrl.RouteConfiguration:
-      return "rds";
-    case TypeUrl.Cluster:
-      return "cds";
-    case TypeUrl.ClusterLoadAssignment:
-      return "eds";
-    default:
-      return typeUrl.slice(typeUrl.lastIndexOf(".") + 1);
-  }
-}
 
 /** Push's metrics, under istiod's names so existing dashboards read them. */
 export class XdsMetrics {

@@ -1,4 +1,4 @@
-import type { PushChange } from "../translate/generator.js";
+import type { PushChange } from "../model/types.js";
 
 interface Pending {
   full: boolean;

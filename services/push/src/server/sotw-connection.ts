@@ -1,18 +1,18 @@
 import type { ServerDuplexStream } from "@grpc/grpc-js";
 import type { DiscoveryRequest, DiscoveryResponse } from "@sextant/proto/envoy";
 import type { MeshProxy } from "../model/proxy.js";
-import type { PushChange, WatchedNames } from "../translate/generator.js";
+import type { PushChange, WatchedNames } from "../model/types.js";
 import {
   Connection,
-  type ConnectionHost,
   contentVersion,
   newWatchState,
+  type ResourceSource,
   resourceVersion,
+  type StreamCallbacks,
   sameNames,
   sizeOf,
   type WatchState,
   WILDCARD,
-  WILDCARD_WHEN_EMPTY,
   watchedNames,
 } from "./connection.js";
 
@@ -34,16 +34,17 @@ export class SotwConnection extends Connection<DiscoveryRequest> {
 
   constructor(
     proxy: MeshProxy,
-    host: ConnectionHost,
+    resources: ResourceSource,
+    callbacks: StreamCallbacks,
     private readonly stream: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
   ) {
-    super(proxy, host, stream);
+    super(proxy, resources, callbacks, stream);
   }
 
   handle(request: DiscoveryRequest): void {
     const { typeUrl } = request;
     if (!this.served(typeUrl)) return;
-    const names = requestedNames(request);
+    const names = requestedNames(request, this.resources.wildcardWhenEmpty(typeUrl));
     const state = this.watched.get(typeUrl);
     if (!request.responseNonce) {
       // A new subscription, or a proxy reconnecting with the version it had.
@@ -54,11 +55,11 @@ export class SotwConnection extends Connection<DiscoveryRequest> {
       return;
     }
     if (!state || request.responseNonce !== state.nonceSent) {
-      this.host.expiredNonce(this, typeUrl);
+      this.callbacks.expiredNonce(this, typeUrl);
       return;
     }
     if (request.errorDetail) {
-      this.host.nacked(this, typeUrl, state, request.responseNonce, request.errorDetail.message);
+      this.callbacks.nacked(this, typeUrl, state, request.responseNonce, request.errorDetail.message);
       return;
     }
     state.versionAcked = request.versionInfo;
@@ -66,7 +67,7 @@ export class SotwConnection extends Connection<DiscoveryRequest> {
       state.names = names;
       this.respond(typeUrl, state, FULL, undefined, true);
     }
-    this.host.acked(this, typeUrl);
+    this.callbacks.acked(this, typeUrl);
   }
 
   push(typeUrl: string, change: PushChange, startedAt: number): void {
@@ -82,8 +83,8 @@ export class SotwConnection extends Connection<DiscoveryRequest> {
     startedAt: number | undefined,
     always: boolean,
   ): void {
-    if (!always && !this.host.needsPush(this, typeUrl, state.names, change)) return;
-    const resources = this.host.generate(this, typeUrl, state.names);
+    if (!always && !this.resources.needsPush(this.proxy, typeUrl, state.names, change)) return;
+    const resources = this.resources.generate(this.proxy, typeUrl, state.names);
     if (!resources) return;
     const version = contentVersion(resources);
     if (!always && version === state.versionSent) return;
@@ -100,19 +101,19 @@ export class SotwConnection extends Connection<DiscoveryRequest> {
     state.versionSent = version;
     state.sent = resources;
     state.held = new Map(resources.map((r) => [r.name, { version: resourceVersion(r), resource: r }]));
-    this.host.responded(this, typeUrl, sizeOf(resources), startedAt);
+    this.callbacks.responded(this, typeUrl, sizeOf(resources), startedAt);
   }
 }
 
 /**
  * The names of a SotW request. "*" means every resource (with any names
- * beside it: those too); so does an empty list for listeners and clusters
- * (Envoy's legacy wildcard), while for routes and endpoints an empty list
- * means "none": the proxy dropped its last one.
+ * beside it: those too); so does an empty list for a type whose table entry
+ * says so (Envoy's legacy wildcard: listeners and clusters), while for the
+ * others (routes, endpoints) an empty list means "none": the proxy dropped
+ * its last one.
  */
-function requestedNames(request: DiscoveryRequest): WatchedNames {
+function requestedNames(request: DiscoveryRequest, wildcardWhenEmpty: boolean): WatchedNames {
   const wildcard =
-    request.resourceNames.includes(WILDCARD) ||
-    (request.resourceNames.length === 0 && WILDCARD_WHEN_EMPTY.has(request.typeUrl));
+    request.resourceNames.includes(WILDCARD) || (request.resourceNames.length === 0 && wildcardWhenEmpty);
   return watchedNames(wildcard, request.resourceNames);
 }

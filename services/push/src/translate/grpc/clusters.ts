@@ -13,12 +13,8 @@ import {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { PushContext } from "../../model/push-context.js";
-import {
-  type GeneratedResource,
-  type GenerationContext,
-  generateByName,
-  type WatchedNames,
-} from "../generator.js";
+import type { GeneratedResource, WatchedNames } from "../../model/types.js";
+import { type GenerationContext, generateByName } from "../generator.js";
 import { parseOutboundClusterName } from "../names.js";
 import { upstreamMtlsSocket } from "./tls.js";
 

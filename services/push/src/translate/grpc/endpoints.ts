@@ -3,13 +3,8 @@ import { ClusterLoadAssignment, TypeUrl } from "@sextant/proto/envoy";
 import { HealthStatus as EnvoyHealthStatus } from "@sextant/proto/gen/envoy/config/core/v3/health_check";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { PushContext } from "../../model/push-context.js";
-import {
-  type GeneratedResource,
-  type GenerationContext,
-  generateByName,
-  type PushChange,
-  type WatchedNames,
-} from "../generator.js";
+import type { GeneratedResource, PushChange, WatchedNames } from "../../model/types.js";
+import { type GenerationContext, generateByName } from "../generator.js";
 import { parseOutboundClusterName } from "../names.js";
 
 /**

@@ -4,7 +4,7 @@ import type { RBAC } from "@sextant/proto/gen/envoy/config/rbac/v3/rbac";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { type MtlsMode, TLS_MODE_LABEL } from "../../model/security.js";
-import type { GeneratedResource } from "../generator.js";
+import type { GeneratedResource } from "../../model/types.js";
 import { parseInboundListenerName } from "../names.js";
 import { buildRbac, RBAC_DENY_FILTER_NAME, RBAC_FILTER_NAME } from "./rbac.js";
 import { downstreamMtlsSocket } from "./tls.js";

@@ -4,12 +4,8 @@ import { ApiVersion } from "@sextant/proto/gen/envoy/config/core/v3/config_sourc
 import { HTTPFault } from "@sextant/proto/gen/envoy/extensions/filters/http/fault/v3/fault";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { PushContext } from "../../model/push-context.js";
-import {
-  type GeneratedResource,
-  type GenerationContext,
-  generateByName,
-  type WatchedNames,
-} from "../generator.js";
+import type { GeneratedResource, WatchedNames } from "../../model/types.js";
+import { type GenerationContext, generateByName } from "../generator.js";
 import { INBOUND_LISTENER_PREFIX, parseHostPort, resolveClientHost } from "../names.js";
 import { FAULT_FILTER_NAME } from "../shared/routes.js";
 import { buildInboundListener, ROUTER_FILTER_NAME } from "./inbound.js";

@@ -9,12 +9,8 @@ import type {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { PushContext } from "../../model/push-context.js";
-import {
-  type GeneratedResource,
-  type GenerationContext,
-  generateByName,
-  type WatchedNames,
-} from "../generator.js";
+import type { GeneratedResource, WatchedNames } from "../../model/types.js";
+import { type GenerationContext, generateByName } from "../generator.js";
 import { outboundClusterName, parseHostPort, resolveClientHost } from "../names.js";
 import { FAULT_FILTER_NAME, millis, translateFault, translateMatch } from "../shared/routes.js";
 

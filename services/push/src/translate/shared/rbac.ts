@@ -10,7 +10,7 @@ import {
 import type { HeaderMatcher } from "@sextant/proto/gen/envoy/config/route/v3/route_components";
 import type { StringMatcher } from "@sextant/proto/gen/envoy/type/matcher/v3/string";
 import type { AuthorizationPolicy, Rule } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
-import type { TypedConfig } from "../../model/push-context.js";
+import type { TypedConfig } from "../../model/types.js";
 
 /** The name of the ALLOW RBAC filter (istiod's grpcgen RBACHTTPFilterName). */
 export const RBAC_FILTER_NAME = "envoy.filters.http.rbac";

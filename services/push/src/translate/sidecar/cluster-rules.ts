@@ -2,8 +2,9 @@ import { hostMatches } from "@sextant/model";
 import type { Endpoint, Service, ServicePort } from "@sextant/proto";
 import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { MeshProxy } from "../../model/proxy.js";
-import { type PushContext, type TypedConfig, visible } from "../../model/push-context.js";
+import { type PushContext, visible } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
+import type { TypedConfig } from "../../model/types.js";
 
 /**
  * The DestinationRule a sidecar applies to host, as istiod's

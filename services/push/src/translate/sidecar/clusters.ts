@@ -25,10 +25,11 @@ import {
 import type { IstioIngressListener } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { MeshProxy } from "../../model/proxy.js";
-import type { PushContext, TypedConfig } from "../../model/push-context.js";
+import type { PushContext } from "../../model/push-context.js";
 import { type MtlsMode, TLS_MODE_LABEL } from "../../model/security.js";
 import { type SidecarScope, sidecarScope } from "../../model/sidecar-scope.js";
-import type { GeneratedResource, GenerationContext, PushChange, WatchedNames } from "../generator.js";
+import type { GeneratedResource, PushChange, TypedConfig, WatchedNames } from "../../model/types.js";
+import type { GenerationContext } from "../generator.js";
 import { outboundClusterName } from "../names.js";
 import { clusterPolicy, portLevelPolicy } from "../shared/traffic-policy.js";
 import {

@@ -15,7 +15,8 @@ import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
 import { sidecarScope } from "../../model/sidecar-scope.js";
-import type { GeneratedResource, GenerationContext, WatchedNames } from "../generator.js";
+import type { GeneratedResource, WatchedNames } from "../../model/types.js";
+import type { GenerationContext } from "../generator.js";
 import { outboundClusterName } from "../names.js";
 import {
   BLACKHOLE_CLUSTER,

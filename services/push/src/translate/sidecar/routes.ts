@@ -26,15 +26,11 @@ import type {
 import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { MeshProxy } from "../../model/proxy.js";
-import type { PushContext, TypedConfig } from "../../model/push-context.js";
+import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
 import { sidecarScope } from "../../model/sidecar-scope.js";
-import {
-  type GeneratedResource,
-  type GenerationContext,
-  generateByName,
-  type WatchedNames,
-} from "../generator.js";
+import type { GeneratedResource, TypedConfig, WatchedNames } from "../../model/types.js";
+import { type GenerationContext, generateByName } from "../generator.js";
 import { outboundClusterName } from "../names.js";
 import {
   FAULT_FILTER_NAME,

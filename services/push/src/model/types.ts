@@ -1,0 +1,32 @@
+// Types the model, the generators, the cache and the server all speak. They
+// live apart from the modules that build or use them, so that no two of
+// those modules need each other's types (a cache of generated resources and
+// the generators that fill it; a snapshot and the security rules it holds).
+import type { Any, ConfigRef } from "@sextant/proto";
+
+/** A config resource decoded into its Istio type, with where it came from. */
+export interface TypedConfig<T> {
+  readonly ref: ConfigRef;
+  readonly generation: number;
+  readonly spec: T;
+  /** Hosts of the resource resolved to FQDNs (relative to its namespace). */
+  readonly hosts: readonly string[];
+}
+
+/** One generated xDS resource, packed, with the config resources it was built from (for NACK tracing). */
+export interface GeneratedResource {
+  readonly name: string;
+  readonly resource: Any;
+  readonly sources: readonly ConfigRef[];
+}
+
+/** What changed since the last push. */
+export interface PushChange {
+  /** Config or services changed: every type may be affected. */
+  readonly full: boolean;
+  /** Hosts whose endpoints changed. */
+  readonly endpointHosts: ReadonlySet<string>;
+}
+
+/** The resource names a proxy watches for a type; "*" for a wildcard subscription. */
+export type WatchedNames = ReadonlySet<string> | "*";

@@ -1,0 +1,60 @@
+import type { XdsCache } from "../cache/xds-cache.js";
+import type { MeshProxy } from "../model/proxy.js";
+import type { PushContext } from "../model/push-context.js";
+import type { GeneratedResource, PushChange, WatchedNames } from "../model/types.js";
+import { isWildcard, namedOf, type ResourceSource, WILDCARD } from "./connection.js";
+import type { XdsTypeTable } from "./xds-type-table.js";
+
+/**
+ * The resources connections send: the table's generator for the proxy's
+ * kind, run on the current snapshot through a cache shared by every proxy.
+ * The cache is emptied when the config version changes, since no key of an
+ * older version can be asked for again.
+ */
+export class GeneratedResources implements ResourceSource {
+  #cacheVersion = "";
+
+  constructor(
+    private readonly types: XdsTypeTable,
+    private readonly cache: XdsCache,
+    /** The current snapshot; undefined until the initial sync is done. */
+    private readonly context: () => PushContext | undefined,
+  ) {}
+
+  serves(proxy: MeshProxy, typeUrl: string): boolean {
+    return this.types.generator(proxy.kind, typeUrl) !== undefined;
+  }
+
+  wildcardWhenEmpty(typeUrl: string): boolean {
+    return this.types.wildcardWhenEmpty(typeUrl);
+  }
+
+  /** The generator's cheap check, for the wildcard and the names of a subscription. */
+  needsPush(proxy: MeshProxy, typeUrl: string, names: WatchedNames, change: PushChange): boolean {
+    const generator = this.types.generator(proxy.kind, typeUrl);
+    if (!generator) return false;
+    const named = namedOf(names);
+    return (
+      (isWildcard(names) && generator.needsPush(change, WILDCARD)) ||
+      (named.size > 0 && generator.needsPush(change, named))
+    );
+  }
+
+  /** The wildcard's resources, then those named, each name once. */
+  generate(proxy: MeshProxy, typeUrl: string, names: WatchedNames): GeneratedResource[] | undefined {
+    const generator = this.types.generator(proxy.kind, typeUrl);
+    const push = this.context();
+    if (!generator || !push) return undefined;
+    if (push.configVersion !== this.#cacheVersion) {
+      this.cache.clear();
+      this.#cacheVersion = push.configVersion;
+    }
+    const context = { push, proxy, cache: this.cache };
+    const named = namedOf(names);
+    if (!isWildcard(names)) return generator.generate(context, named);
+    const resources = generator.generate(context, WILDCARD);
+    if (named.size === 0) return resources;
+    const seen = new Set(resources.map((r) => r.name));
+    return [...resources, ...generator.generate(context, named).filter((r) => !seen.has(r.name))];
+  }
+}

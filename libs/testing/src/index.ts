@@ -6,5 +6,5 @@ export { metricValue } from "./metrics.js";
 export { assertNatsServerInstalled, type NatsServerFixture, startNatsServer } from "./nats.js";
 export { freePort } from "./ports.js";
 export { captureOutput, type ServiceProcess, startServiceProcess } from "./processes.js";
-export { bookinfoNetworkingDir, repositoryRoot, sharedPath } from "./shared.js";
+export { bookinfoNetworkingDir, bookinfoPlatformFile, repositoryRoot, samplesPath } from "./samples.js";
 export { eventually } from "./wait.js";

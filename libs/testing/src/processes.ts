@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { onCleanup, trackChildProcess } from "./cleanup.js";
 import { freePort } from "./ports.js";
-import { repositoryRoot } from "./shared.js";
+import { repositoryRoot } from "./samples.js";
 import { eventually } from "./wait.js";
 
 /** A Sextant service running as its own process, from its sources. */

@@ -37,6 +37,7 @@ import {
   startGrpcServer,
   startNatsServer,
   startServiceProcess,
+  trackChildProcess,
 } from "@sextant/testing";
 import { publicKeys } from "./helpers/certs.js";
 import { testLogger } from "./helpers/logger.js";
@@ -243,6 +244,7 @@ describe("agent run, while ca cannot be reached", () => {
         stdio: ["ignore", "ignore", "pipe"],
       },
     );
+    trackChildProcess(child);
     let stderr = "";
     child.stderr?.on("data", (chunk) => {
       stderr += chunk;

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import { validateBootstrapConfig } from "@grpc/grpc-js-xds/build/src/xds-bootstrap.js";
 import { parseSettings } from "@sextant/runtime";
+import { trackChildProcess } from "@sextant/testing";
 import { envoyBootstrapFromSettings } from "../src/bootstrap/from-settings.js";
 import { parseCommand, UsageError } from "../src/cli.js";
 import { agentSettings } from "../src/settings.js";
@@ -19,6 +20,7 @@ function agent(args: string[], env: Record<string, string>) {
     ["--conditions=@sextant/source", "--import", "tsx", "src/main.ts", ...args],
     { cwd: packageDir, env: { PATH: process.env.PATH ?? "", OTEL_SDK_DISABLED: "true", ...env } },
   );
+  trackChildProcess(child);
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (chunk) => {

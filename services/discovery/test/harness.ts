@@ -7,9 +7,9 @@ import { createLogger } from "@sextant/observability";
 import type { EndpointShard, Service } from "@sextant/proto";
 import { type StartedService, startService } from "@sextant/runtime";
 import {
+  bookinfoPlatformFile,
   type FakeKubeApiServer,
   type NatsServerFixture,
-  sharedPath,
   startFakeKubeApiServer,
   startNatsServer,
 } from "@sextant/testing";
@@ -82,9 +82,9 @@ export async function startNatsWithClient(): Promise<{
   };
 }
 
-/** The Bookinfo platform objects (Services, ServiceAccounts, Deployments) from shared/. */
+/** The Bookinfo platform objects (Services, ServiceAccounts, Deployments) from samples/. */
 export function bookinfoObjects(): Obj[] {
-  const text = readFileSync(sharedPath("samples", "bookinfo", "platform", "kube", "bookinfo.yaml"), "utf8");
+  const text = readFileSync(bookinfoPlatformFile(), "utf8");
   // loadAllYaml fails on a document of comments only (the file's licence header).
   const documents = text.split(/^---\s*$/m).filter((doc) => /^[a-zA-Z]/m.test(doc));
   return (loadAllYaml(documents.join("\n---\n")) as Obj[]).map((object) => ({

@@ -6,7 +6,13 @@ import * as grpc from "@grpc/grpc-js";
 import { Buckets, type Bus, encodeKey } from "@sextant/bus";
 import { EndpointShard, HealthStatus, Protocol, Resolution, Service } from "@sextant/proto";
 import { TypeUrl } from "@sextant/proto/envoy";
-import { eventually, freePort, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import {
+  eventually,
+  freePort,
+  type NatsServerFixture,
+  startNatsServer,
+  trackChildProcess,
+} from "@sextant/testing";
 import { createTestMeshCa, type TestMeshCa, type WorkloadFiles } from "./fixtures/certs.js";
 import { callEcho, EchoClient } from "./fixtures/echo.js";
 import { type PushFixture, putConfig, startPush, testBus } from "./harness.js";
@@ -30,6 +36,7 @@ function startWorkload(env: Record<string, string>): Workload {
     ["--conditions=@sextant/source", "--import", "tsx", "test/fixtures/proxyless-workload.ts"],
     { cwd: packageDir, env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] },
   );
+  trackChildProcess(child);
   const lines: Array<Record<string, unknown>> = [];
   const stderr: string[] = [];
   let buffered = "";

@@ -1,15 +1,15 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { sharedPath } from "@sextant/testing";
+import { bookinfoPlatformFile } from "@sextant/testing";
 import { parseAllDocuments } from "yaml";
 import type { PodJson } from "../src/inject/inject.js";
 
-/** Bookinfo's Deployments, from the shared samples. */
+/** Bookinfo's Deployments, from the repository's samples/. */
 export function bookinfoDeployments(): Array<{
   metadata: { name: string };
   spec: { template: { metadata: PodJson["metadata"]; spec: PodJson["spec"] } };
 }> {
-  const text = readFileSync(sharedPath("samples", "bookinfo", "platform", "kube", "bookinfo.yaml"), "utf8");
+  const text = readFileSync(bookinfoPlatformFile(), "utf8");
   return parseAllDocuments(text)
     .map((d) => d.toJS())
     .filter((d) => d?.kind === "Deployment");

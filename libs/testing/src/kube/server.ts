@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { onCleanup } from "../cleanup.js";
 import {
   badRequest,
   expired,
@@ -13,7 +14,6 @@ import {
   unprocessable,
   unsupportedMediaType,
 } from "./errors.js";
-import { onCleanup } from "../cleanup.js";
 import { applyJsonPatch, applyMergePatch, JsonPatchError } from "./patch.js";
 import { apiVersionOf, builtinResourceTypes, customResourceType, type ResourceType } from "./resources.js";
 import { parseFieldSelector, parseLabelSelector, type Selector } from "./selectors.js";

@@ -7,7 +7,7 @@ import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../../model/types.js";
 import { type GenerationContext, generateByName } from "../generator.js";
 import { INBOUND_LISTENER_PREFIX, parseHostPort, resolveClientHost } from "../names.js";
-import { FAULT_FILTER_NAME } from "../shared/routes.js";
+import { FAULT_FILTER_NAME } from "../common/routes.js";
 import { buildInboundListener, ROUTER_FILTER_NAME } from "./inbound.js";
 
 /** The fault filter's name in the HCM (now shared with the sidecar generators). */

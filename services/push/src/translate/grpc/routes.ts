@@ -12,7 +12,7 @@ import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../../model/types.js";
 import { type GenerationContext, generateByName } from "../generator.js";
 import { outboundClusterName, parseHostPort, resolveClientHost } from "../names.js";
-import { FAULT_FILTER_NAME, millis, translateFault, translateMatch } from "../shared/routes.js";
+import { FAULT_FILTER_NAME, millis, translateFault, translateMatch } from "../common/routes.js";
 
 /** The retry conditions gRPC clients understand (gRFC A44), from Istio's retryOn list. */
 const GRPC_RETRY_ON = new Set([

@@ -8,7 +8,7 @@ import {
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches, TLS_MODE_LABEL } from "../../model/security.js";
-import { clusterPolicy, destinationRuleTlsMode } from "../shared/traffic-policy.js";
+import { clusterPolicy, destinationRuleTlsMode } from "../common/traffic-policy.js";
 import {
   applyLocalityLoadBalancer,
   type EnvoyLocality,

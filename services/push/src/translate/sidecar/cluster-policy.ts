@@ -9,7 +9,7 @@ import {
   LoadBalancerSettings_SimpleLB as SimpleLB,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { MtlsMode } from "../../model/security.js";
-import type { PortTrafficPolicy } from "../shared/traffic-policy.js";
+import type { PortTrafficPolicy } from "../common/traffic-policy.js";
 import { localityLbSetting } from "./cluster-locality.js";
 import { applyUpstreamTls, type UpstreamTlsOptions, upstreamTlsSettings } from "./cluster-tls.js";
 import type { ClusterWrapper } from "./cluster-wrapper.js";

@@ -31,7 +31,7 @@ import { type SidecarScope, sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, PushChange, TypedConfig, WatchedNames } from "../../model/types.js";
 import type { GenerationContext } from "../generator.js";
 import { outboundClusterName } from "../names.js";
-import { clusterPolicy, portLevelPolicy } from "../shared/traffic-policy.js";
+import { clusterPolicy, portLevelPolicy } from "../common/traffic-policy.js";
 import {
   localityGroups,
   localityLbEndpoints,

@@ -2,7 +2,7 @@ import { packAny } from "@sextant/proto";
 import { Cors, HTTPFault, Router, TcpProxy, TypeUrl } from "@sextant/proto/envoy";
 import type { Filter } from "@sextant/proto/gen/envoy/config/listener/v3/listener_components";
 import type { HttpFilter } from "@sextant/proto/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager";
-import { FAULT_FILTER_NAME } from "../shared/routes.js";
+import { FAULT_FILTER_NAME } from "../common/routes.js";
 
 /** The CORS filter's name; routes carry their CorsPolicy under this key (Istio 1.18+). */
 export const CORS_FILTER_NAME = "envoy.filters.http.cors";

@@ -25,7 +25,7 @@ import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { type MtlsMode, selectorMatches } from "../../model/security.js";
 import type { GeneratedResource } from "../../model/types.js";
-import { buildRbac, RBAC_FILTER_NAME } from "../shared/rbac.js";
+import { buildRbac, RBAC_FILTER_NAME } from "../common/rbac.js";
 import { SDS_DEFAULT_SECRET, SDS_ROOT_SECRET, sdsSecretConfig } from "./cluster-tls.js";
 import {
   BLACKHOLE_CLUSTER,

@@ -38,7 +38,7 @@ import {
   headerMatcher,
   translateFault,
   translateMatch,
-} from "../shared/routes.js";
+} from "../common/routes.js";
 import { CORS_FILTER_NAME, PASSTHROUGH_CLUSTER } from "./filters.js";
 
 /** A plain object RouteConfiguration.fromPartial turns into a typed message. */

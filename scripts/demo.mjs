@@ -6,7 +6,7 @@
 //   npm run demo            run until Ctrl-C
 //   npm run demo -- --once  start, check, stop (also the default when CI=true)
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import {
   assertControlPlanePortsFree,
@@ -134,17 +134,13 @@ const runner = createRunner({ root, label: "the demo" });
 const { children, start, stop } = runner;
 
 /**
- * Applies Istio's own Bookinfo networking samples through ingest's API, as a
+ * Applies the Bookinfo networking samples (samples/, in Istio's format) through ingest's API, as a
  * user would, and shows what ingest answered and what its analysis found.
  */
 async function applyBookinfoSamples() {
-  const dir = join(root, "..", "shared", "samples", "bookinfo", "networking");
-  if (!existsSync(dir)) {
-    console.log(`\n(${dir} not found: skipping the Bookinfo samples)`);
-    return;
-  }
+  const dir = join(root, "samples", "bookinfo", "networking");
   console.log(
-    `\n${color(1, "Applying Istio's Bookinfo samples through ingest")} (POST localhost:8080/v1/apply)`,
+    `\n${color(1, "Applying the Bookinfo samples (samples/bookinfo/networking) through ingest")} (POST localhost:8080/v1/apply)`,
   );
   for (const file of readdirSync(dir)
     .filter((f) => f.endsWith(".yaml"))
@@ -184,7 +180,7 @@ async function applyBookinfoSamples() {
  * Resolves to its exit code: 0 when every step's observed split held.
  */
 function runWalkthrough() {
-  const samples = join(root, "..", "shared", "samples", "bookinfo", "networking");
+  const samples = join(root, "samples", "bookinfo", "networking");
   const args = [
     join(root, "libs", "bookinfo", "dist", "walkthrough.js"),
     "http://127.0.0.1:8080",
@@ -215,16 +211,8 @@ async function startMesh() {
     });
   // Bookinfo's destination-rule-all-mtls.yaml: ISTIO_MUTUAL from the clients, and the subsets. Applied
   // now so productpage's first connection gets it (the walk-through applies it again in its first step).
-  const mtlsRule = join(
-    root,
-    "..",
-    "shared",
-    "samples",
-    "bookinfo",
-    "networking",
-    "destination-rule-all-mtls.yaml",
-  );
-  const body = existsSync(mtlsRule) ? `${meshYaml}---\n${readFileSync(mtlsRule, "utf8")}` : meshYaml;
+  const mtlsRule = join(root, "samples", "bookinfo", "networking", "destination-rule-all-mtls.yaml");
+  const body = `${meshYaml}---\n${readFileSync(mtlsRule, "utf8")}`;
   const response = await fetch("http://127.0.0.1:8080/v1/apply", { method: "POST", body });
   if (!response.ok)
     throw new Error(`ingest refused the demo's mesh (${response.status}): ${await response.text()}`);

@@ -21,7 +21,10 @@ pnpm exec turbo run test --concurrency=1 --continue --output-logs=full 2>&1 | te
 # counts as a failure.
 passed=$(grep -E ':test: # pass [0-9]+$' "$log" | awk '{ sum += $NF } END { print sum + 0 }')
 failed=$(grep -E ':test: # (fail|cancelled) [0-9]+$' "$log" | awk '{ sum += $NF } END { print sum + 0 }')
+skipped=$(grep -E ':test: # skipped [0-9]+$' "$log" | awk '{ sum += $NF } END { print sum + 0 }')
 echo
-echo "${passed} passed, ${failed} failed"
+# What was skipped, and why (e.g. the upstream compatibility suite, where Istio's samples are absent).
+grep -E ':test: .*# SKIP' "$log" | sed -E 's/^[^:]+:test: +//' || true
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 if [ "$status" -eq 0 ] && [ "$failed" -ne 0 ]; then status=1; fi
 exit "$status"

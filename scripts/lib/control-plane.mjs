@@ -1,7 +1,7 @@
 // The local control plane shared by `npm run demo` and `pnpm dev`: nats-server
 // with its JetStream store in .sextant/ (gitignored), then ingest, discovery,
 // ca, push and webhook, each started only once the previous one reports
-// /ready, on the local ports libs/runtime's DEFAULT_PORTS gives (DESIGN.md).
+// /ready, on the local ports libs/runtime's DEFAULT_PORTS gives.
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";

@@ -4,8 +4,8 @@
 // details and reviews) as mesh workloads (mesh-workload.ts), each beside its
 // own agent, joined through WorkloadGroup auto-registration and talking mTLS.
 // The walk-through drives productpage over its control port: it shows, once,
-// the SPIFFE identity reviews saw on the connection, then applies Istio's
-// Bookinfo routing samples one after another and draws the split productpage
+// the SPIFFE identity reviews saw on the connection, then applies the
+// Bookinfo routing samples (samples/, in Istio's format) one after another and draws the split productpage
 // observes calling xds:///reviews.default.svc.cluster.local:9080. With --once
 // it checks each split against the configured weights (±5 points) and exits 1
 // if any step missed.

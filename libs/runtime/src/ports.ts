@@ -1,5 +1,6 @@
 /**
- * The default local ports of every Sextant process (DESIGN.md). Code, deploy
+ * The default local ports of every Sextant process (Istio's numbers where
+ * istiod has the same port: 15010, 15012, 15014, 15017). Code, deploy
  * manifests and tests read them from here rather than repeating numbers.
  */
 export const DEFAULT_PORTS = {

@@ -66,7 +66,7 @@ export function keyIdentifier(spki: Buffer): Buffer {
 /**
  * Builds and signs a certificate. forge assembles the TBSCertificate, and
  * node:crypto signs it: forge's own RSA signing is about twenty times slower
- * (DESIGN.md). The subject key and the issuer name are spliced in as raw DER,
+ * (measured when ca was written). The subject key and the issuer name are spliced in as raw DER,
  * so EC keys and any issuer encoding survive unchanged, which chain building
  * by name in openssl requires.
  */

@@ -1,6 +1,9 @@
 import { encodeKey } from "@sextant/bus";
 
-/** The `sextant-services` key of a service: namespace.hostname (DESIGN.md). */
+/**
+ * The `sextant-services` key of a service: namespace.hostname, so that one
+ * namespace's services are one key prefix (a watch or a list by namespace).
+ */
 export function serviceKey(namespace: string, hostname: string): string {
   return encodeKey(namespace, hostname);
 }

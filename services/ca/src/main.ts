@@ -1,7 +1,7 @@
 // The ca service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
-import { KubeConfig } from "@kubernetes/client-node";
 import { Buckets, busRunner } from "@sextant/bus";
+import { loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import type { Authenticator } from "./auth/authenticator.js";
 import { BootstrapTokenAuthenticator } from "./auth/bootstrap-tokens.js";
@@ -11,18 +11,10 @@ import { caMaterialRunner } from "./pki/material-runner.js";
 import { certificateService } from "./server/certificate-service.js";
 import { caServerRunner } from "./server/grpc-server-runner.js";
 import { CaMetrics } from "./server/metrics.js";
-import { type CaSettings, caSettings } from "./settings.js";
+import { caSettings } from "./settings.js";
 import { trustBundleRunner } from "./trust/trust-bundle.js";
 import { trustBundleFeed } from "./trust/trust-bundle-feed.js";
 import { trustBundleService } from "./trust/trust-bundle-service.js";
-
-/** The Kubernetes client configuration: KUBECONFIG's file if set, else in-cluster or the default file. */
-function loadKubeConfig(settings: CaSettings): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  if (settings.KUBECONFIG) kubeConfig.loadFromFile(settings.KUBECONFIG);
-  else kubeConfig.loadFromDefault();
-  return kubeConfig;
-}
 
 /** The ca service: signs SPIFFE workload certificates over Istio's CreateCertificate. Replicas share CA_CERTS_DIR. */
 export const caService: ServiceDefinition<typeof caSettings> = {
@@ -40,7 +32,10 @@ export const caService: ServiceDefinition<typeof caSettings> = {
     const authenticators: Authenticator[] = settings.CA_AUTHENTICATORS.map((name): Authenticator => {
       switch (name) {
         case "kubernetes":
-          return new KubernetesTokenAuthenticator(loadKubeConfig(settings), settings.TOKEN_AUDIENCES);
+          return new KubernetesTokenAuthenticator(
+            loadKubeConfig(settings.KUBECONFIG),
+            settings.TOKEN_AUDIENCES,
+          );
         case "mesh-certificate":
           return new MeshCertificateAuthenticator(settings.TRUST_DOMAIN, () => [
             material.issuer.material.signingCert,

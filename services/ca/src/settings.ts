@@ -1,3 +1,4 @@
+import { kubernetesAvailable } from "@sextant/kube";
 import { baseSettings, DEFAULT_PORTS, durationSecondsSetting, portSetting } from "@sextant/runtime";
 import { z } from "zod";
 
@@ -52,7 +53,7 @@ export const caSettings = baseSettings
       settings.CA_AUTHENTICATORS.length > 0
         ? settings.CA_AUTHENTICATORS
         : ([
-            ...(settings.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST ? (["kubernetes"] as const) : []),
+            ...(kubernetesAvailable(settings.KUBECONFIG) ? (["kubernetes"] as const) : []),
             "mesh-certificate",
             ...(settings.BOOTSTRAP_TOKENS_FILE ? (["bootstrap-token"] as const) : []),
           ] as Array<"kubernetes" | "mesh-certificate" | "bootstrap-token">),

@@ -1,7 +1,7 @@
 // The discovery service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
-import { KubeConfig } from "@kubernetes/client-node";
 import { Buckets, busRunner } from "@sextant/bus";
+import { kubernetesAvailable, loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { registryz } from "./debug/registryz.js";
 import { KubeSource } from "./kube/kube-source.js";
@@ -14,15 +14,7 @@ import { type DiscoverySettings, discoverySettings } from "./settings.js";
 /** True if Kubernetes should be read: asked for, or (auto) a kubeconfig or in-cluster environment exists. */
 function kubernetesEnabled(settings: DiscoverySettings): boolean {
   if (settings.KUBERNETES !== "auto") return settings.KUBERNETES === "on";
-  return Boolean(settings.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST);
-}
-
-/** The Kubernetes client configuration: KUBECONFIG's file if set, else in-cluster or the default file. */
-function loadKubeConfig(settings: DiscoverySettings): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  if (settings.KUBECONFIG) kubeConfig.loadFromFile(settings.KUBECONFIG);
-  else kubeConfig.loadFromDefault();
-  return kubeConfig;
+  return kubernetesAvailable(settings.KUBECONFIG);
 }
 
 /** The discovery service: the mesh's service registry, from Kubernetes and ServiceEntries. */
@@ -45,7 +37,13 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
     });
     let kube: KubeSource | undefined;
     if (kubernetesEnabled(settings)) {
-      kube = new KubeSource({ kubeConfig: loadKubeConfig(settings), registry, logger, readiness, metrics });
+      kube = new KubeSource({
+        kubeConfig: loadKubeConfig(settings.KUBECONFIG),
+        registry,
+        logger,
+        readiness,
+        metrics,
+      });
     } else {
       logger.info("no Kubernetes configuration (KUBECONFIG, in-cluster); reading ServiceEntries only");
     }

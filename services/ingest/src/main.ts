@@ -1,6 +1,7 @@
 // The ingest service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
 import { Buckets, busRunner } from "@sextant/bus";
+import { loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { AnalysisRunner } from "./analysis/analysis-runner.js";
 import { analysisReport } from "./analysis/report.js";
@@ -10,7 +11,7 @@ import { Applier, ApplyMetrics } from "./apply/applier.js";
 import { NackRecorder } from "./nack/nack-recorder.js";
 import { ingestSettings } from "./settings.js";
 import { FileSource } from "./sources/file-source.js";
-import { KubeSource, loadKubeConfig } from "./sources/kube-source.js";
+import { KubeSource } from "./sources/kube-source.js";
 import { ConfigStore } from "./store/config-store.js";
 
 /** The ingest service: the only writer of the mesh's config. */

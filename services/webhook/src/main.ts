@@ -1,7 +1,7 @@
 // The webhook service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
-import { KubeConfig } from "@kubernetes/client-node";
 import { busRunner } from "@sextant/bus";
+import { loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { WebhookMetrics } from "./admission/metrics.js";
 import { CaBundlePatcher } from "./cabundle/ca-bundle-patcher.js";
@@ -59,7 +59,7 @@ export const webhookService: ServiceDefinition<typeof webhookSettings> = {
     const caBundle =
       https && settings.TLS_CERT_FILE && patchesConfigs
         ? new CaBundlePatcher({
-            kubeConfig: kubeConfig(settings.KUBECONFIG),
+            kubeConfig: loadKubeConfig(settings.KUBECONFIG),
             certFile: settings.TLS_CERT_FILE,
             mutatingName: settings.INJECTOR_WEBHOOK_CONFIG_NAME,
             validatingName: settings.VALIDATION_WEBHOOK_CONFIG_NAME,
@@ -77,14 +77,6 @@ export const webhookService: ServiceDefinition<typeof webhookSettings> = {
     ];
   },
 };
-
-/** The Kubernetes client configuration: the given kubeconfig, else ~/.kube/config or in-cluster, as kubectl finds it. */
-function kubeConfig(path: string | undefined): KubeConfig {
-  const config = new KubeConfig();
-  if (path) config.loadFromFile(path);
-  else config.loadFromDefault();
-  return config;
-}
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href)
   await runService(webhookService);

@@ -1,11 +1,11 @@
 import {
   CoreV1Api,
   DiscoveryV1Api,
-  type Informer,
   type KubeConfig,
+  type KubernetesListObject,
   type KubernetesObject,
-  makeInformer,
 } from "@kubernetes/client-node";
+import { type BackoffPolicy, Informer } from "@sextant/kube";
 import {
   Counter,
   type Logger,
@@ -25,8 +25,7 @@ export interface KubeSourceOptions {
 }
 
 /** How long an informer waits before restarting after an error (doubling up to the maximum). */
-const RESTART_DELAY_MS = 200;
-const MAX_RESTART_DELAY_MS = 5_000;
+const RESTART_BACKOFF: BackoffPolicy = { initialMs: 200, maxMs: 5_000 };
 
 type Handler = (object: KubernetesObject, deleted: boolean) => void;
 
@@ -41,8 +40,7 @@ type Handler = (object: KubernetesObject, deleted: boolean) => void;
  */
 export class KubeSource implements Runner {
   readonly name = "kubernetes";
-  readonly #informers: Array<{ resource: string; informer: Informer<KubernetesObject> }> = [];
-  readonly #timers = new Set<NodeJS.Timeout>();
+  readonly #informers: Array<Informer<KubernetesObject>> = [];
   #closed = false;
   readonly #events: Counter<"resource" | "type"> | undefined;
   readonly #restarts: Counter<"resource"> | undefined;
@@ -72,7 +70,7 @@ export class KubeSource implements Runner {
     const registry = this.options.registry;
     // Namespaces, Nodes and Pods first: when Services and slices arrive, what
     // their endpoints need is already there.
-    const specs: Array<[string, string, () => Promise<{ items: KubernetesObject[] }>, Handler]> = [
+    const specs: Array<[string, string, () => Promise<KubernetesListObject<KubernetesObject>>, Handler]> = [
       ["namespaces", "/api/v1/namespaces", () => core.listNamespace(), (o, d) => registry.setNamespace(o, d)],
       ["nodes", "/api/v1/nodes", () => core.listNode(), (o, d) => registry.setNode(o, d)],
       ["pods", "/api/v1/pods", () => core.listPodForAllNamespaces(), (o, d) => registry.setPod(o, d)],
@@ -90,13 +88,26 @@ export class KubeSource implements Runner {
       ],
     ];
     for (const [resource, path, list, handle] of specs) {
-      const informer = makeInformer(kc, path, list);
+      if (this.#closed) return;
+      const informer = new Informer<KubernetesObject>({
+        kubeConfig: kc,
+        path,
+        list,
+        logger: this.options.logger,
+        logFields: { resource },
+        backoff: RESTART_BACKOFF,
+        // Failures of the first list are not restarts: the service is not ready yet.
+        onFailure: (_error, synced) => {
+          if (synced) this.#restarts?.inc({ resource });
+        },
+      });
       informer.on("add", (object) => this.#handle(resource, "add", handle, object));
       informer.on("update", (object) => this.#handle(resource, "update", handle, object));
       informer.on("delete", (object) => this.#handle(resource, "delete", handle, object));
-      this.#informers.push({ resource, informer });
-      await this.#startWithRetry(resource, informer);
-      this.#restartOnError(resource, informer);
+      this.#informers.push(informer);
+      informer.start();
+      // The first list must succeed before the service is ready; the informer retries it.
+      if (!(await informer.synced())) return;
     }
     this.options.readiness.done("kubernetes sync");
     this.options.logger.info(registry.inputCounts(), "Kubernetes informers synced");
@@ -104,62 +115,11 @@ export class KubeSource implements Runner {
 
   async close(): Promise<void> {
     this.#closed = true;
-    for (const timer of this.#timers) clearTimeout(timer);
-    await Promise.all(this.#informers.map(({ informer }) => informer.stop()));
+    await Promise.all(this.#informers.map((informer) => informer.stop()));
   }
 
   #handle(resource: string, type: string, handle: Handler, object: KubernetesObject): void {
     this.#events?.inc({ resource, type });
     handle(object, type === "delete");
-  }
-
-  /** The first list must succeed before the service is ready; an unreachable API server is retried. */
-  async #startWithRetry(resource: string, informer: Informer<KubernetesObject>): Promise<void> {
-    let failure: unknown;
-    const onError = (error: unknown) => {
-      failure = error;
-    };
-    informer.on("error", onError);
-    for (let delay = RESTART_DELAY_MS; !this.#closed; delay = Math.min(delay * 2, MAX_RESTART_DELAY_MS)) {
-      failure = undefined;
-      await informer.start();
-      if (failure === undefined) break;
-      this.options.logger.warn({ resource, err: failure }, "initial list failed; retrying");
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
-    informer.off("error", onError);
-  }
-
-  /**
-   * client-node's ListWatch stops after an error other than 410 (a reset
-   * connection is one) and must be started again, as its documentation says;
-   * it then resumes from its last resourceVersion.
-   */
-  #restartOnError(resource: string, informer: Informer<KubernetesObject>): void {
-    let delay = RESTART_DELAY_MS;
-    let pending = false;
-    let errors = 0;
-    informer.on("error", (error) => {
-      errors += 1;
-      if (this.#closed || pending) return;
-      pending = true;
-      this.options.logger.warn({ resource, err: error }, "watch failed; restarting the informer");
-      this.#restarts?.inc({ resource });
-      const timer = setTimeout(async () => {
-        this.#timers.delete(timer);
-        pending = false;
-        if (this.#closed) return;
-        const before = errors;
-        try {
-          await informer.start();
-        } catch (startError) {
-          this.options.logger.warn({ resource, err: startError }, "informer restart failed");
-        }
-        // A restart that went through resets the back-off; one that failed has already rescheduled.
-        if (errors === before) delay = RESTART_DELAY_MS;
-      }, delay);
-      this.#timers.add(timer);
-      delay = Math.min(delay * 2, MAX_RESTART_DELAY_MS);
-    });
   }
 }

@@ -1,15 +1,13 @@
-import { delimiter } from "node:path";
 import {
   CustomObjectsApi,
-  KubeConfig,
+  type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
-  ListWatch,
   PatchStrategy,
   setHeaderOptions,
-  Watch,
 } from "@kubernetes/client-node";
 import { Buckets, type Watch as BucketWatch, type Bus, type WatchEvent } from "@sextant/bus";
+import { type BackoffPolicy, Informer, WorkQueue } from "@sextant/kube";
 import { type ConfigRefLike, configKey, describeRef, parseConfigKey } from "@sextant/model";
 import { Counter, type Logger, type ReadinessGate, type Registry } from "@sextant/observability";
 import type { ConfigStatus } from "@sextant/proto";
@@ -50,16 +48,10 @@ export interface KubeSourceOptions {
   backoff?: { initialMs: number; maxMs: number };
 }
 
-/** One kind's informer and its restart state. */
+/** One kind's informer. */
 interface KindInformer {
   readonly kind: WatchedKind;
-  readonly informer: ListWatch<IstioObject>;
-  /** True once the first list is in the cache: before that, an absent object means nothing. */
-  synced: boolean;
-  readonly firstSync: Promise<void>;
-  failures: number;
-  startedAt: number;
-  restartTimer?: NodeJS.Timeout;
+  readonly informer: Informer<IstioObject>;
 }
 
 /** What the source last did with one object. */
@@ -72,9 +64,6 @@ interface ObjectState {
   readonly storedGeneration?: number;
   readonly errors: DocumentError[];
 }
-
-/** How long an informer must have run for its next failure to start the backoff over. */
-const BACKOFF_RESET_MS = 60_000;
 
 /**
  * KubeSource keeps the config store in step with the Istio custom resources
@@ -102,21 +91,28 @@ export class KubeSource implements Runner {
   readonly name = "kubernetes-source";
   readonly #api: CustomObjectsApi;
   readonly #informers = new Map<string, KindInformer>();
-  readonly #pending = new Set<string>();
   readonly #objects = new Map<string, ObjectState>();
   readonly #statuses = new Map<string, ConfigStatus>();
-  readonly #retries = new Map<string, { failures: number; timer: NodeJS.Timeout }>();
-  readonly #backoff: { initialMs: number; maxMs: number };
+  /** Jitter, so replicas that lost the API server together do not come back in step. */
+  readonly #backoff: BackoffPolicy;
+  /** Reconciles and orphan collection run one at a time, in order. */
+  readonly #queue: WorkQueue<string>;
   readonly #watchFailures: Counter<"kind">;
   #statusWatch: BucketWatch | undefined;
-  /** Reconciles and orphan collection run one at a time, in order. */
-  #serial: Promise<void> = Promise.resolve();
-  #draining = false;
   #closed = false;
 
   constructor(private readonly options: KubeSourceOptions) {
     this.#api = options.kubeConfig.makeApiClient(CustomObjectsApi);
-    this.#backoff = options.backoff ?? { initialMs: 200, maxMs: 30_000 };
+    this.#backoff = { ...(options.backoff ?? { initialMs: 200, maxMs: 30_000 }), jitter: "fifth" };
+    this.#queue = new WorkQueue({
+      process: (key) => this.reconcile(key),
+      retry: this.#backoff,
+      onError: (key, error, retryInMs) =>
+        this.options.logger.warn(
+          { resource: describeRef(parseConfigKey(key)), err: error, retryInMs },
+          "cannot sync a kubernetes object; retrying",
+        ),
+    });
     this.#watchFailures = new Counter({
       name: "sextant_ingest_kubernetes_watch_failures_total",
       help: "Failed lists or watches of Istio custom resources, by kind; each is retried after a backoff.",
@@ -130,20 +126,16 @@ export class KubeSource implements Runner {
     const statuses = await this.options.bus().bucket(Buckets.configStatus);
     this.#statusWatch = await statuses.watch((event) => this.onStatusEvent(event));
     for (const kind of watchedKinds()) this.#informers.set(kind.kind, this.makeInformer(kind));
-    for (const informer of this.#informers.values()) this.startInformer(informer);
+    for (const { informer } of this.#informers.values()) informer.start();
     // Not awaited: an unreachable API server must not hold up the other runners; /ready says it.
     void this.initialSync();
   }
 
   async close(): Promise<void> {
     this.#closed = true;
-    for (const { informer, restartTimer } of this.#informers.values()) {
-      clearTimeout(restartTimer);
-      await informer.stop();
-    }
-    for (const { timer } of this.#retries.values()) clearTimeout(timer);
+    for (const { informer } of this.#informers.values()) await informer.stop();
     await this.#statusWatch?.stop();
-    await this.#serial;
+    await this.#queue.close();
   }
 
   /** Objects in the cluster that failed validation, for GET /v1/analyze. */
@@ -157,83 +149,47 @@ export class KubeSource implements Runner {
   }
 
   private makeInformer(kind: WatchedKind): KindInformer {
-    let markSynced!: () => void;
-    const firstSync = new Promise<void>((resolve) => {
-      markSynced = resolve;
+    const informer = new Informer<IstioObject>({
+      kubeConfig: this.options.kubeConfig,
+      path: kind.path,
+      list: async () =>
+        (await this.#api.listClusterCustomObject({
+          group: kind.group,
+          version: kind.version,
+          plural: kind.plural,
+        })) as KubernetesListObject<IstioObject>,
+      logger: this.options.logger,
+      logFields: { kind: kind.kind },
+      backoff: this.#backoff,
+      onFailure: () => this.#watchFailures.inc({ kind: kind.kind }),
     });
-    let listed = false;
-    const state: KindInformer = {
-      kind,
-      synced: false,
-      firstSync,
-      failures: 0,
-      startedAt: 0,
-      // ListWatch lists, fills its cache, then watches from the list's
-      // resourceVersion: the first watch after a successful list is the
-      // moment the cache holds the whole collection.
-      informer: new ListWatch<IstioObject>(
-        kind.path,
-        new GuardedWatch(this.options.kubeConfig, () => {
-          if (!listed || state.synced) return;
-          state.synced = true;
-          markSynced();
-        }),
-        async () => {
-          const list = (await this.#api.listClusterCustomObject({
-            group: kind.group,
-            version: kind.version,
-            plural: kind.plural,
-          })) as KubernetesListObject<IstioObject>;
-          listed = true;
-          state.failures = 0;
-          return list;
-        },
-        false,
-      ),
-    };
     const enqueue = (object: IstioObject) => {
       const { name, namespace } = object.metadata ?? {};
-      if (name && namespace) this.enqueue(configKey({ kind: kind.kind, namespace, name }));
+      if (name && namespace) this.#queue.add(configKey({ kind: kind.kind, namespace, name }));
     };
-    state.informer.on("add", enqueue);
-    state.informer.on("update", enqueue);
-    state.informer.on("delete", enqueue);
-    state.informer.on("error", (error) => this.onInformerError(state, error));
-    return state;
-  }
-
-  private startInformer(state: KindInformer): void {
-    if (this.#closed) return;
-    state.startedAt = Date.now();
-    state.informer.start().catch((error) => this.onInformerError(state, error));
-  }
-
-  /** ListWatch stops on any error but 410: restart it, resuming from its last resourceVersion. */
-  private onInformerError(state: KindInformer, error: unknown): void {
-    if (this.#closed) return;
-    clearTimeout(state.restartTimer);
-    this.#watchFailures.inc({ kind: state.kind.kind });
-    state.failures = Date.now() - state.startedAt > BACKOFF_RESET_MS ? 1 : state.failures + 1;
-    const delay = this.delayAfter(state.failures);
-    this.options.logger.warn(
-      { kind: state.kind.kind, err: error, retryInMs: delay },
-      "kubernetes watch failed; restarting",
-    );
-    state.restartTimer = setTimeout(() => this.startInformer(state), delay);
+    informer.on("add", enqueue);
+    informer.on("update", enqueue);
+    informer.on("delete", enqueue);
+    return { kind, informer };
   }
 
   private async initialSync(): Promise<void> {
     const informers = [...this.#informers.values()];
-    await Promise.all(informers.map((state) => state.firstSync));
-    if (this.#closed) return;
+    const synced = await Promise.all(informers.map((state) => state.informer.synced()));
+    if (this.#closed || !synced.every(Boolean)) return;
     for (const state of informers) {
       for (const object of state.informer.list()) {
         const { name, namespace } = object.metadata ?? {};
-        if (name && namespace) this.#pending.add(configKey({ kind: state.kind.kind, namespace, name }));
+        if (name && namespace) this.#queue.add(configKey({ kind: state.kind.kind, namespace, name }));
       }
     }
-    this.drainSoon();
-    await this.serially(() => this.collectOrphans());
+    await this.#queue.run(async () => {
+      try {
+        await this.collectOrphans();
+      } catch (error) {
+        this.options.logger.error({ err: error }, "kubernetes source task failed");
+      }
+    });
     if (this.#closed) return;
     this.options.readiness.done(SYNC_CONDITION);
     this.options.logger.info(
@@ -261,61 +217,14 @@ export class KubeSource implements Runner {
     }
     this.#statuses.set(event.key, event.value);
     // New analysis or proxy messages for an object of the cluster: bring its status up to date.
-    if (this.#objects.has(event.key)) this.enqueue(event.key);
-  }
-
-  private enqueue(key: string): void {
-    if (this.#closed) return;
-    this.#pending.add(key);
-    this.drainSoon();
-  }
-
-  private drainSoon(): void {
-    if (this.#draining || this.#closed) return;
-    this.#draining = true;
-    void this.serially(async () => {
-      try {
-        for (const key of this.#pending) {
-          if (this.#closed) return;
-          this.#pending.delete(key);
-          await this.reconcileOrRetry(key);
-        }
-      } finally {
-        this.#draining = false;
-      }
-    });
-  }
-
-  private serially(task: () => Promise<void>): Promise<void> {
-    const run = this.#serial.then(task);
-    this.#serial = run.catch((error) => {
-      this.options.logger.error({ err: error }, "kubernetes source task failed");
-    });
-    return this.#serial;
-  }
-
-  private async reconcileOrRetry(key: string): Promise<void> {
-    try {
-      await this.reconcile(key);
-      clearTimeout(this.#retries.get(key)?.timer);
-      this.#retries.delete(key);
-    } catch (error) {
-      const failures = (this.#retries.get(key)?.failures ?? 0) + 1;
-      const delay = this.delayAfter(failures);
-      this.options.logger.warn(
-        { resource: describeRef(parseConfigKey(key)), err: error, retryInMs: delay },
-        "cannot sync a kubernetes object; retrying",
-      );
-      clearTimeout(this.#retries.get(key)?.timer);
-      this.#retries.set(key, { failures, timer: setTimeout(() => this.enqueue(key), delay) });
-    }
+    if (this.#objects.has(event.key)) this.#queue.add(event.key);
   }
 
   /** Makes the store, and the object's status, agree with the informer's cache for one key. */
   private async reconcile(key: string): Promise<void> {
     const ref = parseConfigKey(key);
     const state = this.#informers.get(ref.kind);
-    if (!state?.synced) return; // the initial sync enqueues everything once listed
+    if (!state?.informer.hasSynced) return; // the initial sync enqueues everything once listed
     const object = state.informer.get(ref.name, ref.namespace);
     if (!object) {
       this.#objects.delete(key);
@@ -392,62 +301,4 @@ export class KubeSource implements Runner {
       throw error;
     }
   }
-
-  private delayAfter(failures: number): number {
-    const base = Math.min(this.#backoff.maxMs, this.#backoff.initialMs * 2 ** Math.max(0, failures - 1));
-    // Jitter, so replicas that lost the API server together do not come back in step.
-    return Math.round(base * (0.8 + Math.random() * 0.4));
-  }
-}
-
-/**
- * client-node's Watch, with two changes the informer needs: it reports each
- * (re)watch (the informer calls it right after a list has filled its cache),
- * and a failure before the request is sent (e.g. credentials that cannot be
- * loaded) reaches the informer's error handler instead of becoming an
- * unhandled rejection that would stop the process.
- */
-class GuardedWatch extends Watch {
-  constructor(
-    config: KubeConfig,
-    private readonly onWatch: () => void,
-  ) {
-    super(config);
-  }
-
-  override async watch(
-    path: string,
-    queryParams: Record<string, string | number | boolean | undefined>,
-    callback: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
-    done: (err: unknown) => void,
-  ): Promise<AbortController> {
-    this.onWatch();
-    try {
-      return await super.watch(path, queryParams, callback, done);
-    } catch (error) {
-      done(error);
-      return new AbortController();
-    }
-  }
-}
-
-/**
- * The KubeConfig to use: the files of a KUBECONFIG value (a path list, later
- * files merged in, as kubectl reads it) if one is given, else client-node's
- * defaults (KUBECONFIG, ~/.kube/config, then the in-cluster service account).
- */
-export function loadKubeConfig(kubeconfig?: string): KubeConfig {
-  const config = new KubeConfig();
-  const files = (kubeconfig ?? "").split(delimiter).filter((file) => file);
-  if (files.length === 0) {
-    config.loadFromDefault();
-    return config;
-  }
-  config.loadFromFile(files[0]!);
-  for (const file of files.slice(1)) {
-    const more = new KubeConfig();
-    more.loadFromFile(file);
-    config.mergeConfig(more);
-  }
-  return config;
 }

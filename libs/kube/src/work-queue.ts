@@ -1,0 +1,126 @@
+import PQueue from "p-queue";
+import { Backoff, type BackoffPolicy } from "./backoff.js";
+
+/** Options of {@link WorkQueue}. */
+export interface WorkQueueOptions<K> {
+  /** Makes things right for one key; a rejection retries the key after the backoff. */
+  readonly process: (key: K) => Promise<void>;
+  /** Keys processed at once (default 1: one at a time, in order). */
+  readonly concurrency?: number;
+  /** The delays before a failed key is tried again, per key; started over when the key succeeds. */
+  readonly retry: BackoffPolicy;
+  /** Told of each failure (to log or count it), with the delay before the key's next try. */
+  readonly onError?: (key: K, error: unknown, retryInMs: number) => void;
+  /** Starts paused (see {@link WorkQueue.pause}). */
+  readonly paused?: boolean;
+}
+
+/**
+ * A queue of keys to reconcile, as client-go's workqueue: a key added again
+ * while it waits is processed once, so a burst of events for one object
+ * costs one pass, which reads the current state rather than replaying each
+ * event. p-queue bounds how many keys run at once; a key that fails is added
+ * again after its own backoff.
+ */
+export class WorkQueue<K> {
+  readonly #queue: PQueue;
+  readonly #waiting = new Set<K>();
+  readonly #retries = new Map<K, { backoff: Backoff; timer?: NodeJS.Timeout }>();
+  #idleWaiters: Array<() => void> = [];
+  #closed = false;
+
+  constructor(private readonly options: WorkQueueOptions<K>) {
+    this.#queue = new PQueue({ concurrency: options.concurrency ?? 1, autoStart: !options.paused });
+    // "next" follows each task once p-queue no longer counts it as running.
+    this.#queue.on("next", () => this.#settle());
+  }
+
+  /** Keys waiting to be processed, or to be tried again after a failure. */
+  get size(): number {
+    let retrying = 0;
+    for (const { timer } of this.#retries.values()) if (timer) retrying += 1;
+    return this.#waiting.size + retrying;
+  }
+
+  /** Queues key, unless it is already waiting. A key being processed is queued again. */
+  add(key: K): void {
+    if (this.#closed || this.#waiting.has(key)) return;
+    const retrying = this.#retries.get(key);
+    if (retrying?.timer) {
+      // Its retry is due anyway: run it now, keeping its backoff.
+      clearTimeout(retrying.timer);
+      retrying.timer = undefined;
+    }
+    this.#waiting.add(key);
+    void this.#queue.add(async () => {
+      this.#waiting.delete(key);
+      if (!this.#closed) await this.#process(key);
+    });
+  }
+
+  /** Runs task after everything queued before it, never beside a key when concurrency is 1. */
+  async run(task: () => Promise<void>): Promise<void> {
+    await this.#queue.add(task);
+  }
+
+  /** Stops starting keys; keys added meanwhile wait. Keys already running finish. */
+  pause(): void {
+    this.#queue.pause();
+    this.#settle();
+  }
+
+  resume(): void {
+    this.#queue.start();
+  }
+
+  /**
+   * Resolves once nothing waits, runs or is due for a retry, or the queue
+   * is paused with nothing running, or it is closed.
+   */
+  idle(): Promise<void> {
+    if (this.#isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  /** Forgets every waiting key and pending retry; resolves once the running ones have finished. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const { timer } of this.#retries.values()) clearTimeout(timer);
+    this.#retries.clear();
+    this.#waiting.clear();
+    this.#queue.clear();
+    await this.#queue.onIdle();
+    for (const resolve of this.#idleWaiters.splice(0)) resolve();
+  }
+
+  async #process(key: K): Promise<void> {
+    try {
+      await this.options.process(key);
+      const retrying = this.#retries.get(key);
+      if (retrying && !retrying.timer) this.#retries.delete(key);
+    } catch (error) {
+      if (this.#closed) return;
+      const retrying = this.#retries.get(key) ?? { backoff: new Backoff(this.options.retry) };
+      const delay = retrying.backoff.next();
+      clearTimeout(retrying.timer);
+      retrying.timer = setTimeout(() => {
+        retrying.timer = undefined;
+        this.add(key);
+      }, delay);
+      this.#retries.set(key, retrying);
+      this.options.onError?.(key, error, delay);
+    }
+  }
+
+  #isIdle(): boolean {
+    if (this.#closed) return true;
+    if (this.#queue.pending > 0) return false;
+    if (this.#queue.isPaused) return true;
+    return this.#queue.size === 0 && this.size === 0;
+  }
+
+  #settle(): void {
+    if (this.#idleWaiters.length > 0 && this.#isIdle())
+      for (const resolve of this.#idleWaiters.splice(0)) resolve();
+  }
+}

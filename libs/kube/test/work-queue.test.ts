@@ -1,0 +1,133 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { WorkQueue } from "../src/index.js";
+
+describe("WorkQueue", () => {
+  it("processes a key added several times while it waits once", async () => {
+    const seen: string[] = [];
+    const queue = new WorkQueue<string>({
+      process: async (key) => {
+        seen.push(key);
+      },
+      retry: { initialMs: 10, maxMs: 10 },
+      paused: true,
+    });
+    for (const key of ["a", "b", "a", "a", "c", "b"]) queue.add(key);
+    queue.resume();
+    await queue.idle();
+    assert.deepEqual(seen, ["a", "b", "c"]);
+  });
+
+  it("queues a key added while it runs again, so the change is not missed", async () => {
+    const seen: string[] = [];
+    const queue = new WorkQueue<string>({
+      process: async (key) => {
+        seen.push(key);
+        await sleep(5);
+      },
+      retry: { initialMs: 10, maxMs: 10 },
+    });
+    queue.add("a");
+    await sleep(1);
+    queue.add("a");
+    await queue.idle();
+    assert.deepEqual(seen, ["a", "a"]);
+  });
+
+  it("retries a failing key after its backoff, and only that key", async () => {
+    const attempts = new Map<string, number>();
+    const errors: Array<[string, number]> = [];
+    const queue = new WorkQueue<string>({
+      process: async (key) => {
+        const n = (attempts.get(key) ?? 0) + 1;
+        attempts.set(key, n);
+        if (key === "flaky" && n < 3) throw new Error("not yet");
+      },
+      retry: { initialMs: 20, maxMs: 1_000 },
+      onError: (key, _error, retryInMs) => errors.push([key, retryInMs]),
+    });
+    queue.add("flaky");
+    queue.add("steady");
+    await queue.idle();
+    assert.deepEqual(Object.fromEntries(attempts), { flaky: 3, steady: 1 });
+    assert.deepEqual(errors, [
+      ["flaky", 20],
+      ["flaky", 40],
+    ]);
+    assert.equal(queue.size, 0);
+  });
+
+  it("runs at most concurrency keys at once", async () => {
+    let running = 0;
+    let most = 0;
+    const queue = new WorkQueue<number>({
+      process: async () => {
+        running += 1;
+        most = Math.max(most, running);
+        await sleep(5);
+        running -= 1;
+      },
+      concurrency: 3,
+      retry: { initialMs: 10, maxMs: 10 },
+    });
+    for (let key = 0; key < 20; key++) queue.add(key);
+    await queue.idle();
+    assert.equal(most, 3);
+  });
+
+  it("runs tasks in order with the keys, one at a time", async () => {
+    const order: string[] = [];
+    const queue = new WorkQueue<string>({
+      process: async (key) => {
+        await sleep(2);
+        order.push(key);
+      },
+      retry: { initialMs: 10, maxMs: 10 },
+    });
+    queue.add("a");
+    queue.add("b");
+    await queue.run(async () => {
+      order.push("task");
+    });
+    assert.deepEqual(order, ["a", "b", "task"]);
+  });
+
+  it("holds keys while paused, and is idle then", async () => {
+    const seen: string[] = [];
+    const queue = new WorkQueue<string>({
+      process: async (key) => {
+        seen.push(key);
+      },
+      retry: { initialMs: 10, maxMs: 10 },
+      paused: true,
+    });
+    queue.add("a");
+    await queue.idle();
+    assert.deepEqual(seen, []);
+    assert.equal(queue.size, 1);
+    queue.resume();
+    await queue.idle();
+    assert.deepEqual(seen, ["a"]);
+  });
+
+  it("forgets waiting keys and retries on close", async () => {
+    let calls = 0;
+    const queue = new WorkQueue<string>({
+      process: async () => {
+        calls += 1;
+        throw new Error("down");
+      },
+      retry: { initialMs: 10, maxMs: 10 },
+    });
+    queue.add("a");
+    await sleep(1);
+    await queue.close();
+    const after = calls;
+    await sleep(30);
+    assert.equal(calls, after, "no retry after close");
+    queue.add("b");
+    await queue.idle();
+    assert.equal(calls, after, "nothing is added after close");
+  });
+});

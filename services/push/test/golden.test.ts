@@ -1,23 +1,24 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { EndpointShard, HealthStatus } from "@sextant/proto";
+import { type Any, EndpointShard, HealthStatus } from "@sextant/proto";
 import { TypeUrl } from "@sextant/proto/envoy";
-import { checkGoldenDir } from "@sextant/testing";
+import { checkGoldenDir, goldenCases } from "@sextant/testing";
 import { parse, stringify } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
-import { parseProxy } from "../src/model/proxy.js";
+import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
 import type { PushContext } from "../src/model/push-context.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { formatViolation, validateAny } from "./envoy-validate.js";
 import { contextOf, dumpAny, type GoldenInput, TYPES, unacceptedGrpcViolations } from "./golden-inputs.js";
 import { grpcNode } from "./harness.js";
+import { followReferences, inconsistencies, undefinedSubsets } from "./snapshot-consistency.js";
 
 const testdata = fileURLToPath(new URL("./testdata/grpc", import.meta.url));
 
-function render(input: GoldenInput, cache = new XdsCache()): Record<string, string> {
-  const push = contextOf(input);
-  const proxy = parseProxy(
+/** The proxyless client a case describes. */
+function proxyOf(input: GoldenInput): MeshProxy {
+  return parseProxy(
     grpcNode("golden", {
       NAMESPACE: input.proxy?.namespace ?? "default",
       ...(input.proxy?.labels ? { LABELS: input.proxy.labels } : {}),
@@ -25,6 +26,11 @@ function render(input: GoldenInput, cache = new XdsCache()): Record<string, stri
       ...(input.proxy?.serviceAccount ? { SERVICE_ACCOUNT: input.proxy.serviceAccount } : {}),
     }),
   );
+}
+
+function render(input: GoldenInput, cache = new XdsCache()): Record<string, string> {
+  const push = contextOf(input);
+  const proxy = proxyOf(input);
   const out: Record<string, string> = {};
   for (const [type, typeUrl] of Object.entries(TYPES)) {
     const names = input.subscribe[type as keyof typeof TYPES];
@@ -47,6 +53,27 @@ describe("proxyless gRPC translation (golden files)", () => {
   it("matches testdata/grpc/<case>.<type>.out.yaml", () => {
     const produced = checkGoldenDir(testdata, (testCase) => render(parse(testCase.input) as GoldenInput));
     assert.ok(produced.length >= 8, `only ${produced.length} golden outputs`);
+  });
+
+  it("gives every case's client a consistent snapshot once it follows the names it is sent", () => {
+    const decode = (any: Any) => dumpAny(any);
+    const problems: string[] = [];
+    for (const testCase of goldenCases(testdata)) {
+      const input = parse(testCase.input) as GoldenInput;
+      const push = contextOf(input);
+      const context = { push, proxy: proxyOf(input), cache: new XdsCache() };
+      const subscription = Object.fromEntries(
+        Object.entries(input.subscribe).map(([type, names]) => [type, new Set(names)]),
+      );
+      const snapshot = followReferences(
+        subscription,
+        (type, names) => XDS_TYPES.generator("grpc", TYPES[type])!.generate(context, names),
+        decode,
+      );
+      for (const problem of inconsistencies(snapshot, subscription, decode, undefinedSubsets(push)))
+        problems.push(`${testCase.name}: ${problem}`);
+    }
+    assert.deepEqual(problems, []);
   });
 
   it("gives the same output from a shared cache as from a fresh one, across namespaces", () => {

@@ -25,6 +25,7 @@ import {
   type GoldenInput,
   type GoldenType,
 } from "./golden-inputs.js";
+import { inconsistencies, undefinedSubsets } from "./snapshot-consistency.js";
 
 const testdata = fileURLToPath(new URL("./testdata/sidecar", import.meta.url));
 
@@ -160,6 +161,8 @@ function renderCase(
   cache = new XdsCache(),
   /** Collects the validate-rule violations of every generated resource. */
   violations?: string[],
+  /** Collects why the case's resources are not consistent with each other (dangling names, orphans). */
+  inconsistent?: string[],
 ): Record<string, string> {
   const pods = { ...registry.pods, ...testCase.pods };
   const endpoints = new Map<string, Array<Record<string, unknown>>>();
@@ -203,6 +206,14 @@ function renderCase(
       }),
   );
   generated.endpoints = generators.endpoints(context, edsNames);
+  inconsistent?.push(
+    ...inconsistencies(
+      generated,
+      { listeners: "*", clusters: "*" },
+      (any) => dumpAny(any, codecs, { emptyAnys: true }),
+      undefinedSubsets(push),
+    ),
+  );
 
   const out: Record<string, string> = {};
   for (const type of ["listeners", "routes", "clusters", "endpoints"] as const) {
@@ -246,6 +257,17 @@ describe("Envoy sidecar translation (golden files)", () => {
       violations.push(...found.map((v) => `${testCase.name}: ${v}`));
     }
     assert.deepEqual(violations, []);
+  });
+
+  it("gives every case's proxy a consistent snapshot: no name without its resource, no orphan", async () => {
+    const [generators, codecs] = await loaded;
+    const problems: string[] = [];
+    for (const testCase of goldenCases(testdata)) {
+      const found: string[] = [];
+      renderCase(parse(testCase.input) as SidecarCase, generators, codecs, new XdsCache(), undefined, found);
+      problems.push(...found.map((problem) => `${testCase.name}: ${problem}`));
+    }
+    assert.deepEqual(problems, []);
   });
 
   it("gives the same output from a cache shared by every case's proxies as from a fresh one", async () => {

@@ -119,4 +119,10 @@ if (process.env.NODE_TEST_CONTEXT !== undefined) {
     clearTimeout(timers.get(context.name));
     timers.delete(context.name);
   });
+  // The runner ends a file that overran its limit with SIGTERM, which would
+  // skip the exit handler: stop the children first.
+  process.once("SIGTERM", () => {
+    killChildren();
+    process.exit(143);
+  });
 }

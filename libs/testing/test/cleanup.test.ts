@@ -17,7 +17,8 @@ interface Started {
 
 /** Runs the fixture as its own test file under node's runner, as `pnpm test` runs a file. */
 async function runFixture(
-  failure: "before" | "after" | "hang",
+  failure: "before" | "after" | "hang" | "hook-hang",
+  fileLimitMs = 60_000,
 ): Promise<{ code: number | null; output: string; started: Started }> {
   const dir = mkdtempSync(join(tmpdir(), "sextant-cleanup-"));
   const report = join(dir, "started.json");
@@ -25,7 +26,7 @@ async function runFixture(
   const { NODE_TEST_CONTEXT: _ours, ...env } = process.env;
   const child = spawn(
     process.execPath,
-    ["--conditions=@sextant/source", "--import", "tsx", "--test", "--test-timeout=60000", fixture],
+    ["--conditions=@sextant/source", "--import", "tsx", "--test", `--test-timeout=${fileLimitMs}`, fixture],
     {
       env: {
         ...env,
@@ -106,6 +107,13 @@ describe("a test file whose suite fails", () => {
     assert.notEqual(code, 0);
     assert.match(output, /test "waits forever when asked to" did not finish within 3000 ms/);
     assert.match(output, /not ok 1 - .*hooks\.fixture\.ts/);
+    await assertNothingLeft(started, output);
+  });
+
+  it("stops a file whose hook hangs at the file's limit, naming the file, and leaves no process or port behind", async () => {
+    const { code, output, started } = await runFixture("hook-hang", 5_000);
+    assert.notEqual(code, 0);
+    assert.match(output, /not ok 1 - .*hooks\.fixture\.ts[\s\S]*test timed out after 5000ms/);
     await assertNothingLeft(started, output);
   });
 });

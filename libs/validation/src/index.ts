@@ -5,6 +5,8 @@
 export { type DurationValue, parseDuration } from "./decode.js";
 export { at, type FieldError, Issues, key, type ValidationResult } from "./issues.js";
 export {
+  type ConfigKind,
+  type ConfigSpecs,
   findKind,
   type JsonCodec,
   KINDS,
@@ -21,4 +23,5 @@ export {
   parseDocuments,
 } from "./parse.js";
 export type { RuleContext, SpecValidator } from "./rules/context.js";
+export { type DecodedConfig, decodeStoredOfKind, decodeStoredSpec } from "./stored.js";
 export { type DecodeResult, decodeSpec, type ResourceInput, validateResource } from "./validate.js";

@@ -26,6 +26,23 @@ export interface JsonCodec<T> {
   toJSON(message: T): unknown;
 }
 
+/** The Istio type of the spec of each supported kind. */
+export interface ConfigSpecs {
+  VirtualService: VirtualService;
+  DestinationRule: DestinationRule;
+  Gateway: Gateway;
+  ServiceEntry: ServiceEntry;
+  WorkloadEntry: WorkloadEntry;
+  WorkloadGroup: WorkloadGroup;
+  Sidecar: Sidecar;
+  PeerAuthentication: PeerAuthentication;
+  AuthorizationPolicy: AuthorizationPolicy;
+  RequestAuthentication: RequestAuthentication;
+}
+
+/** A supported kind's name. */
+export type ConfigKind = keyof ConfigSpecs;
+
 /** Everything Sextant knows about one Istio kind. */
 export interface KindInfo<T = unknown> {
   /** The kind, e.g. `VirtualService`. */
@@ -49,17 +66,18 @@ export const SECURITY_GROUP = "security.istio.io";
 const NETWORKING_VERSIONS = ["v1", "v1beta1", "v1alpha3"] as const;
 const SECURITY_VERSIONS = ["v1", "v1beta1"] as const;
 
-function define<T>(info: KindInfo<T>): KindInfo {
+// Typed by kind, so that each entry's codec is the one ConfigSpecs names.
+function define<K extends ConfigKind>(info: KindInfo<ConfigSpecs[K]> & { kind: K }): KindInfo {
   return info as unknown as KindInfo;
 }
 
-const networking = (kind: string) => ({
+const networking = <K extends ConfigKind>(kind: K) => ({
   kind,
   group: NETWORKING_GROUP,
   versions: NETWORKING_VERSIONS,
   typeName: `istio.networking.v1alpha3.${kind}`,
 });
-const security = (kind: string) => ({
+const security = <K extends ConfigKind>(kind: K) => ({
   kind,
   group: SECURITY_GROUP,
   versions: SECURITY_VERSIONS,

@@ -1,4 +1,4 @@
-import { Buckets, type Bus, type Watch } from "@sextant/bus";
+import { Buckets, type Bus, type Mirror } from "@sextant/bus";
 import type { Logger } from "@sextant/observability";
 import type { TrustBundle } from "@sextant/proto";
 import type { Runner } from "@sextant/runtime";
@@ -26,7 +26,7 @@ export interface TrustBundleFeedOptions {
 }
 
 /**
- * One watch of the trust domain's key in `sextant-trust`, shared by every
+ * One mirror of the trust domain's key in `sextant-trust`, shared by every
  * WatchTrustBundle call: a thousand agents cost one NATS consumer, not a
  * thousand. It keeps the latest bundle for new followers. It starts after
  * the trust-bundle runner, so the first value has the root this CA signs
@@ -35,31 +35,31 @@ export interface TrustBundleFeedOptions {
 export function trustBundleFeed(options: TrustBundleFeedOptions): TrustBundleFeed {
   const followers = new Set<TrustBundleFollower>();
   let latest: TrustBundle | undefined;
-  let watch: Watch | undefined;
+  let mirror: Mirror<TrustBundle> | undefined;
   let closed = false;
   return {
     name: "trust-bundle-feed",
     async start() {
       const bucket = await options.bus().bucket(Buckets.trust);
-      watch = await bucket.watch(
-        (event) => {
+      mirror = await bucket.mirror({ filter: trustBundleKey(options.trustDomain) });
+      const subscription = mirror.subscribe(({ changes }) => {
+        for (const { value } of changes) {
           // Followers keep the roots they have rather than be told to trust nothing.
-          if (event.type === "delete") {
+          if (!value) {
             options.logger.warn({ trustDomain: options.trustDomain }, "trust bundle deleted; not forwarded");
-            return;
+            continue;
           }
-          latest = event.value;
-          for (const follower of followers) follower.send(event.value);
-        },
-        { filter: trustBundleKey(options.trustDomain) },
-      );
-      await watch.ready;
+          latest = value;
+          for (const follower of followers) follower.send(value);
+        }
+      });
+      await subscription.synced;
     },
     async close() {
       closed = true;
       for (const follower of followers) follower.end();
       followers.clear();
-      await watch?.stop();
+      await mirror?.close();
     },
     follow(follower) {
       // A call that arrives while the CA stops ends at once, rather than hold up the server's stop.

@@ -1,11 +1,9 @@
-import { Buckets, type Bus, type Watch } from "@sextant/bus";
+import { Buckets, type Bus, type Mirror, type MirrorSubscription } from "@sextant/bus";
 import { configKindFilter, parseConfigKey } from "@sextant/model";
 import type { Logger, ReadinessGate } from "@sextant/observability";
 import type { ConfigResource } from "@sextant/proto";
-import { ServiceEntry } from "@sextant/proto/gen/istio/networking/v1alpha3/service_entry";
-import { WorkloadEntry } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_entry";
-import { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_group";
 import type { Runner } from "@sextant/runtime";
+import { type ConfigSpecs, decodeStoredSpec } from "@sextant/validation";
 import type { Registry } from "../registry/registry.js";
 import type { Named } from "./translate.js";
 
@@ -17,26 +15,29 @@ export interface ConfigSourceOptions {
   readonly readiness: ReadinessGate;
 }
 
-/** A config resource's metadata with its spec decoded by the generated type's fromJSON. */
-export function decodeResource<T>(resource: ConfigResource, fromJSON: (json: unknown) => T): Named<T> {
+/** The config kinds the registry is built from. */
+type RegistryKind = "ServiceEntry" | "WorkloadEntry" | "WorkloadGroup";
+
+/** A config resource's metadata with its spec decoded into the kind's type. */
+function named<K extends RegistryKind>(kind: K, resource: ConfigResource): Named<ConfigSpecs[K]> {
   return {
     namespace: resource.namespace,
     name: resource.name,
     labels: { ...resource.labels },
-    spec: fromJSON(resource.spec ?? {}),
+    spec: decodeStoredSpec(kind, resource),
   };
 }
 
 /**
- * ConfigSource follows ServiceEntries, WorkloadEntries and WorkloadGroups in
+ * ConfigSource mirrors ServiceEntries, WorkloadEntries and WorkloadGroups in
  * `sextant-config` (which ingest alone writes, already validated) and feeds
- * them to the registry. One watch per kind: nats-server 2.9 has no
+ * them to the registry. One mirror per kind: nats-server 2.9 has no
  * multi-filter consumers, and the other kinds are none of discovery's
  * business.
  */
 export class ConfigSource implements Runner {
   readonly name = "config";
-  readonly #watches: Watch[] = [];
+  readonly #mirrors: Array<Pick<Mirror<unknown>, "close">> = [];
 
   constructor(private readonly options: ConfigSourceOptions) {}
 
@@ -44,43 +45,33 @@ export class ConfigSource implements Runner {
     this.options.readiness.require("config sync");
     const config = await this.options.bus().bucket(Buckets.config);
     const registry = this.options.registry;
-    const follow = async <T>(
-      kind: string,
-      fromJSON: (json: unknown) => T,
-      set: (namespace: string, name: string, value: Named<T> | undefined) => void,
-    ) => {
-      this.#watches.push(
-        await config.watch(
-          (event) => {
-            const ref = parseConfigKey(event.key);
-            if (event.type === "delete") return set(ref.namespace, ref.name, undefined);
-            try {
-              set(ref.namespace, ref.name, decodeResource(event.value, fromJSON));
-            } catch (error) {
-              this.options.logger.error(
-                { kind, key: event.key, err: error },
-                "skipping a resource that does not decode",
-              );
-            }
-          },
-          { filter: configKindFilter(kind) },
-        ),
-      );
+    const follow = async <K extends RegistryKind>(
+      kind: K,
+      set: (namespace: string, name: string, value: Named<ConfigSpecs[K]> | undefined) => void,
+    ): Promise<MirrorSubscription> => {
+      const mirror = await config.mirror({ filter: configKindFilter(kind) });
+      this.#mirrors.push(mirror);
+      return mirror.subscribe(({ changes }) => {
+        for (const { key, value } of changes) {
+          try {
+            const ref = parseConfigKey(key);
+            set(ref.namespace, ref.name, value && named(kind, value));
+          } catch (error) {
+            this.options.logger.error({ kind, key, err: error }, "skipping a resource that does not decode");
+          }
+        }
+      });
     };
-    await follow("WorkloadGroup", WorkloadGroup.fromJSON, (ns, name, value) =>
-      registry.setWorkloadGroup(ns, name, value),
-    );
-    await follow("WorkloadEntry", WorkloadEntry.fromJSON, (ns, name, value) =>
-      registry.setWorkloadEntry(ns, name, value),
-    );
-    await follow("ServiceEntry", ServiceEntry.fromJSON, (ns, name, value) =>
-      registry.setServiceEntry(ns, name, value),
-    );
-    await Promise.all(this.#watches.map((watch) => watch.ready));
+    const subscriptions = [
+      await follow("WorkloadGroup", (ns, name, value) => registry.setWorkloadGroup(ns, name, value)),
+      await follow("WorkloadEntry", (ns, name, value) => registry.setWorkloadEntry(ns, name, value)),
+      await follow("ServiceEntry", (ns, name, value) => registry.setServiceEntry(ns, name, value)),
+    ];
+    await Promise.all(subscriptions.map((subscription) => subscription.synced));
     this.options.readiness.done("config sync");
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.#watches.map((watch) => watch.stop()));
+    await Promise.all(this.#mirrors.map((mirror) => mirror.close()));
   }
 }

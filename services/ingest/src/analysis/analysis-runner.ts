@@ -1,7 +1,7 @@
-import { Buckets, type Bus, type Watch } from "@sextant/bus";
+import { Buckets, type Bus, type Mirror } from "@sextant/bus";
 import { configKey, parseConfigKey } from "@sextant/model";
 import type { Logger, ReadinessGate } from "@sextant/observability";
-import type { ConfigResource } from "@sextant/proto";
+import type { ConfigResource, Service } from "@sextant/proto";
 import { type Runner, SerialTasks } from "@sextant/runtime";
 import type { ConfigStore } from "../store/config-store.js";
 import { analyze } from "./analyzers.js";
@@ -19,16 +19,15 @@ export interface AnalysisRunnerOptions {
 
 /**
  * AnalysisRunner keeps the analysis messages of every resource current: it
- * follows `sextant-config` and `sextant-services`, and after each burst of
+ * mirrors `sextant-config` and `sextant-services`, and after each burst of
  * changes re-analyses the whole snapshot and writes what changed to
  * `sextant-config-status` (origin "analysis"). When a resource's generation
  * changes, the proxies' NACK messages about the old one are cleared.
  */
 export class AnalysisRunner implements Runner {
   readonly name = "analysis";
-  readonly #resources = new Map<string, ConfigResource>();
-  readonly #registryHosts = new Map<string, string>();
-  readonly #watches: Watch[] = [];
+  #config: Mirror<ConfigResource> | undefined;
+  #services: Mirror<Service> | undefined;
   /** What was last written per key, so an unchanged result costs no KV round trip. */
   readonly #written = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
@@ -42,21 +41,15 @@ export class AnalysisRunner implements Runner {
   async start(): Promise<void> {
     this.options.readiness.require("analysis initial sync");
     const bus = this.options.bus();
-    const config = await bus.bucket(Buckets.config);
-    const services = await bus.bucket(Buckets.services);
-    this.#watches.push(
-      await config.watch((event) => {
-        if (event.type === "put") this.#resources.set(event.key, event.value);
-        else this.#resources.delete(event.key);
-        this.schedule();
-      }),
-      await services.watch((event) => {
-        if (event.type === "put") this.#registryHosts.set(event.key, event.value.hostname);
-        else this.#registryHosts.delete(event.key);
-        this.schedule();
+    this.#config = await (await bus.bucket(Buckets.config)).mirror();
+    this.#services = await (await bus.bucket(Buckets.services)).mirror();
+    // The first analysis below reads the states the initial deliveries carried, or newer.
+    const subscriptions = [this.#config, this.#services].map((mirror) =>
+      mirror.subscribe(({ initial }) => {
+        if (!initial) this.schedule();
       }),
     );
-    await Promise.all(this.#watches.map((watch) => watch.ready));
+    await Promise.all(subscriptions.map((subscription) => subscription.synced));
     await this.analyseNow();
     this.options.readiness.done("analysis initial sync");
   }
@@ -64,7 +57,7 @@ export class AnalysisRunner implements Runner {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
-    await Promise.all(this.#watches.map((watch) => watch.stop()));
+    await Promise.all([this.#config?.close(), this.#services?.close()]);
     await this.#tasks.idle();
   }
 
@@ -81,10 +74,11 @@ export class AnalysisRunner implements Runner {
   }
 
   private async runOnce(): Promise<void> {
-    const resources = [...this.#resources.values()];
+    if (!this.#config || !this.#services) return;
+    const resources = [...this.#config.state.values()];
     const result = analyze({
       resources,
-      registryHosts: new Set(this.#registryHosts.values()),
+      registryHosts: new Set(Array.from(this.#services.state.values(), (service) => service.hostname)),
       domainSuffix: this.options.domainSuffix,
     });
     for (const resource of resources) {
@@ -95,7 +89,8 @@ export class AnalysisRunner implements Runner {
       await this.options.store.setMessages(parseConfigKey(key), "analysis", messages, resource.generation);
       this.#written.set(key, fingerprint);
     }
-    for (const key of this.#written.keys()) if (!this.#resources.has(key)) this.#written.delete(key);
+    const current = this.#config.state;
+    for (const key of this.#written.keys()) if (!current.has(key)) this.#written.delete(key);
     this.options.logger.debug({ resources: resources.length, withMessages: result.size }, "analysed");
   }
 }

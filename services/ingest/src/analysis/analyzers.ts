@@ -1,11 +1,7 @@
 import { type ConfigRefLike, configKey, hostMatches, resolveHost } from "@sextant/model";
 import { type ConfigMessage, type ConfigResource, Severity } from "@sextant/proto";
-import { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
-import { ServiceEntry } from "@sextant/proto/gen/istio/networking/v1alpha3/service_entry";
-import {
-  type Destination,
-  VirtualService,
-} from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+import type { Destination } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+import { decodeStoredOfKind } from "@sextant/validation";
 
 /**
  * Analysis message codes, after `istioctl analyze`. Istio's codes are used
@@ -44,9 +40,9 @@ export function analyze(input: AnalysisInput): AnalysisResult {
     result.set(key, messages);
   };
 
-  const virtualServices = typed(input.resources, "VirtualService", VirtualService.fromJSON);
-  const destinationRules = typed(input.resources, "DestinationRule", DestinationRule.fromJSON);
-  const serviceEntries = typed(input.resources, "ServiceEntry", ServiceEntry.fromJSON);
+  const virtualServices = decodeStoredOfKind(input.resources, "VirtualService");
+  const destinationRules = decodeStoredOfKind(input.resources, "DestinationRule");
+  const serviceEntries = decodeStoredOfKind(input.resources, "ServiceEntry");
   const gateways = new Set(
     input.resources.filter((r) => r.kind === "Gateway").map((r) => `${r.namespace}/${r.name}`),
   );
@@ -154,10 +150,4 @@ function gatewayRef(gateway: string, namespace: string): string {
   if (gateway.includes("/")) return gateway;
   const [name, gatewayNamespace] = gateway.split(".");
   return `${gateway.includes(".") ? gatewayNamespace : namespace}/${name}`;
-}
-
-function typed<T>(resources: readonly ConfigResource[], kind: string, decode: (json: unknown) => T) {
-  return resources
-    .filter((r) => r.kind === kind)
-    .map((resource) => ({ resource, spec: decode(resource.spec ?? {}) }));
 }

@@ -1,6 +1,6 @@
-import { Buckets, type Bus, type Watch } from "@sextant/bus";
+import { Buckets, type Bus, type Mirror, type MirrorSubscription } from "@sextant/bus";
 import type { Logger, ReadinessGate } from "@sextant/observability";
-import type { ConfigResource, Endpoint, Service } from "@sextant/proto";
+import type { ConfigResource, EndpointShard, Service } from "@sextant/proto";
 import type { Runner } from "@sextant/runtime";
 import { PushContext } from "../model/push-context.js";
 import type { PushChange } from "../model/types.js";
@@ -20,7 +20,7 @@ export interface PushInputsOptions {
 }
 
 /**
- * PushInputs follows `sextant-config`, `sextant-services` and
+ * PushInputs mirrors `sextant-config`, `sextant-services` and
  * `sextant-endpoints` (each replays, then follows) and turns bursts of
  * changes into snapshots: after PUSH_DEBOUNCE_AFTER of quiet, or at most
  * PUSH_DEBOUNCE_MAX after the first change. A config or service change
@@ -30,10 +30,13 @@ export interface PushInputsOptions {
  */
 export class PushInputs implements Runner {
   readonly name = "push-inputs";
-  readonly #config = new Map<string, ConfigResource>();
-  readonly #services = new Map<string, Service>();
-  readonly #shards = new Map<string, { hostname: string; endpoints: readonly Endpoint[] }>();
-  readonly #watches: Watch[] = [];
+  // The states last delivered by the mirrors: a snapshot built from them
+  // includes exactly the changes whose deliveries have been seen.
+  #config: ReadonlyMap<string, ConfigResource> = new Map();
+  #services: ReadonlyMap<string, Service> = new Map();
+  #shards: ReadonlyMap<string, EndpointShard> = new Map();
+  readonly #mirrors: Array<Pick<Mirror<unknown>, "close">> = [];
+  readonly #subscriptions: MirrorSubscription[] = [];
   #context: PushContext | undefined;
   #pending: { full: boolean; endpointHosts: Set<string>; firstAt: number } | undefined;
   #quietTimer: NodeJS.Timeout | undefined;
@@ -50,30 +53,25 @@ export class PushInputs implements Runner {
   async start(): Promise<void> {
     this.options.readiness.require("push initial sync");
     const bus = this.options.bus();
-    const config = await bus.bucket(Buckets.config);
-    const services = await bus.bucket(Buckets.services);
-    const endpoints = await bus.bucket(Buckets.endpoints);
-    this.#watches.push(
-      await config.watch((event) => {
-        if (event.type === "put") this.#config.set(event.key, event.value);
-        else this.#config.delete(event.key);
+    const config = await (await bus.bucket(Buckets.config)).mirror();
+    const services = await (await bus.bucket(Buckets.services)).mirror();
+    const endpoints = await (await bus.bucket(Buckets.endpoints)).mirror();
+    this.#mirrors.push(config, services, endpoints);
+    this.#subscriptions.push(
+      config.subscribe(({ state }) => {
+        this.#config = state;
         this.changed(true);
       }),
-      await services.watch((event) => {
-        if (event.type === "put") this.#services.set(event.key, event.value);
-        else this.#services.delete(event.key);
+      services.subscribe(({ state }) => {
+        this.#services = state;
         this.changed(true);
       }),
-      await endpoints.watch((event) => {
-        const previous = this.#shards.get(event.key);
-        if (event.type === "put")
-          this.#shards.set(event.key, { hostname: event.value.hostname, endpoints: event.value.endpoints });
-        else this.#shards.delete(event.key);
-        const host = event.type === "put" ? event.value.hostname : previous?.hostname;
-        this.changed(false, host);
+      endpoints.subscribe(({ state, changes }) => {
+        this.#shards = state;
+        for (const change of changes) this.changed(false, (change.value ?? change.previous)?.hostname);
       }),
     );
-    await Promise.all(this.#watches.map((watch) => watch.ready));
+    await Promise.all(this.#subscriptions.map((subscription) => subscription.synced));
     clearTimeout(this.#quietTimer);
     clearTimeout(this.#maxTimer);
     this.#pending = undefined;
@@ -89,7 +87,7 @@ export class PushInputs implements Runner {
   async close(): Promise<void> {
     clearTimeout(this.#quietTimer);
     clearTimeout(this.#maxTimer);
-    await Promise.all(this.#watches.map((watch) => watch.stop()));
+    await Promise.all(this.#mirrors.map((mirror) => mirror.close()));
   }
 
   private build(): PushContext {

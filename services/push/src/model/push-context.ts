@@ -1,11 +1,12 @@
 import { createHash } from "node:crypto";
 import { hostMatches, resolveHost } from "@sextant/model";
 import type { ConfigResource, Endpoint, Service } from "@sextant/proto";
-import { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
-import { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
-import { VirtualService } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
-import { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
-import { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
+import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
+import type { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
+import type { VirtualService } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+import type { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
+import type { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
+import { type ConfigKind, type ConfigSpecs, decodeStoredOfKind } from "@sextant/validation";
 import { DEFAULT_TRUST_DOMAIN, spiffeUri } from "./identity.js";
 import {
   authorizationPoliciesFor,
@@ -95,29 +96,25 @@ export class PushContext {
       configHash.update(`${key}\u0000${JSON.stringify(service)}\u0001`);
       servicesByHost.set(service.hostname, service);
     }
-    const typed = <T>(kind: string, decode: (json: unknown) => T, hostsOf: (spec: T) => string[]) =>
-      sortedConfig
-        .filter(([, resource]) => resource.kind === kind)
-        .map(([, resource]) => {
-          const spec = decode(resource.spec ?? {});
-          return {
-            ref: { kind, namespace: resource.namespace, name: resource.name },
-            generation: resource.generation,
-            spec,
-            hosts: hostsOf(spec).map((host) => resolveHost(host, resource.namespace, inputs.domainSuffix)),
-          };
-        });
+    const sortedResources = sortedConfig.map(([, resource]) => resource);
+    const typed = <K extends ConfigKind>(kind: K, hostsOf: (spec: ConfigSpecs[K]) => string[]) =>
+      decodeStoredOfKind(sortedResources, kind).map(({ resource, spec }) => ({
+        ref: { kind, namespace: resource.namespace, name: resource.name },
+        generation: resource.generation,
+        spec,
+        hosts: hostsOf(spec).map((host) => resolveHost(host, resource.namespace, inputs.domainSuffix)),
+      }));
     const { endpointsByHost, endpointVersions } = mergeShards(inputs.endpointShards);
     return new PushContext(inputs.domainSuffix, {
       configVersion: configHash.digest("hex").slice(0, 16),
       trustDomain,
       rootNamespace,
       servicesByHost,
-      virtualServices: typed("VirtualService", VirtualService.fromJSON, (spec) => spec.hosts),
-      destinationRules: typed("DestinationRule", DestinationRule.fromJSON, (spec) => [spec.host]),
-      peerAuthentications: typed("PeerAuthentication", PeerAuthentication.fromJSON, () => []),
-      authorizationPolicies: typed("AuthorizationPolicy", AuthorizationPolicy.fromJSON, () => []),
-      sidecars: typed("Sidecar", Sidecar.fromJSON, () => []),
+      virtualServices: typed("VirtualService", (spec) => spec.hosts),
+      destinationRules: typed("DestinationRule", (spec) => [spec.host]),
+      peerAuthentications: typed("PeerAuthentication", () => []),
+      authorizationPolicies: typed("AuthorizationPolicy", () => []),
+      sidecars: typed("Sidecar", () => []),
       endpointsByHost,
       endpointVersions,
     });

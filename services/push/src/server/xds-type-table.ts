@@ -44,11 +44,6 @@ export class XdsTypeTable {
     this.#byUrl = byUrl;
   }
 
-  /** The entry of a type URL, if the table has one. */
-  get(typeUrl: string): XdsType | undefined {
-    return this.#byUrl.get(typeUrl);
-  }
-
   /** The generator of a type for a kind of proxy; undefined if that kind is not served the type. */
   generator(kind: ProxyKind, typeUrl: string): Generator | undefined {
     return this.#byUrl.get(typeUrl)?.generators[kind];

@@ -5,9 +5,9 @@ import { HTTPFault } from "@sextant/proto/gen/envoy/extensions/filters/http/faul
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../../model/types.js";
+import { FAULT_FILTER_NAME } from "../common/routes.js";
 import { type GenerationContext, generateByName } from "../generator.js";
 import { INBOUND_LISTENER_PREFIX, parseHostPort, resolveClientHost } from "../names.js";
-import { FAULT_FILTER_NAME } from "../common/routes.js";
 import { buildInboundListener, ROUTER_FILTER_NAME } from "./inbound.js";
 
 /** The fault filter's name in the HCM (now shared with the sidecar generators). */

@@ -10,9 +10,9 @@ import type {
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../../model/types.js";
+import { FAULT_FILTER_NAME, millis, translateFault, translateMatch } from "../common/routes.js";
 import { type GenerationContext, generateByName } from "../generator.js";
 import { outboundClusterName, parseHostPort, resolveClientHost } from "../names.js";
-import { FAULT_FILTER_NAME, millis, translateFault, translateMatch } from "../common/routes.js";
 
 /** The retry conditions gRPC clients understand (gRFC A44), from Istio's retryOn list. */
 const GRPC_RETRY_ON = new Set([

@@ -29,9 +29,9 @@ import type { PushContext } from "../../model/push-context.js";
 import { type MtlsMode, TLS_MODE_LABEL } from "../../model/security.js";
 import { type SidecarScope, sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, PushChange, TypedConfig, WatchedNames } from "../../model/types.js";
+import { clusterPolicy, portLevelPolicy } from "../common/traffic-policy.js";
 import type { GenerationContext } from "../generator.js";
 import { outboundClusterName } from "../names.js";
-import { clusterPolicy, portLevelPolicy } from "../common/traffic-policy.js";
 import {
   localityGroups,
   localityLbEndpoints,

@@ -30,8 +30,6 @@ import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
 import { sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, TypedConfig, WatchedNames } from "../../model/types.js";
-import { type GenerationContext, generateByName } from "../generator.js";
-import { outboundClusterName } from "../names.js";
 import {
   FAULT_FILTER_NAME,
   fraction,
@@ -39,6 +37,8 @@ import {
   translateFault,
   translateMatch,
 } from "../common/routes.js";
+import { type GenerationContext, generateByName } from "../generator.js";
+import { outboundClusterName } from "../names.js";
 import { CORS_FILTER_NAME, PASSTHROUGH_CLUSTER } from "./filters.js";
 
 /** A plain object RouteConfiguration.fromPartial turns into a typed message. */

@@ -13,16 +13,16 @@ import {
   type BusRunnerOptions,
   busRunner,
   connectBus,
-  defineBucket,
   type ReceivedEvent,
   Subjects,
+  UndeclaredUseError,
   type WatchEvent,
 } from "@sextant/bus";
+import { pushContract } from "@sextant/push/contract";
 import { SettingsError } from "@sextant/runtime";
 import { eventually, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import { CONTRACTS } from "../src/contracts.js";
 import {
-  LEASES_BUCKET,
-  NATS_ACCESS,
   NATS_SERVICES,
   type NatsService,
   natsInboxPrefix,
@@ -34,14 +34,13 @@ import { DEPLOY_DIR, silentLogger } from "./helpers.js";
 const logger = silentLogger<BusOptions["logger"]>();
 const password = (service: NatsService) => `password-of-${service}`;
 
-/** Every bucket a service uses, by name. The lease bucket's values are Structs in discovery; any codec does here. */
-const BUCKETS = new Map<string, BucketSpec<unknown>>([
-  ...Object.values(Buckets).map((spec): [string, BucketSpec<unknown>] => [
+/** Every bucket of the catalog, by name. */
+const BUCKETS = new Map<string, BucketSpec<unknown>>(
+  Object.values(Buckets).map((spec): [string, BucketSpec<unknown>] => [
     spec.name,
     spec as BucketSpec<unknown>,
   ]),
-  [LEASES_BUCKET, defineBucket(LEASES_BUCKET, Buckets.config.codec, "stand-in for discovery's lease bucket")],
-]);
+);
 
 function bucketSpec(name: string): BucketSpec<unknown> {
   const spec = BUCKETS.get(name);
@@ -57,9 +56,9 @@ function valueFor(spec: BucketSpec<unknown>, name: string, bytes = 0): unknown {
     : empty;
 }
 
-/** A writer of the bucket, per NATS_ACCESS. */
+/** A writer of the bucket, per the services' contracts. */
 function writerOf(bucket: string): NatsService {
-  const writer = NATS_SERVICES.find((service) => NATS_ACCESS[service].writes.includes(bucket));
+  const writer = NATS_SERVICES.find((service) => CONTRACTS[service].writes.includes(bucket));
   assert.ok(writer, `nobody writes ${bucket}`);
   return writer;
 }
@@ -107,7 +106,7 @@ describe("NATS permissions against a real nats-server", () => {
   });
 
   it("a service's bus runner logs in with NATS_USER, NATS_PASSWORD and NATS_INBOX_PREFIX from its environment", async () => {
-    // As in the pod: the composition root passes only the URL and the buckets.
+    // As in the pod: the composition root passes only the URL and the contract.
     const readiness = { require() {}, done() {} } as unknown as BusRunnerOptions["readiness"];
     const saved = { ...process.env };
     try {
@@ -121,19 +120,32 @@ describe("NATS permissions against a real nats-server", () => {
         name: "push-runner",
         logger,
         readiness,
-        buckets: [Buckets.proxyStatus],
+        service: "push",
+        contract: pushContract,
       });
       await runner.start();
       await runner.bus.bucket(Buckets.config);
-      await assert.rejects(
-        runner.bus.bucket(Buckets.configStatus),
-        PERMISSION,
-        "push's runner connected as someone else",
-      );
+      // The runner's bus refuses what push does not declare before NATS sees it...
+      await assert.rejects(runner.bus.bucket(Buckets.configStatus), UndeclaredUseError);
       await runner.close();
+      // ...and NATS refuses it to push's user anyway: the runner logged in as push.
+      const asPush = await connectBus({
+        url: nats.url,
+        name: "push-unchecked",
+        logger,
+        user: natsUser("push"),
+        password: password("push"),
+        inboxPrefix: natsInboxPrefix("push"),
+      });
+      await assert.rejects(asPush.bucket(Buckets.configStatus), PERMISSION);
+      await asPush.close();
       // A user without a password stops the service as a bad setting would (exit code 2).
       delete process.env.NATS_PASSWORD;
-      assert.throws(() => busRunner({ url: nats.url, name: "x", logger, readiness }), SettingsError);
+      assert.throws(
+        () =>
+          busRunner({ url: nats.url, name: "x", logger, readiness, service: "push", contract: pushContract }),
+        SettingsError,
+      );
     } finally {
       for (const name of ["NATS_USER", "NATS_PASSWORD", "NATS_INBOX_PREFIX"]) {
         if (saved[name] === undefined) delete process.env[name];
@@ -143,7 +155,7 @@ describe("NATS permissions against a real nats-server", () => {
   });
 
   for (const service of NATS_SERVICES) {
-    const { writes, reads } = NATS_ACCESS[service];
+    const { writes, reads } = CONTRACTS[service];
     if (writes.length === 0 && reads.length === 0) continue;
 
     it(`${service} opens, puts, updates, watches and deletes in the buckets it writes`, async () => {
@@ -262,7 +274,7 @@ describe("NATS permissions against a real nats-server", () => {
   it("refuses every write to a bucket outside the user's own", async () => {
     for (const service of NATS_SERVICES) {
       for (const [name, spec] of BUCKETS) {
-        if (NATS_ACCESS[service].writes.includes(name)) continue;
+        if (CONTRACTS[service].writes.includes(name)) continue;
         // Either opening is refused (not a bucket it reads) or the put is.
         const attempt = bus(service)
           .bucket(spec)
@@ -298,7 +310,7 @@ describe("NATS permissions against a real nats-server", () => {
       assert.match(String(closedWith), PERMISSION, `${service} subscribed to ${subject} ${queue ?? ""}`);
     };
     await refused("push", `${natsInboxPrefix("ingest")}.>`);
-    await refused("webhook", "_INBOX.>");
+    await refused("ca", "_INBOX.>");
     await refused("ingest", Subjects.nack.subject);
     await refused("ingest", Subjects.nack.subject, "other");
     await refused("discovery", Subjects.nack.subject, "ingest");
@@ -325,7 +337,7 @@ describe("NATS permissions against a real nats-server", () => {
     };
     await refused("discovery", Subjects.nack.subject);
     await refused("ingest", Subjects.registration.subject);
-    await refused("webhook", `$KV.${Buckets.config.name}.VirtualService.default.reviews`);
+    await refused("ca", `$KV.${Buckets.config.name}.VirtualService.default.reviews`);
     await refused("ca", `${natsInboxPrefix("push")}.reply`);
   });
 });

@@ -7,6 +7,8 @@ import {
   type StartedService,
   startService,
 } from "@sextant/runtime";
+import { CONTRACTS } from "../src/contracts.js";
+import { NATS_SERVICES } from "../src/nats-users.js";
 import {
   containerOf,
   deploymentOf,
@@ -59,6 +61,7 @@ describe("ports and probes are the ones the services' code serves", () => {
     health = await startService(
       {
         service: "probe-check",
+        contract: { ports: {} },
         settings: baseSettings.extend({ HTTP_PORT: portSetting(0) }),
         runners: () => [],
       },
@@ -70,13 +73,12 @@ describe("ports and probes are the ones the services' code serves", () => {
   });
 
   for (const service of SERVICES) {
-    it(`${service}: container ports are DEFAULT_PORTS.${service}, none set otherwise`, () => {
+    it(`${service}: container ports are its contract's (DEFAULT_PORTS.${service}), none set otherwise`, () => {
       const deployment = deploymentOf(production, service);
       const container = containerOf(deployment);
-      assert.deepEqual(
-        (container.ports ?? []).map((p) => p.containerPort).sort(),
-        Object.values(DEFAULT_PORTS[service]).sort(),
-      );
+      const declared = Object.values(CONTRACTS[service].ports).map((p) => p.port);
+      assert.deepEqual(declared.sort(), Object.values(DEFAULT_PORTS[service]).sort());
+      assert.deepEqual((container.ports ?? []).map((p) => p.containerPort).sort(), declared.sort());
       assert.equal(portNumber(deployment, "http"), DEFAULT_PORTS[service].http);
       // The code's defaults are the ports: a *_PORT variable would move the server away from them.
       assert.deepEqual(
@@ -126,6 +128,16 @@ describe("ports and probes are the ones the services' code serves", () => {
     assert.equal(assertServiceAddress(env("webhook", "DISCOVERY_ADDRESS")), DEFAULT_PORTS.push.xdsTls);
     assert.equal(assertServiceAddress(env("discovery", "INGEST_URL")), DEFAULT_PORTS.ingest.http);
     for (const service of SERVICES) {
+      const container = containerOf(deploymentOf(production, service));
+      if (!(NATS_SERVICES as readonly string[]).includes(service)) {
+        // A service that declares no bucket or subject is given no NATS to connect to.
+        assert.deepEqual(
+          (container.env ?? []).map((v) => v.name).filter((name) => name.startsWith("NATS_")),
+          [],
+          service,
+        );
+        continue;
+      }
       for (const url of env(service, "NATS_URL").split(",")) {
         assert.equal(assertServiceAddress(url), DEFAULT_PORTS.nats, `${service} NATS_URL`);
       }

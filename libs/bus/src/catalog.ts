@@ -5,6 +5,7 @@ import {
   NackEvent,
   ProxyStatus,
   Service,
+  Struct,
   TrustBundle,
   WorkloadRegistration,
 } from "@sextant/proto";
@@ -39,6 +40,13 @@ export const Buckets = {
     "sync state per connected proxy; written by push",
   ),
   trust: defineBucket("sextant-trust", TrustBundle, "the mesh's trusted roots; written by ca"),
+  // A google.protobuf.Struct (holder, acquired, renewals, durationMs) so that
+  // no message type is needed for four fields.
+  leases: defineBucket(
+    "sextant-leases",
+    Struct,
+    "leader leases, key = role; written by the replicas competing for it",
+  ),
 } as const;
 
 /** Sextant's event subjects: transient facts with no key/value home. */

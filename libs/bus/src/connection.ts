@@ -4,6 +4,7 @@ import type { NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
 import type { Logger } from "@sextant/observability";
 import { type BucketSpec, TypedBucket } from "./bucket.js";
+import { type BusPolicy, CheckedSubject, checkBucket, ReadOnlyBucket } from "./contract.js";
 import { type SubjectSpec, TypedSubject } from "./subject.js";
 
 /** Options of {@link connectBus}. */
@@ -25,6 +26,11 @@ export interface BusOptions {
    * per-user permissions each service may subscribe only to its own prefix.
    */
   inboxPrefix?: string;
+  /**
+   * The service's contract: only the buckets and subjects it declares may be
+   * used, and only declared writers may write. Unset (tests, tools): anything.
+   */
+  policy?: BusPolicy;
 }
 
 /**
@@ -72,6 +78,13 @@ export class Bus {
 
   /** Opens a bucket, creating it (file storage) if it does not exist. */
   bucket<T>(spec: BucketSpec<T>): Promise<TypedBucket<T>> {
+    const { policy } = this.options;
+    let writable = true;
+    try {
+      if (policy) ({ writable } = checkBucket(policy, spec.name));
+    } catch (error) {
+      return Promise.reject(error);
+    }
     let bucket = this.#buckets.get(spec.name);
     if (!bucket) {
       bucket = this.#kvm
@@ -81,10 +94,14 @@ export class Bus {
           replicas: this.options.replicas ?? 1,
           description: spec.description,
         })
-        .then(
-          (kv) =>
-            new TypedBucket(spec, kv, this.options.logger, () => this.nc.isClosed()) as TypedBucket<unknown>,
-        );
+        .then((kv) => {
+          const closed = () => this.nc.isClosed();
+          return (
+            policy && !writable
+              ? new ReadOnlyBucket(policy.service, spec, kv, this.options.logger, closed)
+              : new TypedBucket(spec, kv, this.options.logger, closed)
+          ) as TypedBucket<unknown>;
+        });
       bucket.catch(() => this.#buckets.delete(spec.name));
       this.#buckets.set(spec.name, bucket);
     }
@@ -93,7 +110,10 @@ export class Bus {
 
   /** A typed event subject on this connection. */
   subject<T>(spec: SubjectSpec<T>): TypedSubject<T> {
-    return new TypedSubject(spec, this.nc, this.options.logger);
+    const { policy } = this.options;
+    return policy
+      ? new CheckedSubject(policy, spec, this.nc, this.options.logger)
+      : new TypedSubject(spec, this.nc, this.options.logger);
   }
 
   /** Flushes pending publishes and closes the connection. */

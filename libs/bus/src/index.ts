@@ -11,6 +11,7 @@ export {
 export { Buckets, Subjects } from "./catalog.js";
 export { encodeCanonical } from "./codec.js";
 export { Bus, type BusOptions, connectBus } from "./connection.js";
+export { type BusPolicy, busPolicy, UndeclaredUseError } from "./contract.js";
 export { decodeKey, encodeKey, keyPrefixFilter } from "./keys.js";
 export {
   Mirror,

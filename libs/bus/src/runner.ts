@@ -1,7 +1,7 @@
 import type { Logger, ReadinessGate } from "@sextant/observability";
-import { type Runner, readNatsClientSettings } from "@sextant/runtime";
-import type { BucketSpec } from "./bucket.js";
+import { type Runner, readNatsClientSettings, type ServiceContract } from "@sextant/runtime";
 import { Bus } from "./connection.js";
+import { busPolicy, declaredBuckets } from "./contract.js";
 
 /** Options of {@link busRunner}. */
 export interface BusRunnerOptions {
@@ -10,8 +10,13 @@ export interface BusRunnerOptions {
   name: string;
   logger: Logger;
   readiness: ReadinessGate;
-  /** Buckets this service writes: created (file storage) at start if missing. */
-  buckets?: ReadonlyArray<BucketSpec<unknown>>;
+  /** The service's name and contract (its ServiceContext's): what the connection may use. */
+  service: string;
+  /**
+   * Its buckets are opened (created, file storage, if missing) at start; any
+   * other bucket or subject is refused (UndeclaredUseError).
+   */
+  contract: ServiceContract;
   /** Stream replicas of the buckets it creates; default NATS_KV_REPLICAS. */
   replicas?: number;
   /** NATS credentials; default NATS_USER and NATS_PASSWORD (unset: no authentication). */
@@ -41,6 +46,8 @@ export function busRunner(options: BusRunnerOptions): BusRunner {
   const password = options.password ?? environment.NATS_PASSWORD;
   const inboxPrefix = options.inboxPrefix ?? environment.NATS_INBOX_PREFIX;
   const replicas = options.replicas ?? environment.NATS_KV_REPLICAS;
+  const policy = busPolicy(options.service, options.contract);
+  const buckets = declaredBuckets(policy);
   let bus: Bus | undefined;
   return {
     name: "nats",
@@ -59,11 +66,12 @@ export function busRunner(options: BusRunnerOptions): BusRunner {
         user,
         password,
         inboxPrefix,
+        policy,
       });
-      for (const spec of options.buckets ?? []) await bus.bucket(spec);
+      for (const spec of buckets) await bus.bucket(spec);
       options.readiness.done("nats");
       options.logger.info(
-        { url: options.url, user, buckets: options.buckets?.map((spec) => spec.name) },
+        { url: options.url, user, buckets: buckets.map((spec) => spec.name) },
         "connected to NATS",
       );
     },

@@ -1,3 +1,13 @@
+export {
+  type BucketRef,
+  type PortContract,
+  type ResolvedContract,
+  resolveContract,
+  type ServiceContract,
+  type SubjectRef,
+  type SubscriptionRef,
+  usesNats,
+} from "./contract.js";
 export { DEFAULT_NATS_URL, DEFAULT_PORTS } from "./ports.js";
 export { type Runner, RunnerGroup } from "./runner.js";
 export { SerialTasks } from "./serial.js";

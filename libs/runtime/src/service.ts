@@ -11,12 +11,15 @@ import {
   startTelemetry,
 } from "@sextant/observability";
 import type { z } from "zod";
+import type { ServiceContract } from "./contract.js";
 import { type Runner, RunnerGroup } from "./runner.js";
 import { parseSettings, type ServiceSettingsSchema, SettingsError } from "./settings.js";
 
 /** What a service's runners are built from. */
 export interface ServiceContext<Settings> {
   readonly service: string;
+  /** What the service declared it uses: @sextant/bus's runner allows exactly this. */
+  readonly contract: ServiceContract;
   readonly settings: Settings;
   readonly logger: Logger;
   readonly metrics: Registry;
@@ -31,6 +34,8 @@ export interface ServiceContext<Settings> {
 /** The description of a service that {@link runService} starts. */
 export interface ServiceDefinition<Schema extends ServiceSettingsSchema> {
   service: string;
+  /** The buckets, subjects and ports the service uses, declared once (see ServiceContract). */
+  contract: ServiceContract;
   settings: Schema;
   /** Lists the runners, in start order. */
   runners(context: ServiceContext<z.infer<Schema>>): Runner[] | Promise<Runner[]>;
@@ -66,6 +71,7 @@ export async function startService<Schema extends ServiceSettingsSchema>(
   let health: HealthServer | undefined;
   const context: ServiceContext<z.infer<Schema>> = {
     service: definition.service,
+    contract: definition.contract,
     settings,
     logger,
     metrics,

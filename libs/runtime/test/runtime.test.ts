@@ -85,6 +85,7 @@ describe("startService", () => {
     const service = await startService(
       {
         service: "demo",
+        contract: { ports: {} },
         settings: baseSettings.extend({ HTTP_PORT: portSetting(0) }),
         runners: ({ readiness }) => [
           {
@@ -115,6 +116,7 @@ describe("startService", () => {
     const service = await startService(
       {
         service: "demo",
+        contract: { ports: {} },
         settings: baseSettings.extend({ HTTP_PORT: portSetting(0) }),
         runners: ({ readiness }) => [
           {
@@ -140,7 +142,12 @@ describe("startService", () => {
   it("refuses to start with a bad setting", async () => {
     await assert.rejects(
       startService(
-        { service: "demo", settings: baseSettings.extend({ HTTP_PORT: portSetting(0) }), runners: () => [] },
+        {
+          service: "demo",
+          contract: { ports: {} },
+          settings: baseSettings.extend({ HTTP_PORT: portSetting(0) }),
+          runners: () => [],
+        },
         { HTTP_PORT: "not-a-port" },
       ),
       (error: unknown) => error instanceof SettingsError && /HTTP_PORT/.test(error.message),

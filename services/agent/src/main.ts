@@ -5,6 +5,7 @@ import type { ServiceDefinition } from "@sextant/runtime";
 import { grpcBootstrapRunner } from "./bootstrap/grpc-bootstrap-runner.js";
 import { certificateFilesRunner } from "./certs/certificate-files.js";
 import { runCli } from "./cli.js";
+import { agentContract } from "./contract.js";
 import { ISTIO_READY_PATH, istioReadyRoute } from "./health.js";
 import { identityRunner } from "./identity-runner.js";
 import { sdsServerRunner } from "./sds/sds-runner.js";
@@ -18,6 +19,7 @@ import { xdsProxyRunner } from "./xds-proxy/xds-proxy-runner.js";
  */
 export const agentService: ServiceDefinition<typeof agentSettings> = {
   service: "agent",
+  contract: agentContract,
   settings: agentSettings,
   runners: ({ settings, logger, readiness, http }) => {
     http.route(ISTIO_READY_PATH, istioReadyRoute(readiness));

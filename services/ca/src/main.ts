@@ -1,12 +1,13 @@
 // The ca service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
-import { Buckets, busRunner } from "@sextant/bus";
+import { busRunner } from "@sextant/bus";
 import { loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import type { Authenticator } from "./auth/authenticator.js";
 import { BootstrapTokenAuthenticator } from "./auth/bootstrap-tokens.js";
 import { KubernetesTokenAuthenticator } from "./auth/kubernetes.js";
 import { MeshCertificateAuthenticator } from "./auth/mesh-certificate.js";
+import { caContract } from "./contract.js";
 import { caMaterialRunner } from "./pki/material-runner.js";
 import { certificateService } from "./server/certificate-service.js";
 import { caServerRunner } from "./server/grpc-server-runner.js";
@@ -19,6 +20,7 @@ import { trustBundleService } from "./trust/trust-bundle-service.js";
 /** The ca service: signs SPIFFE workload certificates over Istio's CreateCertificate. Replicas share CA_CERTS_DIR. */
 export const caService: ServiceDefinition<typeof caSettings> = {
   service: "ca",
+  contract: caContract,
   settings: caSettings,
   runners: ({ settings, logger, readiness, metrics }) => {
     const nats = busRunner({
@@ -26,7 +28,8 @@ export const caService: ServiceDefinition<typeof caSettings> = {
       name: `ca-${settings.REPLICA_ID}`,
       logger,
       readiness,
-      buckets: [Buckets.trust],
+      service: "ca",
+      contract: caContract,
     });
     const material = caMaterialRunner(settings, logger);
     const authenticators: Authenticator[] = settings.CA_AUTHENTICATORS.map((name): Authenticator => {

@@ -1,8 +1,9 @@
 // The discovery service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
-import { Buckets, busRunner } from "@sextant/bus";
+import { busRunner } from "@sextant/bus";
 import { kubernetesAvailable, loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
+import { discoveryContract } from "./contract.js";
 import { registryz } from "./debug/registryz.js";
 import { KubeSource } from "./kube/kube-source.js";
 import { Publisher } from "./publish/publisher.js";
@@ -20,6 +21,7 @@ function kubernetesEnabled(settings: DiscoverySettings): boolean {
 /** The discovery service: the mesh's service registry, from Kubernetes and ServiceEntries. */
 export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
   service: "discovery",
+  contract: discoveryContract,
   settings: discoverySettings,
   runners: (context) => {
     const { settings, logger, readiness, metrics, http } = context;
@@ -28,7 +30,8 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
       name: `discovery-${settings.REPLICA_ID}`,
       logger,
       readiness,
-      buckets: [Buckets.services, Buckets.endpoints],
+      service: "discovery",
+      contract: discoveryContract,
     });
     const registry = new Registry({
       domainSuffix: settings.DOMAIN_SUFFIX,

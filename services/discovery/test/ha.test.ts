@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
 import { after, before, describe, it } from "node:test";
+import { Buckets } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
 import { HealthStatus } from "@sextant/proto";
 import { eventually, type FakeKubeApiServer, startServiceProcess } from "@sextant/testing";
-import { LeaseBucket, LeaseElector } from "../src/leader/lease.js";
+import { LeaseElector } from "../src/leader/lease.js";
 import { endpointsKey, serviceKey } from "../src/registry/keys.js";
 import {
   type Obj,
@@ -49,7 +50,7 @@ describe("the lease", () => {
   it("makes exactly one of two electors leader, and hands over when the leader releases it", async () => {
     const client = await startNatsWithClient();
     try {
-      const bucket = await client.bus.bucket(LeaseBucket);
+      const bucket = await client.bus.bucket(Buckets.leases);
       const electors = ["a", "b"].map(
         (identity) =>
           new LeaseElector({

@@ -1,6 +1,6 @@
 // The ingest service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
-import { Buckets, busRunner } from "@sextant/bus";
+import { busRunner } from "@sextant/bus";
 import { loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { AnalysisRunner } from "./analysis/analysis-runner.js";
@@ -8,6 +8,7 @@ import { analysisReport } from "./analysis/report.js";
 import { createHttpApi } from "./api/http-api.js";
 import { httpApiRunner } from "./api/http-api-runner.js";
 import { Applier, ApplyMetrics } from "./apply/applier.js";
+import { ingestContract } from "./contract.js";
 import { NackRecorder } from "./nack/nack-recorder.js";
 import { ingestSettings } from "./settings.js";
 import { FileSource } from "./sources/file-source.js";
@@ -17,6 +18,7 @@ import { ConfigStore } from "./store/config-store.js";
 /** The ingest service: the only writer of the mesh's config. */
 export const ingestService: ServiceDefinition<typeof ingestSettings> = {
   service: "ingest",
+  contract: ingestContract,
   settings: ingestSettings,
   runners: ({ settings, logger, readiness, metrics, http }) => {
     const nats = busRunner({
@@ -24,7 +26,8 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
       name: `ingest-${settings.REPLICA_ID}`,
       logger,
       readiness,
-      buckets: [Buckets.config, Buckets.configStatus, Buckets.services],
+      service: "ingest",
+      contract: ingestContract,
     });
     const store = new ConfigStore(() => nats.bus);
     const limits = { maxDocuments: settings.MAX_DOCUMENTS, maxBytes: settings.MAX_BODY_BYTES };

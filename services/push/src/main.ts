@@ -1,10 +1,11 @@
 // The push service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
 import { ServerCredentials } from "@grpc/grpc-js";
-import { Buckets, busRunner } from "@sextant/bus";
+import { busRunner } from "@sextant/bus";
 import { mtlsServerCredentials } from "@sextant/identity";
 import { type Runner, runService, type ServiceDefinition } from "@sextant/runtime";
 import { XdsCache } from "./cache/xds-cache.js";
+import { pushContract } from "./contract.js";
 import { identityRunner } from "./identity/identity-runner.js";
 import { PushInputs } from "./inputs/push-inputs.js";
 import { debugRoutes } from "./server/debug.js";
@@ -19,6 +20,7 @@ import { XDS_TYPES } from "./xds-types.js";
 /** The push service: the xDS server. Any number of replicas can run. */
 export const pushService: ServiceDefinition<typeof pushSettings> = {
   service: "push",
+  contract: pushContract,
   settings: pushSettings,
   runners: ({ settings, logger, readiness, metrics, http }) => {
     const nats = busRunner({
@@ -26,7 +28,8 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       name: `push-${settings.REPLICA_ID}`,
       logger,
       readiness,
-      buckets: [Buckets.proxyStatus],
+      service: "push",
+      contract: pushContract,
     });
     const status = new ProxyStatusReporter({
       bus: () => nats.bus,

@@ -1,10 +1,10 @@
 // The webhook service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
-import { busRunner } from "@sextant/bus";
 import { loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { WebhookMetrics } from "./admission/metrics.js";
 import { CaBundlePatcher } from "./cabundle/ca-bundle-patcher.js";
+import { webhookContract } from "./contract.js";
 import { defaultInjectionConfig } from "./inject/inject.js";
 import { loadTemplate } from "./inject/template.js";
 import { createAdmissionApp } from "./server/app.js";
@@ -14,14 +14,9 @@ import { webhookSettings } from "./settings.js";
 /** The webhook service: Kubernetes admission, sidecar injection (/inject) and Istio config validation (/validate). */
 export const webhookService: ServiceDefinition<typeof webhookSettings> = {
   service: "webhook",
+  contract: webhookContract,
   settings: webhookSettings,
   runners: ({ settings, logger, readiness, metrics }) => {
-    const nats = busRunner({
-      url: settings.NATS_URL,
-      name: `webhook-${settings.REPLICA_ID}`,
-      logger,
-      readiness,
-    });
     const injection = defaultInjectionConfig({
       // Read at start, so a broken template stops the service instead of failing every pod.
       template: loadTemplate(settings.INJECTION_TEMPLATE_FILE),
@@ -68,8 +63,6 @@ export const webhookService: ServiceDefinition<typeof webhookSettings> = {
           })
         : undefined;
     return [
-      // Connects to NATS (mesh settings will come from it); the service is not ready without it.
-      nats,
       // /inject and /validate over HTTPS on HTTPS_PORT, with the certificate reloaded when its files change.
       ...(https ? [https] : []),
       // Keeps the webhook configurations' caBundle equal to the serving certificate's CA (Kubernetes API).

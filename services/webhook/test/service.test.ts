@@ -1,26 +1,19 @@
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { startService } from "@sextant/runtime";
-import { eventually, freePort, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import { eventually, freePort } from "@sextant/testing";
 import { webhookService } from "../src/main.js";
 import { post, selfSignedCert } from "./helpers.js";
 
 describe("webhook service", () => {
-  let nats: NatsServerFixture;
-  before(async () => {
-    nats = await startNatsServer();
-  });
-  after(async () => {
-    await nats?.dispose();
-  });
-
   const ready = async (port: number) =>
     eventually(async () => (await fetch(`http://127.0.0.1:${port}/ready`)).status === 200);
 
-  it("starts and is ready without TLS files (admission not served)", async () => {
+  it("starts and is ready without TLS files (admission not served), and without NATS, which it does not use", async () => {
     const service = await startService(webhookService, {
-      NATS_URL: nats.url,
+      // Nothing listens here: the webhook must not try to connect.
+      NATS_URL: "nats://127.0.0.1:1",
       HTTP_PORT: "0",
       LOG_LEVEL: "silent",
       OTEL_SDK_DISABLED: "true",
@@ -36,7 +29,6 @@ describe("webhook service", () => {
     const tls = selfSignedCert();
     const httpsPort = await freePort();
     const service = await startService(webhookService, {
-      NATS_URL: nats.url,
       HTTP_PORT: "0",
       HTTPS_PORT: String(httpsPort),
       TLS_CERT_FILE: tls.certFile,

@@ -1,17 +1,6 @@
-import { defineBucket, RevisionConflictError, type TypedBucket } from "@sextant/bus";
+import { RevisionConflictError, type TypedBucket } from "@sextant/bus";
 import type { Logger } from "@sextant/observability";
 import { Struct } from "@sextant/proto";
-
-/**
- * The bucket of leases: one key per elected role, a google.protobuf.Struct
- * value (holder, acquired, renewals, durationMs) so that no new message type
- * is needed for four fields.
- */
-export const LeaseBucket = defineBucket(
-  "sextant-leases",
-  Struct,
-  "leader leases, key = role; written by the replicas competing for it",
-);
 
 /** What a lease holds. */
 export interface LeaseRecord {

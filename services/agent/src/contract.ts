@@ -1,0 +1,14 @@
+// The agent's contract (see ServiceContract): it runs beside a workload and
+// talks to ca and push only, never to NATS. Its xDS proxy and SDS listen on
+// local sockets and 127.0.0.1, which nothing outside the pod reaches.
+import { DEFAULT_PORTS, type ServiceContract } from "@sextant/runtime";
+
+export const agentContract = {
+  ports: {
+    http: {
+      port: DEFAULT_PORTS.agent.http,
+      setting: "HTTP_PORT",
+      serves: "/ready, /healthz/ready, /metrics",
+    },
+  },
+} satisfies ServiceContract;

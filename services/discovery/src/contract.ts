@@ -1,0 +1,24 @@
+// discovery's contract (see ServiceContract): what deploy/'s NATS permissions,
+// ARCHITECTURE.md's table and the bus's run-time checks are derived from.
+import { Buckets, Subjects } from "@sextant/bus";
+import { DEFAULT_PORTS, type ServiceContract } from "@sextant/runtime";
+
+export const discoveryContract = {
+  buckets: {
+    // publish/publisher.ts: the leader writes the registry; leader/lease.ts holds the lease.
+    write: [Buckets.services, Buckets.endpoints, Buckets.leases],
+    // serviceentry/config-source.ts: ServiceEntry, WorkloadEntry, WorkloadGroup.
+    read: [Buckets.config],
+  },
+  subjects: {
+    // registration/auto-registration.ts: every replica follows the events.
+    subscribe: [{ subject: Subjects.registration }],
+  },
+  ports: {
+    http: {
+      port: DEFAULT_PORTS.discovery.http,
+      setting: "HTTP_PORT",
+      serves: "/debug/registryz, /metrics, /ready",
+    },
+  },
+} satisfies ServiceContract;

@@ -1,0 +1,24 @@
+// ingest's contract (see ServiceContract): what deploy/'s NATS permissions,
+// ARCHITECTURE.md's table and the bus's run-time checks are derived from.
+import { Buckets, Subjects } from "@sextant/bus";
+import { DEFAULT_PORTS, type ServiceContract } from "@sextant/runtime";
+
+export const ingestContract = {
+  buckets: {
+    // store/config-store.ts; analysis/analysis-runner.ts writes analysis messages.
+    write: [Buckets.config, Buckets.configStatus],
+    // analysis/analysis-runner.ts: the registry the analyzers check hosts against.
+    read: [Buckets.services],
+  },
+  subjects: {
+    // nack/nack-recorder.ts: one replica records each NACK.
+    subscribe: [{ subject: Subjects.nack, queue: "ingest" }],
+  },
+  ports: {
+    http: {
+      port: DEFAULT_PORTS.ingest.http,
+      setting: "HTTP_PORT",
+      serves: "the config API (/v1/*), /metrics, /ready",
+    },
+  },
+} satisfies ServiceContract;

@@ -1,5 +1,4 @@
 import { Buckets, type Bus } from "@sextant/bus";
-import { type BackoffPolicy, retry } from "@sextant/kube";
 import type { Logger, Registry as MetricsRegistry, ReadinessGate } from "@sextant/observability";
 import type { Runner } from "@sextant/runtime";
 import { LeaseElector } from "../leader/lease.js";
@@ -21,7 +20,7 @@ export interface PublisherOptions {
   readonly onLeaderChange?: (leader: boolean) => void;
 }
 
-const ACTIVATION_RETRY: BackoffPolicy = { initialMs: 1_000, maxMs: 1_000 };
+const ACTIVATION_RETRY_MS = 1_000;
 
 /**
  * Publisher is the runner that writes the registry: it competes for the
@@ -91,14 +90,17 @@ export class Publisher implements Runner {
 
   /** Reconciles on becoming leader, retrying (NATS may be briefly away) for as long as the lease holds. */
   async #activate(writer: RegistryWriter): Promise<void> {
-    await retry(() => writer.activate(), {
-      backoff: ACTIVATION_RETRY,
-      onFailure: (error) => {
+    for (;;) {
+      try {
+        await writer.activate();
+        return;
+      } catch (error) {
         this.options.logger.error({ err: error }, "reconciling the registry failed; retrying");
         writer.deactivate();
-      },
-      continueWhile: () => this.#lease?.isLeader() ?? false,
-    });
+        await new Promise((resolve) => setTimeout(resolve, ACTIVATION_RETRY_MS));
+        if (!this.#lease?.isLeader()) return;
+      }
+    }
   }
 
   async close(): Promise<void> {

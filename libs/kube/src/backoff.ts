@@ -84,6 +84,8 @@ export interface RetryOptions {
   readonly retryable?: (error: unknown) => boolean;
   /** Whether the waits keep the process alive (default true: something awaits the result). */
   readonly keepAlive?: boolean;
+  /** Asked after each wait: false stops retrying (e.g. the lease is gone), and retry resolves undefined. */
+  readonly continueWhile?: () => boolean;
 }
 
 /**
@@ -102,7 +104,7 @@ export async function retry<T>(fn: () => Promise<T>, options: RetryOptions): Pro
       const delay = backoff.next();
       options.onFailure?.(error, delay);
       const waited = await sleep(delay, true, { signal, ref: options.keepAlive ?? true }).catch(() => false);
-      if (!waited) return undefined;
+      if (!waited || (options.continueWhile && !options.continueWhile())) return undefined;
     }
   }
   return undefined;

@@ -70,6 +70,19 @@ describe("retry", () => {
     assert.ok(Date.now() - started < 5_000);
   });
 
+  it("stops once continueWhile says so after a wait", async () => {
+    let calls = 0;
+    const result = await retry(
+      async () => {
+        calls += 1;
+        throw new Error("down");
+      },
+      { backoff: { initialMs: 1, maxMs: 1 }, continueWhile: () => calls < 3 },
+    );
+    assert.equal(result, undefined);
+    assert.equal(calls, 3);
+  });
+
   it("rejects with an error that retrying cannot help", async () => {
     let calls = 0;
     await assert.rejects(

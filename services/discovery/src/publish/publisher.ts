@@ -1,4 +1,5 @@
 import { Buckets, type Bus } from "@sextant/bus";
+import { type BackoffPolicy, retry } from "@sextant/kube";
 import type { Logger, Registry as MetricsRegistry, ReadinessGate } from "@sextant/observability";
 import type { Runner } from "@sextant/runtime";
 import { LeaseElector } from "../leader/lease.js";
@@ -20,7 +21,7 @@ export interface PublisherOptions {
   readonly onLeaderChange?: (leader: boolean) => void;
 }
 
-const ACTIVATION_RETRY_MS = 1_000;
+const ACTIVATION_RETRY: BackoffPolicy = { initialMs: 1_000, maxMs: 1_000 };
 
 /**
  * Publisher is the runner that writes the registry: it competes for the
@@ -90,17 +91,14 @@ export class Publisher implements Runner {
 
   /** Reconciles on becoming leader, retrying (NATS may be briefly away) for as long as the lease holds. */
   async #activate(writer: RegistryWriter): Promise<void> {
-    for (;;) {
-      try {
-        await writer.activate();
-        return;
-      } catch (error) {
+    await retry(() => writer.activate(), {
+      backoff: ACTIVATION_RETRY,
+      onFailure: (error) => {
         this.options.logger.error({ err: error }, "reconciling the registry failed; retrying");
         writer.deactivate();
-        await new Promise((resolve) => setTimeout(resolve, ACTIVATION_RETRY_MS));
-        if (!this.#lease?.isLeader()) return;
-      }
-    }
+      },
+      continueWhile: () => this.#lease?.isLeader() ?? false,
+    });
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { encodeCanonical, type TypedBucket } from "@sextant/bus";
+import { type BackoffPolicy, WorkQueue } from "@sextant/kube";
 import { Counter, Gauge, type Logger, type Registry as MetricsRegistry } from "@sextant/observability";
 import { EndpointShard, Service } from "@sextant/proto";
 import type { Registry, RegistryBucket } from "../registry/registry.js";
@@ -60,7 +61,16 @@ export interface RegistryWriterOptions {
   readonly metrics?: WriterMetrics;
 }
 
-const RETRY_DELAY_MS = 500;
+/** A failed write is tried again after half a second, as often as it takes. */
+const RETRY: BackoffPolicy = { initialMs: 500, maxMs: 500 };
+
+/** A queued write: the bucket and the key. */
+type Item = `${RegistryBucket}/${string}`;
+
+const itemOf = (bucket: RegistryBucket, key: string): Item => `${bucket}/${key}`;
+
+/** The write was not made because the lease lapsed: the key stays queued until the elector steps down. */
+class LeaseLapsed extends Error {}
 
 const hashOf = (bytes: Uint8Array): string => createHash("sha256").update(bytes).digest("base64");
 
@@ -69,21 +79,33 @@ const hashOf = (bytes: Uint8Array): string => createHash("sha256").update(bytes)
  * `sextant-services` and `sextant-endpoints`, and only while this replica
  * leads. It keeps what it knows to be stored (a content hash per key), so
  * that an unchanged value costs nothing, not even a KV read; keys whose
- * desired value changed are queued and written by a bounded pool. On
+ * desired value changed are queued and written, a bounded number at once. On
  * becoming leader it reads both buckets and reconciles: puts what differs,
  * deletes what no source produces any more (what changed while no replica
  * led, or what the previous leader had not finished).
  */
 export class RegistryWriter {
   readonly #written = { services: new Map<string, string>(), endpoints: new Map<string, string>() };
-  readonly #dirty = { services: new Set<string>(), endpoints: new Set<string>() };
+  /** Paused while this replica does not lead: marked keys wait for the next activation. */
+  readonly #queue: WorkQueue<Item>;
   #active = false;
   #generation = 0;
-  #draining: Promise<void> | undefined;
-  #retryTimer: NodeJS.Timeout | undefined;
-  #idleWaiters: Array<() => void> = [];
 
   constructor(private readonly options: RegistryWriterOptions) {
+    this.#queue = new WorkQueue<Item>({
+      process: (item) => this.#write(item),
+      concurrency: options.concurrency,
+      retry: RETRY,
+      paused: true,
+      onError: (item, error) => {
+        this.options.metrics?.pending.set(this.#queue.size);
+        if (error instanceof LeaseLapsed) return;
+        const bucket = item.slice(0, item.indexOf("/")) as RegistryBucket;
+        const key = item.slice(bucket.length + 1);
+        this.options.metrics?.failures.inc({ bucket });
+        this.options.logger.warn({ bucket, key, err: error }, "registry write failed; will retry");
+      },
+    });
     options.registry.onChange((bucket, key) => this.mark(bucket, key));
   }
 
@@ -94,9 +116,8 @@ export class RegistryWriter {
 
   /** Queues a key whose desired value may have changed. */
   mark(bucket: RegistryBucket, key: string): void {
-    this.#dirty[bucket].add(key);
-    this.options.metrics?.pending.set(this.#pendingCount());
-    if (this.#active) this.#drain();
+    this.#queue.add(itemOf(bucket, key));
+    this.options.metrics?.pending.set(this.#queue.size);
   }
 
   /** Called on becoming leader: reads what is stored, then writes every difference. */
@@ -115,21 +136,22 @@ export class RegistryWriter {
     for (const entry of endpoints)
       this.#written.endpoints.set(entry.key, hashOf(encodeCanonical(EndpointShard, entry.value)));
     for (const bucket of ["services", "endpoints"] as const) {
-      for (const key of this.#written[bucket].keys()) this.#dirty[bucket].add(key);
-      for (const key of this.options.registry.keys(bucket)) this.#dirty[bucket].add(key);
+      for (const key of this.#written[bucket].keys()) this.#queue.add(itemOf(bucket, key));
+      for (const key of this.options.registry.keys(bucket)) this.#queue.add(itemOf(bucket, key));
     }
     this.#active = true;
     this.options.logger.info(
-      { stored: services.length + endpoints.length, queued: this.#pendingCount() },
+      { stored: services.length + endpoints.length, queued: this.#queue.size },
       "reconciling the registry",
     );
-    await this.#drain();
+    this.#queue.resume();
   }
 
   /** Called on losing leadership: stops writing at once and forgets what it knew was stored. */
   deactivate(): void {
     this.#generation++;
     this.#active = false;
+    this.#queue.pause();
     this.options.metrics?.leader.set(0);
     this.#written.services.clear();
     this.#written.endpoints.clear();
@@ -137,70 +159,28 @@ export class RegistryWriter {
 
   /** Resolves once nothing is queued (immediately when not writing). */
   idle(): Promise<void> {
-    if (!this.#active || (this.#pendingCount() === 0 && !this.#draining)) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+    if (!this.#active) return Promise.resolve();
+    return this.#queue.idle();
   }
 
   /** Stops retrying; pending writes are abandoned (the next leader reconciles). */
   close(): void {
     this.deactivate();
-    clearTimeout(this.#retryTimer);
-    for (const resolve of this.#idleWaiters.splice(0)) resolve();
+    void this.#queue.close();
   }
 
-  #pendingCount(): number {
-    return this.#dirty.services.size + this.#dirty.endpoints.size;
-  }
-
-  #drain(): Promise<void> {
-    if (this.#draining) return this.#draining;
-    this.#draining = (async () => {
-      // Yield first, so that #draining is set before the finally below clears it.
-      await null;
-      try {
-        let failed = false;
-        while (this.#active && this.#pendingCount() > 0 && !failed) {
-          const work: Array<[RegistryBucket, string]> = [];
-          for (const bucket of ["services", "endpoints"] as const) {
-            for (const key of this.#dirty[bucket]) work.push([bucket, key]);
-            this.#dirty[bucket].clear();
-          }
-          let next = 0;
-          const worker = async () => {
-            while (next < work.length) {
-              const [bucket, key] = work[next++]!;
-              if (!(await this.#write(bucket, key))) {
-                this.#dirty[bucket].add(key);
-                failed = true;
-              }
-            }
-          };
-          await Promise.all(Array.from({ length: Math.min(this.options.concurrency, work.length) }, worker));
-          this.options.metrics?.pending.set(this.#pendingCount());
-        }
-        if (failed && this.#active) {
-          clearTimeout(this.#retryTimer);
-          this.#retryTimer = setTimeout(() => void this.#drain(), RETRY_DELAY_MS);
-        }
-      } finally {
-        this.#draining = undefined;
-        if (this.#pendingCount() === 0 || !this.#active)
-          for (const resolve of this.#idleWaiters.splice(0)) resolve();
-      }
-    })();
-    return this.#draining;
-  }
-
-  /** Writes one key; false if it must be retried. Never writes without the lease. */
-  async #write(bucket: RegistryBucket, key: string): Promise<boolean> {
-    if (!this.options.isLeader()) {
-      // The lease lapsed under us: keep the key queued; the elector steps down on its next round.
-      return !this.#active;
-    }
-    const generation = this.#generation;
+  /** Writes one key; rejects if it must be retried. Never writes without the lease. */
+  async #write(item: Item): Promise<void> {
     try {
+      // No longer leading: dropped, the next activation reconciles every key.
+      if (!this.#active) return;
+      // The lease lapsed under us: keep the key queued; the elector steps down on its next round.
+      if (!this.options.isLeader()) throw new LeaseLapsed();
+      const bucket = item.slice(0, item.indexOf("/")) as RegistryBucket;
+      const key = item.slice(bucket.length + 1);
+      const generation = this.#generation;
       if (bucket === "services") {
-        return await this.#writeOne(
+        await this.#writeOne(
           bucket,
           key,
           this.options.registry.service(key),
@@ -208,19 +188,18 @@ export class RegistryWriter {
           this.options.services(),
           generation,
         );
+      } else {
+        await this.#writeOne(
+          bucket,
+          key,
+          this.options.registry.endpoints(key),
+          EndpointShard,
+          this.options.endpoints(),
+          generation,
+        );
       }
-      return await this.#writeOne(
-        bucket,
-        key,
-        this.options.registry.endpoints(key),
-        EndpointShard,
-        this.options.endpoints(),
-        generation,
-      );
-    } catch (error) {
-      this.options.metrics?.failures.inc({ bucket });
-      this.options.logger.warn({ bucket, key, err: error }, "registry write failed; will retry");
-      return false;
+    } finally {
+      this.options.metrics?.pending.set(this.#queue.size);
     }
   }
 
@@ -231,24 +210,23 @@ export class RegistryWriter {
     codec: typeof Service | typeof EndpointShard,
     store: TypedBucket<T>,
     generation: number,
-  ): Promise<boolean> {
+  ): Promise<void> {
     const written = this.#written[bucket];
     if (value === undefined) {
-      if (!written.has(key)) return true;
+      if (!written.has(key)) return;
       await store.delete(key);
       this.options.metrics?.writes.inc({ bucket, op: "delete" });
       if (generation === this.#generation) written.delete(key);
-      return true;
+      return;
     }
     const hash = hashOf(encodeCanonical(codec as never, value));
     if (written.get(key) === hash) {
       this.options.metrics?.unchanged.inc({ bucket });
-      return true;
+      return;
     }
     const result = await store.put(key, value);
     if (result.changed) this.options.metrics?.writes.inc({ bucket, op: "put" });
     else this.options.metrics?.unchanged.inc({ bucket });
     if (generation === this.#generation) written.set(key, hash);
-    return true;
   }
 }

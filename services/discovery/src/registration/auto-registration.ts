@@ -1,5 +1,6 @@
 import type { Subscription } from "@nats-io/nats-core";
 import { type Bus, Subjects } from "@sextant/bus";
+import { type BackoffPolicy, retry } from "@sextant/kube";
 import { Counter, type Logger, type Registry as MetricsRegistry } from "@sextant/observability";
 import { RegistrationEventType, type WorkloadRegistration } from "@sextant/proto";
 import type { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_group";
@@ -88,7 +89,8 @@ interface Registered {
   removal?: NodeJS.Timeout;
 }
 
-const RETRY_DELAY_MS = 1_000;
+/** A failed call to ingest is made again after a second, for as long as it still matters. */
+const RETRY: BackoffPolicy = { initialMs: 1_000, maxMs: 1_000 };
 
 /**
  * AutoRegistration is Istio's workload auto-registration: a proxy whose
@@ -107,7 +109,8 @@ const RETRY_DELAY_MS = 1_000;
 export class AutoRegistration implements Runner {
   readonly name = "auto-registration";
   readonly #registered = new Map<string, Registered>();
-  readonly #timers = new Set<NodeJS.Timeout>();
+  /** Aborted on close: ends the retries' waits. */
+  readonly #lifetime = new AbortController();
   #subscription: Subscription | undefined;
   #closed = false;
   readonly #calls: Counter<"op" | "result"> | undefined;
@@ -132,7 +135,7 @@ export class AutoRegistration implements Runner {
   async close(): Promise<void> {
     this.#closed = true;
     this.#subscription?.unsubscribe();
-    for (const timer of this.#timers) clearTimeout(timer);
+    this.#lifetime.abort();
     for (const entry of this.#registered.values()) clearTimeout(entry.removal);
   }
 
@@ -187,65 +190,73 @@ export class AutoRegistration implements Runner {
   }
 
   async #apply(entry: Registered): Promise<void> {
-    if (this.#closed || !this.options.isLeader()) return;
-    const group = this.options.registry.workloadGroup(entry.namespace, entry.event.workloadGroup);
-    if (!group) {
-      this.options.logger.warn(
-        { namespace: entry.namespace, group: entry.event.workloadGroup },
-        "registration names a WorkloadGroup that does not exist; not registering",
-      );
-      this.#calls?.inc({ op: "apply", result: "no-group" });
-      return;
-    }
-    const body = JSON.stringify(workloadEntryFor(group, entry.event));
-    try {
-      const response = await fetch(`${this.options.ingestUrl}/v1/apply`, { method: "POST", body });
-      const text = await response.text();
-      if (!response.ok) throw new Error(`ingest answered ${response.status}: ${text}`);
-      this.#calls?.inc({ op: "apply", result: "ok" });
-      this.options.logger.info({ namespace: entry.namespace, name: entry.name }, "WorkloadEntry registered");
-    } catch (error) {
-      this.#calls?.inc({ op: "apply", result: "error" });
-      this.options.logger.warn(
-        { name: entry.name, err: error },
-        "registering a WorkloadEntry failed; retrying",
-      );
-      this.#retry(() => {
-        if (this.#registered.get(`${entry.namespace}/${entry.name}`) === entry && entry.connections.size > 0)
-          void this.#apply(entry);
-      });
-    }
+    const key = `${entry.namespace}/${entry.name}`;
+    await retry(
+      async () => {
+        if (this.#closed || !this.options.isLeader()) return;
+        // A retry is moot once the workload has gone (or come back as another entry).
+        if (this.#registered.get(key) !== entry || entry.connections.size === 0) return;
+        const group = this.options.registry.workloadGroup(entry.namespace, entry.event.workloadGroup);
+        if (!group) {
+          this.options.logger.warn(
+            { namespace: entry.namespace, group: entry.event.workloadGroup },
+            "registration names a WorkloadGroup that does not exist; not registering",
+          );
+          this.#calls?.inc({ op: "apply", result: "no-group" });
+          return;
+        }
+        const body = JSON.stringify(workloadEntryFor(group, entry.event));
+        const response = await fetch(`${this.options.ingestUrl}/v1/apply`, { method: "POST", body });
+        const text = await response.text();
+        if (!response.ok) throw new Error(`ingest answered ${response.status}: ${text}`);
+        this.#calls?.inc({ op: "apply", result: "ok" });
+        this.options.logger.info(
+          { namespace: entry.namespace, name: entry.name },
+          "WorkloadEntry registered",
+        );
+      },
+      {
+        backoff: RETRY,
+        signal: this.#lifetime.signal,
+        onFailure: (error) => {
+          this.#calls?.inc({ op: "apply", result: "error" });
+          this.options.logger.warn(
+            { name: entry.name, err: error },
+            "registering a WorkloadEntry failed; retrying",
+          );
+        },
+      },
+    );
   }
 
   async #remove(entry: Registered): Promise<void> {
-    if (this.#closed || !this.options.isLeader()) return;
+    const key = `${entry.namespace}/${entry.name}`;
     const url = `${this.options.ingestUrl}/v1/config/WorkloadEntry/${encodeURIComponent(entry.namespace)}/${encodeURIComponent(entry.name)}`;
-    try {
-      const response = await fetch(url, { method: "DELETE" });
-      await response.arrayBuffer();
-      // 404: already gone (removed by a user, or by a previous leader).
-      if (!response.ok && response.status !== 404) throw new Error(`ingest answered ${response.status}`);
-      this.#calls?.inc({ op: "delete", result: "ok" });
-      this.options.logger.info(
-        { namespace: entry.namespace, name: entry.name },
-        "WorkloadEntry unregistered",
-      );
-    } catch (error) {
-      this.#calls?.inc({ op: "delete", result: "error" });
-      this.options.logger.warn({ name: entry.name, err: error }, "removing a WorkloadEntry failed; retrying");
-      this.#retry(() => {
+    await retry(
+      async () => {
         // Unless the workload came back meanwhile.
-        if (!this.#registered.has(`${entry.namespace}/${entry.name}`)) void this.#remove(entry);
-      });
-    }
-  }
-
-  #retry(fn: () => void): void {
-    if (this.#closed) return;
-    const timer = setTimeout(() => {
-      this.#timers.delete(timer);
-      fn();
-    }, RETRY_DELAY_MS);
-    this.#timers.add(timer);
+        if (this.#closed || !this.options.isLeader() || this.#registered.has(key)) return;
+        const response = await fetch(url, { method: "DELETE" });
+        await response.arrayBuffer();
+        // 404: already gone (removed by a user, or by a previous leader).
+        if (!response.ok && response.status !== 404) throw new Error(`ingest answered ${response.status}`);
+        this.#calls?.inc({ op: "delete", result: "ok" });
+        this.options.logger.info(
+          { namespace: entry.namespace, name: entry.name },
+          "WorkloadEntry unregistered",
+        );
+      },
+      {
+        backoff: RETRY,
+        signal: this.#lifetime.signal,
+        onFailure: (error) => {
+          this.#calls?.inc({ op: "delete", result: "error" });
+          this.options.logger.warn(
+            { name: entry.name, err: error },
+            "removing a WorkloadEntry failed; retrying",
+          );
+        },
+      },
+    );
   }
 }

@@ -1,8 +1,10 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { type ClientReadableStream, credentials, type StatusObject, status } from "@grpc/grpc-js";
+import { Backoff } from "@sextant/kube/retry";
 import type { Logger } from "@sextant/observability";
 import { type TrustBundle, TrustBundleServiceClient } from "@sextant/proto";
 import { mergeRoots, rootsOfBundle } from "./roots.js";
-import { Backoff, sleep } from "./timers.js";
+import { CA_RETRY } from "./timers.js";
 import { RootsRelay, type TrustBundleSource } from "./trust-source.js";
 
 /**
@@ -37,7 +39,7 @@ export function caTrustBundleSource(options: CaTrustBundleSourceOptions): TrustB
       if (relay) return Promise.reject(new Error("caTrustBundleSource: start() was already called"));
       const roots = new RootsRelay(onBundle);
       relay = roots;
-      const backoff = new Backoff();
+      const backoff = new Backoff(CA_RETRY);
       const connect = () => {
         if (lifetime.signal.aborted) return;
         const caRoots = mergeRoots([options.caRootPem], roots.latest ?? []).join("");
@@ -68,9 +70,8 @@ export function caTrustBundleSource(options: CaTrustBundleSourceOptions): TrustB
             { caAddress, code: status[end.code], details: end.details, retryInMs: Math.round(delayMs) },
             "trust bundle watch ended; reconnecting",
           );
-          void sleep(delayMs, lifetime.signal, { keepAlive: !roots.settled }).then(
-            (slept) => slept && connect(),
-          );
+          // Until the first bundle, start() is awaited: the wait keeps the process alive.
+          sleep(delayMs, undefined, { signal: lifetime.signal, ref: !roots.settled }).then(connect, () => {});
         });
       };
       connect();

@@ -1,5 +1,6 @@
 // Timers for background work that must neither keep a process alive on its
 // own (unref) nor fire after close (cleared, or cut short by an AbortSignal).
+import type { BackoffPolicy } from "@sextant/kube/retry";
 
 /** setTimeout's largest delay (about 24.8 days); longer ones fire at once, so they are chained. */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
@@ -26,52 +27,8 @@ export function unrefTimeout(fn: () => void, delayMs: number): Timer {
 }
 
 /**
- * Waits delayMs, or less if signal aborts; resolves false when aborted.
- * `keepAlive: false` lets the process exit meanwhile (background retries);
- * true keeps it alive, for waits something is awaiting (a start()).
+ * Retries of calls to the CA: from 1 s, doubling up to 30 s, each delay drawn
+ * from the upper half of that, so many clients that failed together do not
+ * retry together.
  */
-export function sleep(
-  delayMs: number,
-  signal: AbortSignal,
-  options: { keepAlive: boolean },
-): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const onAbort = () => {
-      clearTimeout(handle);
-      resolve(false);
-    };
-    const handle = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve(true);
-    }, delayMs);
-    if (!options.keepAlive) handle.unref();
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
-/**
- * Capped exponential backoff with jitter: each delay is drawn from the upper
- * half of min(max, initial * 2^attempt), so many clients that failed together
- * do not retry together.
- */
-export class Backoff {
-  #attempt = 0;
-
-  constructor(
-    private readonly initialMs = 1_000,
-    private readonly maxMs = 30_000,
-  ) {}
-
-  /** The delay before the next attempt. */
-  next(): number {
-    const ceiling = Math.min(this.maxMs, this.initialMs * 2 ** this.#attempt);
-    this.#attempt = Math.min(this.#attempt + 1, 30);
-    return ceiling / 2 + (Math.random() * ceiling) / 2;
-  }
-
-  /** Back to the initial delay, after a success. */
-  reset(): void {
-    this.#attempt = 0;
-  }
-}
+export const CA_RETRY: BackoffPolicy = { initialMs: 1_000, maxMs: 30_000, jitter: "half" };

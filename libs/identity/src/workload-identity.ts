@@ -1,4 +1,5 @@
 import { status } from "@grpc/grpc-js";
+import { retry } from "@sextant/kube/retry";
 import type { Logger } from "@sextant/observability";
 import { CaRequestError, requestCertificate } from "./ca-client.js";
 import { type IssuedCertificate, issuedCertificate } from "./chain.js";
@@ -11,7 +12,7 @@ import {
   rotationDelayMs,
 } from "./rotation.js";
 import { formatSpiffeId } from "./spiffe.js";
-import { Backoff, sleep, type Timer, unrefTimeout } from "./timers.js";
+import { CA_RETRY, type Timer, unrefTimeout } from "./timers.js";
 import type { TrustBundleSource } from "./trust-source.js";
 import type { IdentitySnapshot, IdentitySource } from "./types.js";
 
@@ -128,27 +129,33 @@ export class WorkloadIdentity implements IdentitySource {
   }
 
   async #obtainFirstCertificate(): Promise<void> {
-    const backoff = new Backoff();
-    for (;;) {
-      try {
-        this.#accept(await this.#request({ with: "token" }));
-        return;
-      } catch (error) {
-        if (this.#lifetime.signal.aborted)
-          throw new Error(`closed before a certificate for ${this.#spiffeId} was obtained`);
-        if (!(error instanceof CaRequestError))
-          throw new Error(`cannot obtain a certificate for ${this.#spiffeId}: ${(error as Error).message}`);
-        if (error.refused)
-          throw new Error(
-            `the CA at ${this.#options.caAddress} refused a certificate for ${this.#spiffeId}: ${error.message}`,
-          );
-        const delayMs = backoff.next();
-        this.#logFailure(error, "first certificate request failed", delayMs);
-        // Something awaits start(): this wait keeps the process alive.
-        if (!(await sleep(delayMs, this.#lifetime.signal, { keepAlive: true })))
-          throw new Error(`closed before a certificate for ${this.#spiffeId} was obtained`);
-      }
+    let obtained: true | undefined;
+    try {
+      obtained = await retry(
+        async () => {
+          this.#accept(await this.#request({ with: "token" }));
+          return true as const;
+        },
+        {
+          backoff: CA_RETRY,
+          signal: this.#lifetime.signal,
+          // Something awaits start(): the waits keep the process alive.
+          keepAlive: true,
+          // Only an unreachable or failing CA is worth asking again; a refusal is final.
+          retryable: (error) => error instanceof CaRequestError && !error.refused,
+          onFailure: (error, delayMs) => this.#logFailure(error, "first certificate request failed", delayMs),
+        },
+      );
+    } catch (error) {
+      if (this.#lifetime.signal.aborted)
+        throw new Error(`closed before a certificate for ${this.#spiffeId} was obtained`);
+      if (!(error instanceof CaRequestError))
+        throw new Error(`cannot obtain a certificate for ${this.#spiffeId}: ${(error as Error).message}`);
+      throw new Error(
+        `the CA at ${this.#options.caAddress} refused a certificate for ${this.#spiffeId}: ${error.message}`,
+      );
     }
+    if (!obtained) throw new Error(`closed before a certificate for ${this.#spiffeId} was obtained`);
   }
 
   #scheduleRotation(): void {
@@ -172,19 +179,19 @@ export class WorkloadIdentity implements IdentitySource {
 
   /** Renews until it succeeds or close() is called; never throws. */
   async #renew(): Promise<void> {
-    const backoff = new Backoff();
-    while (!this.#lifetime.signal.aborted) {
-      try {
+    await retry(
+      async () => {
         this.#accept(await this.#renewOnce());
         this.#scheduleRotation();
-        return;
-      } catch (error) {
-        if (this.#lifetime.signal.aborted) return;
-        const delayMs = backoff.next();
-        this.#logFailure(error, "certificate renewal failed", delayMs);
-        await sleep(delayMs, this.#lifetime.signal, { keepAlive: false });
-      }
-    }
+      },
+      {
+        backoff: CA_RETRY,
+        signal: this.#lifetime.signal,
+        // A background retry: the process may exit meanwhile.
+        keepAlive: false,
+        onFailure: (error, delayMs) => this.#logFailure(error, "certificate renewal failed", delayMs),
+      },
+    );
   }
 
   /**

@@ -7,7 +7,7 @@ import { Informer } from "../src/index.js";
 
 const logger = createLogger({ service: "test", level: "silent" });
 
-const configMap = (name: string, value = name): V1ConfigMap => ({
+const configMap = (name: string, value = name) => ({
   apiVersion: "v1",
   kind: "ConfigMap",
   metadata: { name, namespace: "default" },

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Every check `npm test` runs: lint, type checks and each package's tests,
-# then one closing line with the totals of all the packages' test runs.
+# Every check `npm test` runs: lint, unused files, dependencies and exports
+# (knip), type checks and each package's tests, then one closing line with the
+# totals of all the packages' test runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TURBO_TELEMETRY_DISABLED=1
 export OTEL_SDK_DISABLED=true
 
 pnpm exec biome check .
+# Unused files, dependencies and exports (knip.jsonc says where the entry points are).
+pnpm exec knip
 pnpm exec turbo run lint typecheck --output-logs=errors-only
 
 log=$(mktemp)

@@ -2,20 +2,19 @@
 // from Sextant's own protobuf descriptors: the schema the API server checks
 // is the schema ingest and the webhook decode with. scripts/generate-crds.ts
 // writes them to deploy/crds/.
+
+// The schema registry @sextant/validation decodes with (its "./schema"
+// export), so that the CRDs are not built from a second copy of it.
+import { FieldDescriptorProto_Type as FieldType } from "@sextant/proto/gen/google/protobuf/descriptor";
 import { KINDS, type KindInfo, NETWORKING_GROUP, SECURITY_GROUP } from "@sextant/validation";
-import { stringify } from "yaml";
-// @sextant/validation builds its schema registry from @sextant/proto's
-// descriptor set but exports only what ingest and the webhook use; the
-// registry is read from its source (and the descriptor enum from
-// @sextant/proto's generated source) rather than built a second time here.
-import { FieldDescriptorProto_Type as FieldType } from "../../libs/proto/src/gen/google/protobuf/descriptor.js";
 import {
   type FieldSchema,
   type MessageSchema,
   type SchemaRegistry,
   schemaRegistry,
   type ValueShape,
-} from "../../libs/validation/src/schema.js";
+} from "@sextant/validation/schema";
+import { stringify } from "yaml";
 
 /** A JSON schema node (OpenAPI v3, as Kubernetes reads it). */
 export type JsonSchema = { [keyword: string]: unknown };
@@ -138,9 +137,6 @@ export function crdPlural(kind: string): string {
   // A consonant before the final y: -ies (policies, entries); a vowel: -ys (gateways).
   return /[^aeiou]y$/.test(lower) ? `${lower.slice(0, -1)}ies` : `${lower}s`;
 }
-
-/** The CRD's name: `<plural>.<group>`. */
-export const crdName = (info: KindInfo): string => `${crdPlural(info.kind)}.${info.group}`;
 
 /** The file deploy/crds/ holds a kind's CRD in. */
 export const crdFileName = (info: KindInfo): string => `${info.group}_${crdPlural(info.kind)}.yaml`;

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { repositoryRoot } from "@sextant/testing";
 import { parse, parseAllDocuments } from "yaml";
 
-/** The services that ship an image, each from services/<name>/Dockerfile. */
+/** The services that ship an image, each built by the repository's Dockerfile with SERVICE=<name>. */
 export const IMAGE_SERVICES = ["ingest", "discovery", "push", "ca", "webhook", "agent"] as const;
 
 /** One of {@link IMAGE_SERVICES}. */
@@ -28,10 +28,11 @@ export interface Stage {
 /**
  * Parses a Dockerfile far enough for static checks: comments dropped,
  * backslash continuations joined, instructions grouped by stage, and
- * `${ARG}` in FROM replaced by the global ARG's default (what `docker build`
- * uses when no --build-arg is given).
+ * `${ARG}` replaced by the --build-arg given here, else the global ARG's
+ * default (what `docker build` uses): in FROM, and in instructions for the
+ * build arguments given.
  */
-export function parseDockerfile(text: string): Stage[] {
+export function parseDockerfile(text: string, buildArgs: Record<string, string> = {}): Stage[] {
   const logical: string[] = [];
   let pending = "";
   for (const raw of text.split("\n")) {
@@ -46,6 +47,8 @@ export function parseDockerfile(text: string): Stage[] {
     if (whole) logical.push(whole);
   }
   const args = new Map<string, string>();
+  const given = (rest: string) =>
+    rest.replace(/\$\{(\w+)\}|\$(\w+)/g, (whole, a, b) => buildArgs[a ?? b] ?? whole);
   const stages: Stage[] = [];
   for (const line of logical) {
     const space = line.search(/\s/);
@@ -53,7 +56,7 @@ export function parseDockerfile(text: string): Stage[] {
     const rest = space < 0 ? "" : line.slice(space + 1).trim();
     if (keyword === "ARG" && stages.length === 0) {
       const [name, value = ""] = rest.split("=", 2);
-      if (name) args.set(name, value);
+      if (name) args.set(name, buildArgs[name] ?? value);
       continue;
     }
     if (keyword === "FROM") {
@@ -62,16 +65,33 @@ export function parseDockerfile(text: string): Stage[] {
       stages.push({ from, name: as?.toUpperCase() === "AS" ? name : undefined, instructions: [] });
       continue;
     }
-    stages.at(-1)?.instructions.push({ keyword, args: rest });
+    stages.at(-1)?.instructions.push({ keyword, args: given(rest) });
   }
   return stages;
 }
 
-/** services/<name>/Dockerfile, read and parsed. */
-export function readServiceDockerfile(name: string): { path: string; text: string; stages: Stage[] } {
-  const path = join(repositoryRoot(), "services", name, "Dockerfile");
+/** The repository's Dockerfile, read and parsed for `--build-arg SERVICE=<service>`. */
+export function readDockerfile(service: string): { path: string; text: string; stages: Stage[] } {
+  const path = join(repositoryRoot(), "Dockerfile");
   const text = readFileSync(path, "utf8");
-  return { path, text, stages: parseDockerfile(text) };
+  return { path, text, stages: parseDockerfile(text, { SERVICE: service }) };
+}
+
+/**
+ * The image a build ends on (the last stage, or `target`): its base image
+ * and its instructions, inherited ones first, following FROM through the
+ * stages it names.
+ */
+export function imageOf(stages: Stage[], target?: string): { base: string; instructions: Instruction[] } {
+  let stage = target === undefined ? stages.at(-1) : stages.find((s) => s.name === target);
+  const chain: Stage[] = [];
+  while (stage) {
+    if (chain.includes(stage)) throw new Error(`stage ${stage.name} is its own base`);
+    chain.unshift(stage);
+    const base = stage.from;
+    stage = stages.find((s) => s.name === base);
+  }
+  return { base: chain[0]?.from ?? "", instructions: chain.flatMap((s) => s.instructions) };
 }
 
 /** A workspace package: its name, directory and manifest. */
@@ -131,7 +151,7 @@ export function workspaceClosure(name: string, packages = workspacePackages()): 
 /** A compose service, as far as the tests read it. */
 export interface ComposeService {
   image?: string;
-  build?: string | { context?: string; dockerfile?: string; target?: string };
+  build?: string | { context?: string; dockerfile?: string; target?: string; args?: Record<string, string> };
   command?: string | string[];
   environment?: Record<string, string | number | boolean | null> | string[];
   ports?: Array<string | { target: number; published?: string | number; host_ip?: string }>;

@@ -1,4 +1,4 @@
-// Static checks of the Docker side (compose.yaml, services/*/Dockerfile,
+// Static checks of the Docker side (compose.yaml, the Dockerfile,
 // compose/): no Docker engine runs where these tests run, so everything that
 // can be decided from the files is decided here. compose-e2e.test.ts brings
 // the stack up where an engine exists.
@@ -25,11 +25,13 @@ import {
   environmentOf,
   IMAGE_SERVICES,
   type ImageService,
+  type Instruction,
+  imageOf,
   meshConfig,
   parseDockerfile,
   publishedPorts,
   readComposeFile,
-  readServiceDockerfile,
+  readDockerfile,
   START_ORDER,
   type Stage,
   volumeMounts,
@@ -103,19 +105,29 @@ describe("compose.yaml against the Compose specification", () => {
   });
 });
 
-describe("every services/<name>/Dockerfile", () => {
+/** The ENV a list of instructions sets, later values winning. */
+const envOf = (instructions: Instruction[]): Record<string, string> =>
+  Object.fromEntries(
+    instructions
+      .filter((i) => i.keyword === "ENV")
+      .flatMap((i) => [...i.args.matchAll(/(\w+)=(\S+)/g)].map((m) => [m[1], m[2]])),
+  );
+
+describe("the Dockerfile, built with --build-arg SERVICE=<name>", () => {
   for (const name of IMAGE_SERVICES) {
     describe(name, () => {
-      const { stages } = readServiceDockerfile(name);
-      const final = stages.at(-1) as Stage;
-      const instructions = (keyword: string) => final.instructions.filter((i) => i.keyword === keyword);
+      const { stages } = readDockerfile(name);
+      const image = imageOf(stages);
+      const instructions = (keyword: string) => image.instructions.filter((i) => i.keyword === keyword);
 
       it("is multi-stage and ends on a Node 20 slim (or distroless) image", () => {
         assert.ok(stages.length >= 3, `${stages.length} stages`);
         assert.match(
-          final.from,
+          image.base,
           /^(node:20-bookworm-slim|gcr\.io\/distroless\/nodejs20-debian12(:nonroot)?)$/,
         );
+        // Its last stage is the one named after the service.
+        assert.equal(stages.at(-1)?.from, name);
       });
 
       it("prunes the workspace to its own package with turbo, at the repository's pinned versions", () => {
@@ -152,7 +164,7 @@ describe("every services/<name>/Dockerfile", () => {
         );
       });
 
-      it("deploys its production dependencies with pnpm deploy --prod into /app, which the final stage runs", () => {
+      it("deploys its production dependencies with pnpm deploy --prod into /app, which the image runs", () => {
         const deploys = allRuns(stages).filter((run) => /pnpm deploy/.test(run) && / \/app$/.test(run));
         assert.equal(deploys.length, 1, deploys.join("\n"));
         assert.match(deploys[0] ?? "", new RegExp(`--filter @sextant/${name} `));
@@ -163,10 +175,7 @@ describe("every services/<name>/Dockerfile", () => {
           copy.some((args) => /^--from=build \/app \/app$/.test(args)),
           copy.join(" | "),
         );
-        assert.deepEqual(
-          instructions("CMD").map((i) => JSON.parse(i.args)),
-          [["node", "dist/main.js"]],
-        );
+        assert.deepEqual(JSON.parse(instructions("CMD").at(-1)?.args ?? "null"), ["node", "dist/main.js"]);
       });
 
       it("runs as a non-root user", () => {
@@ -184,45 +193,67 @@ describe("every services/<name>/Dockerfile", () => {
         assert.deepEqual(exposed, portsOf(name));
         const health = instructions("HEALTHCHECK");
         assert.equal(health.length, 1);
+        // The check asks HTTP_PORT, which the image sets to the service's default.
         assert.ok(
-          health[0]?.args.includes(`http://127.0.0.1:${DEFAULT_PORTS[name].http}/ready`),
+          health[0]?.args.includes(`http://127.0.0.1:\${process.env.HTTP_PORT}/ready`),
           health[0]?.args,
         );
+        assert.equal(envOf(image.instructions).HTTP_PORT, String(DEFAULT_PORTS[name].http));
         // No curl or wget in a slim image: node's fetch, failing on a refused connection too.
         assert.match(health[0]?.args ?? "", /CMD \["node", "-e", .*process\.exit\(1\)/);
       });
     });
   }
 
-  it("the agent image runs `agent bootstrap envoy`, and the workload target deploys a package of its closure", () => {
-    const { stages } = readServiceDockerfile("agent");
-    const final = stages.at(-1) as Stage;
+  it("the agent image runs `agent bootstrap envoy`; SERVICE=bookinfo is the demo workload, from its own closure", () => {
+    const agent = imageOf(readDockerfile("agent").stages);
     assert.ok(
-      runs(final).some(
-        (run) => run.includes("/usr/local/bin/agent") && run.includes("exec node /app/dist/main.js"),
+      agent.instructions.some(
+        (i) =>
+          i.keyword === "RUN" &&
+          i.args.includes("/usr/local/bin/agent") &&
+          i.args.includes("exec node /app/dist/main.js"),
       ),
       "an `agent` command on PATH that runs the agent's CLI",
     );
-    const workload = stages.find((stage) => stage.name === "workload");
-    assert.ok(workload, "a workload stage");
-    const deploys = allRuns(stages).filter((run) =>
-      /pnpm deploy --filter @sextant\/bookinfo --prod/.test(run),
+    const { stages } = readDockerfile("bookinfo");
+    const workload = imageOf(stages);
+    assert.ok(
+      allRuns(stages).some((run) => run.includes("turbo prune @sextant/bookinfo --docker")),
+      "pruned to @sextant/bookinfo",
     );
-    assert.equal(deploys.length, 1);
-    assert.ok(workspaceClosure("@sextant/agent").includes("@sextant/bookinfo"));
-    assert.ok(workload.instructions.some((i) => i.keyword === "USER" && /^10001/.test(i.args)));
+    assert.ok(allRuns(stages).some((run) => /pnpm deploy --filter @sextant\/bookinfo --prod/.test(run)));
+    const last = (keyword: string) => workload.instructions.filter((i) => i.keyword === keyword).at(-1)?.args;
+    assert.deepEqual(JSON.parse(last("CMD") ?? "null"), ["node", "dist/mesh-workload.js"]);
+    assert.equal(last("HEALTHCHECK"), "NONE");
+    assert.match(last("USER") ?? "", /^10001/);
   });
 
-  it("parses what it reads: continuations, ARG defaults in FROM, stage names", () => {
-    const stages = parseDockerfile(
-      ["ARG BASE=node:20", "# c", "FROM $" + "{BASE} AS one", "RUN a \\", "  b", "FROM one", "USER 1"].join(
-        "\n",
-      ),
-    );
+  it("parses what it reads: continuations, ARG defaults and build args, stage names, inherited instructions", () => {
+    const text = [
+      "ARG BASE=node:20",
+      "ARG SERVICE",
+      "# c",
+      "FROM $" + "{BASE} AS one",
+      "RUN a \\",
+      "  b $" + "{SERVICE}",
+      "FROM one AS x",
+      "USER 1",
+      "FROM $" + "{SERVICE}",
+    ].join("\n");
+    const stages = parseDockerfile(text, { SERVICE: "x" });
     assert.deepEqual(stages, [
-      { from: "node:20", name: "one", instructions: [{ keyword: "RUN", args: "a b" }] },
-      { from: "one", name: undefined, instructions: [{ keyword: "USER", args: "1" }] },
+      { from: "node:20", name: "one", instructions: [{ keyword: "RUN", args: "a b x" }] },
+      { from: "one", name: "x", instructions: [{ keyword: "USER", args: "1" }] },
+      { from: "x", name: undefined, instructions: [] },
     ]);
+    assert.deepEqual(imageOf(stages), {
+      base: "node:20",
+      instructions: [
+        { keyword: "RUN", args: "a b x" },
+        { keyword: "USER", args: "1" },
+      ],
+    });
   });
 });
 
@@ -232,7 +263,7 @@ describe("each image builds only its own service's dependency closure", () => {
   const packages = workspacePackages();
   after(() => rmSync(out, { recursive: true, force: true }));
 
-  for (const name of IMAGE_SERVICES) {
+  for (const name of [...IMAGE_SERVICES, "bookinfo"]) {
     it(`turbo prune @sextant/${name} keeps exactly its workspace:* closure`, () => {
       const dir = join(out, name);
       // The Dockerfile's own command; it only reads the repository.
@@ -278,7 +309,7 @@ describe("compose.yaml", () => {
     ([, svc]) => svc.image === "sextant/agent:dev" && svc.command === undefined,
   );
 
-  it("builds every image from its own Dockerfile with the repository root as context", () => {
+  it("builds every image from the one Dockerfile, SERVICE naming its stage, with the repository root as context", () => {
     const builds = new Map<string, string>();
     for (const [name, svc] of Object.entries(services)) {
       if (svc.build === undefined) {
@@ -290,15 +321,19 @@ describe("compose.yaml", () => {
         continue;
       }
       assert.equal(typeof svc.build, "object", name);
-      const build = svc.build as { context?: string; dockerfile?: string; target?: string };
+      const build = svc.build as { context?: string; dockerfile?: string; target?: string; args?: object };
+      assert.deepEqual(
+        Object.keys(build).sort(),
+        ["args", "context"],
+        `${name}: the Dockerfile's default target`,
+      );
       assert.equal(build.context, ".", name);
-      assert.match(build.dockerfile ?? "", /^services\/[a-z]+\/Dockerfile$/, name);
-      const stages = parseDockerfile(readFileSync(join(root, build.dockerfile ?? ""), "utf8"));
-      if (build.target)
-        assert.ok(
-          stages.some((stage) => stage.name === build.target),
-          `${name}: ${build.target}`,
-        );
+      const stageName = (build.args as { SERVICE?: string }).SERVICE ?? "";
+      const stages = readDockerfile(stageName).stages;
+      assert.ok(
+        stages.some((stage) => stage.name === stageName),
+        `${name}: SERVICE=${stageName} is a stage`,
+      );
       // One image name, one build: services sharing an image build it the same way.
       const key = JSON.stringify(build);
       assert.equal(builds.get(svc.image ?? "") ?? key, key, `${name}: ${svc.image}`);
@@ -307,9 +342,9 @@ describe("compose.yaml", () => {
     for (const name of IMAGE_SERVICES)
       assert.deepEqual(service(name === "agent" ? "reviews-v1-agent" : name).build, {
         context: ".",
-        dockerfile: `services/${name}/Dockerfile`,
-        ...(name === "agent" ? { target: "runtime" } : {}),
+        args: { SERVICE: name },
       });
+    assert.deepEqual(service("reviews-v1").build, { context: ".", args: { SERVICE: "bookinfo" } });
   });
 
   it("starts the control plane in dependency order, each once the previous one is healthy", () => {
@@ -333,14 +368,13 @@ describe("compose.yaml", () => {
         const target = service(dep);
         assert.notEqual(target.healthcheck?.disable, true, `${dep}'s healthcheck is disabled`);
         if (target.healthcheck?.test) continue;
-        const build = target.build as { dockerfile: string; target?: string };
+        const build = target.build as { args?: { SERVICE?: string } };
         assert.ok(build, `${dep} has neither a healthcheck nor a built image`);
-        const stages = parseDockerfile(readFileSync(join(root, build.dockerfile), "utf8"));
-        const stage = build.target ? stages.find((s) => s.name === build.target) : stages.at(-1);
-        assert.ok(
-          stage?.instructions.some((i) => i.keyword === "HEALTHCHECK"),
-          `${dep} (${build.dockerfile} ${build.target ?? ""}) has a HEALTHCHECK`,
-        );
+        const stageName = build.args?.SERVICE ?? "";
+        const health = imageOf(readDockerfile(stageName).stages)
+          .instructions.filter((i) => i.keyword === "HEALTHCHECK")
+          .at(-1);
+        assert.ok(health && health.args !== "NONE", `${dep} (SERVICE=${stageName}) has a HEALTHCHECK`);
       }
   });
 
@@ -523,9 +557,8 @@ describe("compose.yaml", () => {
         assert.ok(volumeMounts(envoy).some((m) => m.source === shared.source && m.target === shared.target));
       }
       // The sockets belong to the agent's uid (the agent image's USER).
-      const agentUser = readServiceDockerfile("agent")
-        .stages.at(-1)
-        ?.instructions.filter((i) => i.keyword === "USER")
+      const agentUser = imageOf(readDockerfile("agent").stages)
+        .instructions.filter((i) => i.keyword === "USER")
         .at(-1)?.args;
       assert.equal(envoy.user, agentUser);
     }

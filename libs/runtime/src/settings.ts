@@ -1,4 +1,5 @@
 import { LOG_LEVELS } from "@sextant/observability";
+import parseDuration from "parse-duration";
 import { z } from "zod";
 import { DEFAULT_NATS_URL } from "./ports.js";
 
@@ -16,17 +17,21 @@ export const portSetting = (fallback: number) => z.coerce.number().int().min(0).
 /** A duration in milliseconds from an environment variable. */
 export const millisecondsSetting = (fallback: number) => z.coerce.number().int().min(0).default(fallback);
 
-const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
-
-/** A duration in seconds from an environment variable: plain seconds, or Go-style with one unit (`90s`, `24h`, `2160h`, `90d`), as Istio's variables take. */
+/**
+ * A duration in seconds from an environment variable: plain seconds, or Go's
+ * duration syntax as Istio's variables take it (`90s`, `24h`, `1h30m`,
+ * `24h0m0s`), days (`90d`) too. parse-duration reads the units; the result
+ * must be a positive whole number of seconds.
+ */
 export const durationSecondsSetting = (fallback: string) =>
   z
     .string()
     .default(fallback)
     .transform((value, ctx) => {
-      const match = /^(\d+)([smhd]?)$/.exec(value.trim());
-      const seconds = match?.[1] ? Number(match[1]) * (UNIT_SECONDS[match[2] || "s"] ?? 1) : 0;
-      if (!(seconds > 0)) {
+      const text = value.trim();
+      // Digits alone are seconds; parse-duration would take them as its default unit.
+      const seconds = /^\d+$/.test(text) ? Number(text) : parseDuration(text, "s");
+      if (seconds === null || !Number.isInteger(seconds) || seconds <= 0) {
         ctx.addIssue({
           code: z.ZodIssueCode.custom,
           message: "must be a positive duration such as 3600, 90s, 24h or 90d",

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { createLogger } from "@sextant/observability";
+import { z } from "zod";
 import {
   baseSettings,
+  durationSecondsSetting,
   parseSettings,
   portSetting,
   type Runner,
@@ -38,6 +40,20 @@ describe("settings", () => {
       assert.match(error.message, /HTTP_PORT: .*65535.* \(got "70000"\)/);
       assert.match(error.message, /LOG_LEVEL: .* \(got "loud"\)/);
     }
+  });
+
+  it("reads durations as plain seconds or in Go's (and Istio's) syntax", () => {
+    const durations = z.object({ TTL: durationSecondsSetting("24h") });
+    const seconds = (TTL?: string) => parseSettings(durations, { TTL }).TTL;
+    assert.equal(seconds(), 86_400);
+    assert.equal(seconds("3600"), 3600);
+    assert.equal(seconds("90s"), 90);
+    assert.equal(seconds("1h30m"), 5400);
+    assert.equal(seconds("24h0m0s"), 86_400);
+    assert.equal(seconds("2160h"), 7_776_000);
+    assert.equal(seconds("90d"), 7_776_000);
+    for (const bad of ["0", "0s", "-5s", "forever", "1500ms", ""])
+      assert.throws(() => seconds(bad), /TTL: must be a positive duration/, bad);
   });
 });
 

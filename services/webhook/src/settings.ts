@@ -57,6 +57,3 @@ export const webhookSettings = baseSettings
     message: "TLS_CERT_FILE and TLS_KEY_FILE must be set together",
     path: ["TLS_KEY_FILE"],
   });
-
-/** The webhook's parsed settings. */
-export type WebhookSettings = z.infer<typeof webhookSettings>;

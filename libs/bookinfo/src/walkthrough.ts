@@ -14,6 +14,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline/promises";
+import { setTimeout as sleep } from "node:timers/promises";
 
 const [ingestUrl = "", controlUrl = "", samplesDir = ""] = process.argv.slice(2);
 const once = process.argv.includes("--once");
@@ -36,7 +37,6 @@ interface Step {
 }
 
 const sample = (file: string) => readFileSync(join(samplesDir, file), "utf8");
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function apply(yaml: string): Promise<void> {
   const response = await fetch(`${ingestUrl}/v1/apply`, { method: "POST", body: yaml });

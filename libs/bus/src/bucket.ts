@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { KV, KvWatchEntry } from "@nats-io/kv";
 import type { QueuedIterator } from "@nats-io/nats-core";
 import type { Logger } from "@sextant/observability";
@@ -292,7 +293,7 @@ export class TypedBucket<T> {
         current = undefined;
         if (!stopped && !this.connectionClosed()) {
           this.logger.info({ bucket: this.name, resumeFrom: lastRevision + 1 }, "resuming watch");
-          await new Promise((resolve) => setTimeout(resolve, WATCH_RESUME_DELAY_MS));
+          await sleep(WATCH_RESUME_DELAY_MS);
         }
       }
     })();

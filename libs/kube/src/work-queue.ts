@@ -2,34 +2,50 @@ import PQueue from "p-queue";
 import { Backoff, type BackoffPolicy } from "./backoff.js";
 
 /** Options of {@link WorkQueue}. */
-export interface WorkQueueOptions<K> {
+export interface WorkQueueOptions<K, V> {
   /** Makes things right for one key; a rejection retries the key after the backoff. */
-  readonly process: (key: K) => Promise<void>;
+  readonly process: (key: K, value: V) => Promise<void>;
+  /**
+   * Folds a value added for a key that is already waiting into the waiting
+   * one (e.g. two pushes into one); without it the later value replaces it.
+   */
+  readonly merge?: (waiting: V, added: V) => V;
   /** Keys processed at once (default 1: one at a time, in order). */
   readonly concurrency?: number;
-  /** The delays before a failed key is tried again, per key; started over when the key succeeds. */
-  readonly retry: BackoffPolicy;
-  /** Told of each failure (to log or count it), with the delay before the key's next try. */
-  readonly onError?: (key: K, error: unknown, retryInMs: number) => void;
+  /**
+   * The delays before a failed key is tried again, per key; started over when
+   * the key succeeds. Without it a failure is only reported.
+   */
+  readonly retry?: BackoffPolicy;
+  /** Told of each failure (to log or count it), with the delay before the key's next try if it has one. */
+  readonly onError?: (key: K, error: unknown, retryInMs: number | undefined) => void;
   /** Starts paused (see {@link WorkQueue.pause}). */
   readonly paused?: boolean;
+}
+
+/** A failed key waiting for its retry. */
+interface Retry<V> {
+  readonly backoff: Backoff;
+  value: V;
+  timer?: NodeJS.Timeout;
 }
 
 /**
  * A queue of keys to reconcile, as client-go's workqueue: a key added again
  * while it waits is processed once, so a burst of events for one object
  * costs one pass, which reads the current state rather than replaying each
- * event. p-queue bounds how many keys run at once; a key that fails is added
- * again after its own backoff.
+ * event (a key may carry a value, which is merged instead). p-queue bounds
+ * how many keys run at once; a key that fails is added again after its own
+ * backoff.
  */
-export class WorkQueue<K> {
+export class WorkQueue<K, V = void> {
   readonly #queue: PQueue;
-  readonly #waiting = new Set<K>();
-  readonly #retries = new Map<K, { backoff: Backoff; timer?: NodeJS.Timeout }>();
+  readonly #waiting = new Map<K, V>();
+  readonly #retries = new Map<K, Retry<V>>();
   #idleWaiters: Array<() => void> = [];
   #closed = false;
 
-  constructor(private readonly options: WorkQueueOptions<K>) {
+  constructor(private readonly options: WorkQueueOptions<K, V>) {
     this.#queue = new PQueue({ concurrency: options.concurrency ?? 1, autoStart: !options.paused });
     // "next" follows each task once p-queue no longer counts it as running.
     this.#queue.on("next", () => this.#settle());
@@ -42,19 +58,25 @@ export class WorkQueue<K> {
     return this.#waiting.size + retrying;
   }
 
-  /** Queues key, unless it is already waiting. A key being processed is queued again. */
-  add(key: K): void {
-    if (this.#closed || this.#waiting.has(key)) return;
+  /** Queues key, or merges value into its waiting one. A key being processed is queued again. */
+  add(key: K, value: V): void {
+    if (this.#closed) return;
+    if (this.#waiting.has(key)) {
+      this.#waiting.set(key, this.#merge(this.#waiting.get(key) as V, value));
+      return;
+    }
     const retrying = this.#retries.get(key);
     if (retrying?.timer) {
-      // Its retry is due anyway: run it now, keeping its backoff.
+      // Its retry is due anyway: run it now, with what failed folded in, keeping its backoff.
       clearTimeout(retrying.timer);
       retrying.timer = undefined;
+      value = this.#merge(retrying.value, value);
     }
-    this.#waiting.add(key);
+    this.#waiting.set(key, value);
     void this.#queue.add(async () => {
+      const waiting = this.#waiting.get(key) as V;
       this.#waiting.delete(key);
-      if (!this.#closed) await this.#process(key);
+      if (!this.#closed) await this.#process(key, waiting);
     });
   }
 
@@ -93,19 +115,28 @@ export class WorkQueue<K> {
     for (const resolve of this.#idleWaiters.splice(0)) resolve();
   }
 
-  async #process(key: K): Promise<void> {
+  #merge(waiting: V, added: V): V {
+    return this.options.merge ? this.options.merge(waiting, added) : added;
+  }
+
+  async #process(key: K, value: V): Promise<void> {
     try {
-      await this.options.process(key);
+      await this.options.process(key, value);
       const retrying = this.#retries.get(key);
       if (retrying && !retrying.timer) this.#retries.delete(key);
     } catch (error) {
       if (this.#closed) return;
-      const retrying = this.#retries.get(key) ?? { backoff: new Backoff(this.options.retry) };
+      if (!this.options.retry) {
+        this.options.onError?.(key, error, undefined);
+        return;
+      }
+      const retrying = this.#retries.get(key) ?? { backoff: new Backoff(this.options.retry), value };
       const delay = retrying.backoff.next();
       clearTimeout(retrying.timer);
+      retrying.value = value;
       retrying.timer = setTimeout(() => {
         retrying.timer = undefined;
-        this.add(key);
+        this.add(key, retrying.value);
       }, delay);
       this.#retries.set(key, retrying);
       this.options.onError?.(key, error, delay);

@@ -37,7 +37,7 @@ describe("WorkQueue", () => {
 
   it("retries a failing key after its backoff, and only that key", async () => {
     const attempts = new Map<string, number>();
-    const errors: Array<[string, number]> = [];
+    const errors: Array<[string, number | undefined]> = [];
     const queue = new WorkQueue<string>({
       process: async (key) => {
         const n = (attempts.get(key) ?? 0) + 1;
@@ -56,6 +56,49 @@ describe("WorkQueue", () => {
       ["flaky", 40],
     ]);
     assert.equal(queue.size, 0);
+  });
+
+  it("merges a value added for a waiting key, and keeps a failed value for the retry", async () => {
+    const seen: Array<[string, number[]]> = [];
+    let failOnce = true;
+    const queue = new WorkQueue<string, number[]>({
+      process: async (key, value) => {
+        seen.push([key, value]);
+        if (key === "b" && failOnce) {
+          failOnce = false;
+          throw new Error("once");
+        }
+      },
+      merge: (waiting, added) => [...waiting, ...added],
+      retry: { initialMs: 10, maxMs: 10 },
+      paused: true,
+    });
+    queue.add("a", [1]);
+    queue.add("b", [2]);
+    queue.add("a", [3]);
+    queue.resume();
+    await queue.idle();
+    assert.deepEqual(seen, [
+      ["a", [1, 3]],
+      ["b", [2]],
+      ["b", [2]],
+    ]);
+  });
+
+  it("without a retry policy, reports a failure and drops the key", async () => {
+    const errors: Array<[string, number | undefined]> = [];
+    let calls = 0;
+    const queue = new WorkQueue<string>({
+      process: async () => {
+        calls += 1;
+        throw new Error("no");
+      },
+      onError: (key, _error, retryInMs) => errors.push([key, retryInMs]),
+    });
+    queue.add("a");
+    await queue.idle();
+    assert.equal(calls, 1);
+    assert.deepEqual(errors, [["a", undefined]]);
   });
 
   it("runs at most concurrency keys at once", async () => {

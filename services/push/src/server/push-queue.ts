@@ -1,9 +1,24 @@
+import { setImmediate as yieldToIo } from "node:timers/promises";
+import { WorkQueue } from "@sextant/kube/retry";
 import type { PushChange } from "../model/types.js";
 
+/** A proxy's pending push: what changed, and when the oldest change began. */
 interface Pending {
   full: boolean;
-  endpointHosts: Set<string>;
+  readonly endpointHosts: Set<string>;
   startedAt: number;
+}
+
+/**
+ * Two pushes waiting for one proxy are one: full if either is, every
+ * endpoint host, the earlier start. The waiting one is the queue's own copy,
+ * so it grows in place rather than being copied on every change.
+ */
+function mergePending(waiting: Pending, added: Pending): Pending {
+  waiting.full ||= added.full;
+  for (const host of added.endpointHosts) waiting.endpointHosts.add(host);
+  waiting.startedAt = Math.min(waiting.startedAt, added.startedAt);
+  return waiting;
 }
 
 /**
@@ -12,55 +27,34 @@ interface Pending {
  * proxy never builds a backlog. At most `concurrency` pushes run at once.
  */
 export class PushQueue {
-  readonly #pending = new Map<string, Pending>();
-  #running = 0;
-  #idleWaiters: Array<() => void> = [];
+  readonly #queue: WorkQueue<string, Pending>;
 
   constructor(
-    private readonly concurrency: number,
-    private readonly work: (id: string, change: PushChange, startedAt: number) => void | Promise<void>,
-  ) {}
+    concurrency: number,
+    work: (id: string, change: PushChange, startedAt: number) => void | Promise<void>,
+  ) {
+    this.#queue = new WorkQueue<string, Pending>({
+      concurrency,
+      merge: mergePending,
+      process: async (id, pending) => {
+        // Yield before each push so that requests and ACKs keep flowing during a large push.
+        await yieldToIo();
+        await work(id, { full: pending.full, endpointHosts: pending.endpointHosts }, pending.startedAt);
+      },
+      // A push that throws is a bug: it stays an unhandled rejection, as loud as before.
+      onError: (_id, error) => {
+        throw error;
+      },
+    });
+  }
 
   /** Adds a push for id, merging with one already waiting. */
   enqueue(id: string, change: PushChange, startedAt: number): void {
-    const pending = this.#pending.get(id);
-    if (pending) {
-      pending.full ||= change.full;
-      for (const host of change.endpointHosts) pending.endpointHosts.add(host);
-      pending.startedAt = Math.min(pending.startedAt, startedAt);
-    } else {
-      this.#pending.set(id, { full: change.full, endpointHosts: new Set(change.endpointHosts), startedAt });
-    }
-    this.drain();
+    this.#queue.add(id, { full: change.full, endpointHosts: new Set(change.endpointHosts), startedAt });
   }
 
   /** Resolves when nothing is pending or running. */
   idle(): Promise<void> {
-    if (this.#pending.size === 0 && this.#running === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
-  }
-
-  private drain(): void {
-    while (this.#running < this.concurrency && this.#pending.size > 0) {
-      const [id, pending] = this.#pending.entries().next().value as [string, Pending];
-      this.#pending.delete(id);
-      this.#running++;
-      // Yield between pushes so that requests and ACKs keep flowing during a large push.
-      setImmediate(async () => {
-        try {
-          await this.work(
-            id,
-            { full: pending.full, endpointHosts: pending.endpointHosts },
-            pending.startedAt,
-          );
-        } finally {
-          this.#running--;
-          this.drain();
-          if (this.#pending.size === 0 && this.#running === 0) {
-            for (const resolve of this.#idleWaiters.splice(0)) resolve();
-          }
-        }
-      });
-    }
+    return this.#queue.idle();
   }
 }

@@ -3,16 +3,22 @@ import { describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { WorkQueue } from "../src/index.js";
 
+/** A paused queue that records the keys it processes. */
+function pausedRecorder(): { queue: WorkQueue<string>; seen: string[] } {
+  const seen: string[] = [];
+  const queue = new WorkQueue<string>({
+    process: async (key) => {
+      seen.push(key);
+    },
+    retry: { initialMs: 10, maxMs: 10 },
+    paused: true,
+  });
+  return { queue, seen };
+}
+
 describe("WorkQueue", () => {
   it("processes a key added several times while it waits once", async () => {
-    const seen: string[] = [];
-    const queue = new WorkQueue<string>({
-      process: async (key) => {
-        seen.push(key);
-      },
-      retry: { initialMs: 10, maxMs: 10 },
-      paused: true,
-    });
+    const { queue, seen } = pausedRecorder();
     for (const key of ["a", "b", "a", "a", "c", "b"]) queue.add(key);
     queue.resume();
     await queue.idle();
@@ -137,14 +143,7 @@ describe("WorkQueue", () => {
   });
 
   it("holds keys while paused, and is idle then", async () => {
-    const seen: string[] = [];
-    const queue = new WorkQueue<string>({
-      process: async (key) => {
-        seen.push(key);
-      },
-      retry: { initialMs: 10, maxMs: 10 },
-      paused: true,
-    });
+    const { queue, seen } = pausedRecorder();
     queue.add("a");
     await queue.idle();
     assert.deepEqual(seen, []);

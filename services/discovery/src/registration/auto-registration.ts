@@ -191,72 +191,60 @@ export class AutoRegistration implements Runner {
 
   async #apply(entry: Registered): Promise<void> {
     const key = `${entry.namespace}/${entry.name}`;
-    await retry(
-      async () => {
-        if (this.#closed || !this.options.isLeader()) return;
-        // A retry is moot once the workload has gone (or come back as another entry).
-        if (this.#registered.get(key) !== entry || entry.connections.size === 0) return;
-        const group = this.options.registry.workloadGroup(entry.namespace, entry.event.workloadGroup);
-        if (!group) {
-          this.options.logger.warn(
-            { namespace: entry.namespace, group: entry.event.workloadGroup },
-            "registration names a WorkloadGroup that does not exist; not registering",
-          );
-          this.#calls?.inc({ op: "apply", result: "no-group" });
-          return;
-        }
-        const body = JSON.stringify(workloadEntryFor(group, entry.event));
-        const response = await fetch(`${this.options.ingestUrl}/v1/apply`, { method: "POST", body });
-        const text = await response.text();
-        if (!response.ok) throw new Error(`ingest answered ${response.status}: ${text}`);
-        this.#calls?.inc({ op: "apply", result: "ok" });
-        this.options.logger.info(
-          { namespace: entry.namespace, name: entry.name },
-          "WorkloadEntry registered",
+    await this.#retry("apply", entry, "registering a WorkloadEntry failed; retrying", async () => {
+      if (this.#closed || !this.options.isLeader()) return;
+      // A retry is moot once the workload has gone (or come back as another entry).
+      if (this.#registered.get(key) !== entry || entry.connections.size === 0) return;
+      const group = this.options.registry.workloadGroup(entry.namespace, entry.event.workloadGroup);
+      if (!group) {
+        this.options.logger.warn(
+          { namespace: entry.namespace, group: entry.event.workloadGroup },
+          "registration names a WorkloadGroup that does not exist; not registering",
         );
-      },
-      {
-        backoff: RETRY,
-        signal: this.#lifetime.signal,
-        onFailure: (error) => {
-          this.#calls?.inc({ op: "apply", result: "error" });
-          this.options.logger.warn(
-            { name: entry.name, err: error },
-            "registering a WorkloadEntry failed; retrying",
-          );
-        },
-      },
-    );
+        this.#calls?.inc({ op: "apply", result: "no-group" });
+        return;
+      }
+      const body = JSON.stringify(workloadEntryFor(group, entry.event));
+      const response = await fetch(`${this.options.ingestUrl}/v1/apply`, { method: "POST", body });
+      const text = await response.text();
+      if (!response.ok) throw new Error(`ingest answered ${response.status}: ${text}`);
+      this.#calls?.inc({ op: "apply", result: "ok" });
+      this.options.logger.info({ namespace: entry.namespace, name: entry.name }, "WorkloadEntry registered");
+    });
   }
 
   async #remove(entry: Registered): Promise<void> {
     const key = `${entry.namespace}/${entry.name}`;
     const url = `${this.options.ingestUrl}/v1/config/WorkloadEntry/${encodeURIComponent(entry.namespace)}/${encodeURIComponent(entry.name)}`;
-    await retry(
-      async () => {
-        // Unless the workload came back meanwhile.
-        if (this.#closed || !this.options.isLeader() || this.#registered.has(key)) return;
-        const response = await fetch(url, { method: "DELETE" });
-        await response.arrayBuffer();
-        // 404: already gone (removed by a user, or by a previous leader).
-        if (!response.ok && response.status !== 404) throw new Error(`ingest answered ${response.status}`);
-        this.#calls?.inc({ op: "delete", result: "ok" });
-        this.options.logger.info(
-          { namespace: entry.namespace, name: entry.name },
-          "WorkloadEntry unregistered",
-        );
+    await this.#retry("delete", entry, "removing a WorkloadEntry failed; retrying", async () => {
+      // Unless the workload came back meanwhile.
+      if (this.#closed || !this.options.isLeader() || this.#registered.has(key)) return;
+      const response = await fetch(url, { method: "DELETE" });
+      await response.arrayBuffer();
+      // 404: already gone (removed by a user, or by a previous leader).
+      if (!response.ok && response.status !== 404) throw new Error(`ingest answered ${response.status}`);
+      this.#calls?.inc({ op: "delete", result: "ok" });
+      this.options.logger.info(
+        { namespace: entry.namespace, name: entry.name },
+        "WorkloadEntry unregistered",
+      );
+    });
+  }
+
+  /** Calls ingest until call succeeds or stops itself, counting and logging each failure; close() ends it. */
+  #retry(
+    op: "apply" | "delete",
+    entry: Registered,
+    message: string,
+    call: () => Promise<void>,
+  ): Promise<void> {
+    return retry(call, {
+      backoff: RETRY,
+      signal: this.#lifetime.signal,
+      onFailure: (error) => {
+        this.#calls?.inc({ op, result: "error" });
+        this.options.logger.warn({ name: entry.name, err: error }, message);
       },
-      {
-        backoff: RETRY,
-        signal: this.#lifetime.signal,
-        onFailure: (error) => {
-          this.#calls?.inc({ op: "delete", result: "error" });
-          this.options.logger.warn(
-            { name: entry.name, err: error },
-            "removing a WorkloadEntry failed; retrying",
-          );
-        },
-      },
-    );
+    });
   }
 }

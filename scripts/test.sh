@@ -8,8 +8,11 @@ export TURBO_TELEMETRY_DISABLED=1
 export OTEL_SDK_DISABLED=true
 
 pnpm exec biome check .
-# Unused files, dependencies and exports (knip.jsonc says where the entry points are).
-pnpm exec knip
+# Unused files, dependencies and exports (knip.jsonc says where the entry
+# points are); then, from production code alone, that each package's
+# dependencies are exactly what its src/ imports at run time.
+pnpm exec knip --no-config-hints
+pnpm exec knip --no-config-hints --production --strict --dependencies
 pnpm exec turbo run lint typecheck --output-logs=errors-only
 
 log=$(mktemp)

@@ -34,19 +34,27 @@ interface Retry<V> {
  * A queue of keys to reconcile, as client-go's workqueue: a key added again
  * while it waits is processed once, so a burst of events for one object
  * costs one pass, which reads the current state rather than replaying each
- * event (a key may carry a value, which is merged instead). p-queue bounds
- * how many keys run at once; a key that fails is added again after its own
- * backoff.
+ * event (a key may carry a value, which is merged instead). A key that fails
+ * is added again after its own backoff.
+ *
+ * p-queue bounds the work in flight: each of its tasks is a drainer that
+ * processes waiting keys one after another until none is left, so a key
+ * costs a map entry rather than a p-queue task (thousands of keys a second
+ * for push), and at most `concurrency` keys run at once.
  */
 export class WorkQueue<K, V = void> {
   readonly #queue: PQueue;
+  readonly #concurrency: number;
   readonly #waiting = new Map<K, V>();
   readonly #retries = new Map<K, Retry<V>>();
   #idleWaiters: Array<() => void> = [];
+  /** Drainers queued in p-queue or running. */
+  #drainers = 0;
   #closed = false;
 
   constructor(private readonly options: WorkQueueOptions<K, V>) {
-    this.#queue = new PQueue({ concurrency: options.concurrency ?? 1, autoStart: !options.paused });
+    this.#concurrency = options.concurrency ?? 1;
+    this.#queue = new PQueue({ concurrency: this.#concurrency, autoStart: !options.paused });
     // "next" follows each task once p-queue no longer counts it as running.
     this.#queue.on("next", () => this.#settle());
   }
@@ -73,14 +81,10 @@ export class WorkQueue<K, V = void> {
       value = this.#merge(retrying.value, value);
     }
     this.#waiting.set(key, value);
-    void this.#queue.add(async () => {
-      const waiting = this.#waiting.get(key) as V;
-      this.#waiting.delete(key);
-      if (!this.#closed) await this.#process(key, waiting);
-    });
+    this.#startDrainers();
   }
 
-  /** Runs task after everything queued before it, never beside a key when concurrency is 1. */
+  /** Runs task after the drainers queued before it; never beside a key when concurrency is 1. */
   async run(task: () => Promise<void>): Promise<void> {
     await this.#queue.add(task);
   }
@@ -93,6 +97,7 @@ export class WorkQueue<K, V = void> {
 
   resume(): void {
     this.#queue.start();
+    this.#startDrainers();
   }
 
   /**
@@ -117,6 +122,29 @@ export class WorkQueue<K, V = void> {
 
   #merge(waiting: V, added: V): V {
     return this.options.merge ? this.options.merge(waiting, added) : added;
+  }
+
+  /** Enough drainers for the waiting keys, up to the concurrency. */
+  #startDrainers(): void {
+    if (this.#queue.isPaused) return;
+    while (this.#drainers < Math.min(this.#concurrency, this.#waiting.size)) {
+      this.#drainers += 1;
+      void this.#queue.add(() => this.#drain());
+    }
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      while (!this.#closed && !this.#queue.isPaused) {
+        const next = this.#waiting.entries().next();
+        if (next.done) return;
+        const [key, value] = next.value;
+        this.#waiting.delete(key);
+        await this.#process(key, value);
+      }
+    } finally {
+      this.#drainers -= 1;
+    }
   }
 
   async #process(key: K, value: V): Promise<void> {

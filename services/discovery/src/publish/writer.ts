@@ -69,6 +69,11 @@ type Item = `${RegistryBucket}/${string}`;
 
 const itemOf = (bucket: RegistryBucket, key: string): Item => `${bucket}/${key}`;
 
+const parseItem = (item: Item): [RegistryBucket, string] => {
+  const slash = item.indexOf("/");
+  return [item.slice(0, slash) as RegistryBucket, item.slice(slash + 1)];
+};
+
 /** The write was not made because the lease lapsed: the key stays queued until the elector steps down. */
 class LeaseLapsed extends Error {}
 
@@ -100,8 +105,7 @@ export class RegistryWriter {
       onError: (item, error) => {
         this.options.metrics?.pending.set(this.#queue.size);
         if (error instanceof LeaseLapsed) return;
-        const bucket = item.slice(0, item.indexOf("/")) as RegistryBucket;
-        const key = item.slice(bucket.length + 1);
+        const [bucket, key] = parseItem(item);
         this.options.metrics?.failures.inc({ bucket });
         this.options.logger.warn({ bucket, key, err: error }, "registry write failed; will retry");
       },
@@ -176,28 +180,12 @@ export class RegistryWriter {
       if (!this.#active) return;
       // The lease lapsed under us: keep the key queued; the elector steps down on its next round.
       if (!this.options.isLeader()) throw new LeaseLapsed();
-      const bucket = item.slice(0, item.indexOf("/")) as RegistryBucket;
-      const key = item.slice(bucket.length + 1);
+      const [bucket, key] = parseItem(item);
+      const { registry, services, endpoints } = this.options;
       const generation = this.#generation;
-      if (bucket === "services") {
-        await this.#writeOne(
-          bucket,
-          key,
-          this.options.registry.service(key),
-          Service,
-          this.options.services(),
-          generation,
-        );
-      } else {
-        await this.#writeOne(
-          bucket,
-          key,
-          this.options.registry.endpoints(key),
-          EndpointShard,
-          this.options.endpoints(),
-          generation,
-        );
-      }
+      if (bucket === "services")
+        await this.#writeOne(bucket, key, registry.service(key), Service, services(), generation);
+      else await this.#writeOne(bucket, key, registry.endpoints(key), EndpointShard, endpoints(), generation);
     } finally {
       this.options.metrics?.pending.set(this.#queue.size);
     }

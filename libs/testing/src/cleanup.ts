@@ -49,13 +49,8 @@ export function trackChildProcess(child: ChildProcess): void {
   child.once("exit", () => children.delete(child));
 }
 
-/** The labels of the cleanups still registered (what is running that a test started). */
-export function pendingCleanups(): string[] {
-  return [...cleanups.values()].map((cleanup) => cleanup.label);
-}
-
 /** Runs every registered cleanup, newest first; a failing or stuck one does not stop the others. */
-export async function runCleanups(): Promise<void> {
+async function runCleanups(): Promise<void> {
   const failures: string[] = [];
   for (const [id, { label, run }] of [...cleanups].reverse()) {
     cleanups.delete(id);

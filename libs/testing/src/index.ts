@@ -1,4 +1,4 @@
-export { onCleanup, pendingCleanups, runCleanups, trackChildProcess } from "./cleanup.js";
+export { onCleanup, trackChildProcess } from "./cleanup.js";
 export { checkGoldenDir, expectGolden, type GoldenCase, goldenCases, updatingGoldens } from "./golden.js";
 export { type GrpcServerFixture, insecureClientCredentials, startGrpcServer } from "./grpc.js";
 export * from "./kube/index.js";

@@ -12,7 +12,7 @@ import {
 import { defineBucket } from "./bucket.js";
 import { defineSubject } from "./subject.js";
 
-/** Sextant's KV buckets: the state shared between services (DESIGN.md). */
+/** Sextant's KV buckets: the state services share. Each has one writing service; the others only read it. */
 export const Buckets = {
   config: defineBucket(
     "sextant-config",

@@ -9,9 +9,9 @@ import type { Registry } from "../registry/registry.js";
 import type { Named } from "../serviceentry/translate.js";
 
 /** The annotation naming the WorkloadGroup an entry was registered for, as Istio sets it. */
-export const AUTO_REGISTRATION_GROUP_ANNOTATION = "istio.io/autoRegistrationGroup";
+const AUTO_REGISTRATION_GROUP_ANNOTATION = "istio.io/autoRegistrationGroup";
 /** The annotation naming the controller that manages the entry, as Istio sets it. */
-export const WORKLOAD_CONTROLLER_ANNOTATION = "istio.io/workloadController";
+const WORKLOAD_CONTROLLER_ANNOTATION = "istio.io/workloadController";
 
 /**
  * The name of an auto-registered WorkloadEntry, as Istio builds it:

@@ -42,11 +42,6 @@ export function isHttp2Port(port: ServicePort): boolean {
   );
 }
 
-/** True for HTTP ports (Istio's Protocol.IsHTTP). */
-export function isHttpPort(port: ServicePort): boolean {
-  return port.protocol === Protocol.PROTOCOL_HTTP || isHttp2Port(port);
-}
-
 /**
  * istiod's setUpstreamProtocol for a sidecar: explicit HTTP/2 for HTTP/2
  * ports, the downstream's protocol for ports whose protocol is sniffed

@@ -8,7 +8,7 @@ export type ClusterDraft = Parameters<typeof Cluster.fromPartial>[0];
 export type HttpOptionsDraft = Parameters<typeof HttpProtocolOptions.fromPartial>[0];
 
 /** The key Envoy reads a cluster's HTTP protocol options under (Istio's v3.HttpProtocolOptionsType). */
-export const HTTP_PROTOCOL_OPTIONS_KEY = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+const HTTP_PROTOCOL_OPTIONS_KEY = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 
 /**
  * A cluster being built with its upstream HTTP protocol options kept apart

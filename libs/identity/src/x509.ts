@@ -1,10 +1,8 @@
-// @peculiar/x509 registers its providers through tsyringe, which needs the
-// Reflect metadata API: load the polyfill before it.
+// @peculiar/x509 loads tsyringe, which refuses to load without the Reflect
+// metadata API: the polyfill must be imported first. Nothing else is set up
+// here: the library finds node's WebCrypto (globalThis.crypto) by itself.
 import "reflect-metadata";
-import { webcrypto } from "node:crypto";
 import * as x509 from "@peculiar/x509";
 
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
-
-/** @peculiar/x509, ready to use with node's WebCrypto. */
+/** @peculiar/x509, with the polyfill it needs loaded before it. */
 export { x509 };

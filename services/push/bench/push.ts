@@ -137,6 +137,8 @@ for (const services of MS) {
       NATS_URL: nats.url,
       XDS_PORT: String(xdsPort),
       HTTP_PORT: String(httpPort),
+      // Plaintext clients only: the mTLS port would need a ca to get push's certificate.
+      XDS_TLS_ENABLED: "false",
       LOG_LEVEL: "warn",
       OTEL_SDK_DISABLED: "true",
     },

@@ -4,8 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { Buckets, connectBus } from "@sextant/bus";
+import { connectBus } from "@sextant/bus";
+import { caContract } from "@sextant/ca/contract";
+import { discoveryContract } from "@sextant/discovery/contract";
+import { ingestContract } from "@sextant/ingest/contract";
 import { createLogger } from "@sextant/observability";
+import { pushContract } from "@sextant/push/contract";
 import {
   type NatsServerFixture,
   type ServiceProcess,
@@ -13,12 +17,14 @@ import {
   startServiceProcess,
 } from "@sextant/testing";
 
-/** Each service and the buckets it creates because it writes them. */
+/** Each service and the buckets it creates because its contract says it writes them. */
+const writes = (contract: { buckets?: { write?: ReadonlyArray<{ name: string }> } }) =>
+  (contract.buckets?.write ?? []).map((bucket) => bucket.name);
 const services: Array<[string, string[]]> = [
-  ["ingest", [Buckets.config.name, Buckets.configStatus.name]],
-  ["discovery", [Buckets.services.name, Buckets.endpoints.name]],
-  ["push", [Buckets.proxyStatus.name]],
-  ["ca", [Buckets.trust.name]],
+  ["ingest", writes(ingestContract)],
+  ["discovery", writes(discoveryContract)],
+  ["push", writes(pushContract)],
+  ["ca", writes(caContract)],
   ["webhook", []],
   // The agent is not here: it uses no NATS and needs ca and push to be ready
   // (its own tests and security.test.ts run it as a process).

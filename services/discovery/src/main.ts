@@ -67,6 +67,7 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
           bus: () => nats.bus,
           registry,
           ingestUrl: settings.INGEST_URL,
+          ingestTokenFile: settings.INGEST_TOKEN_FILE,
           gracePeriodMs: settings.WORKLOAD_ENTRY_GRACE_PERIOD_MS,
           isLeader: () => publisher.status().leader,
           logger,

@@ -26,6 +26,13 @@ export const discoverySettings = baseSettings
       .url()
       .optional()
       .transform((url) => url?.replace(/\/+$/, "")),
+    /**
+     * A file holding the bearer token discovery shows ingest's API (in
+     * Kubernetes, its projected service-account token, which ingest checks
+     * with a TokenReview), read again on every call since the kubelet rotates
+     * it; unset: no Authorization header, for an ingest with API_AUTH=none.
+     */
+    INGEST_TOKEN_FILE: z.string().min(1).optional(),
     /** How long an auto-registered WorkloadEntry outlives its proxy's disconnection (istiod: PILOT_WORKLOAD_ENTRY_GRACE_PERIOD, 10s). */
     WORKLOAD_ENTRY_GRACE_PERIOD_MS: millisecondsSetting(10_000),
     /** How long a leader's lease lasts without renewal before another replica may take it. */

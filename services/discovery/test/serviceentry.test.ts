@@ -1,4 +1,7 @@
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Subjects } from "@sextant/bus";
 import { HealthStatus, RegistrationEventType, Resolution, type WorkloadRegistration } from "@sextant/proto";
@@ -26,6 +29,7 @@ describe("ServiceEntry source and auto-registration, through ingest", () => {
   let ingest: StartedService<unknown>;
   let ingestUrl: string;
   let discovery: DiscoveryFixture;
+  let tokenDir: string;
 
   before(async () => {
     client = await startNatsWithClient();
@@ -37,8 +41,12 @@ describe("ServiceEntry source and auto-registration, through ingest", () => {
       ANALYSIS_DEBOUNCE_MS: "20",
     })) as StartedService<unknown>;
     ingestUrl = `http://127.0.0.1:${ingest.httpPort}`;
+    // Auto-registration authenticates to ingest with the token of this file.
+    tokenDir = mkdtempSync(join(tmpdir(), "sextant-discovery-token-"));
+    writeFileSync(join(tokenDir, "token"), "discovery-test-token\n");
     discovery = await startDiscovery(client.nats.url, {
       INGEST_URL: ingestUrl,
+      INGEST_TOKEN_FILE: join(tokenDir, "token"),
       WORKLOAD_ENTRY_GRACE_PERIOD_MS: String(GRACE_MS),
     });
   });
@@ -46,6 +54,7 @@ describe("ServiceEntry source and auto-registration, through ingest", () => {
     await discovery?.stop();
     await ingest?.stop();
     await client?.close();
+    if (tokenDir) rmSync(tokenDir, { recursive: true, force: true });
   });
 
   it("publishes a STATIC ServiceEntry with inline endpoints", async () => {

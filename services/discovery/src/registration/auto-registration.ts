@@ -7,6 +7,7 @@ import type { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3
 import type { Runner } from "@sextant/runtime";
 import type { Registry } from "../registry/registry.js";
 import type { Named } from "../serviceentry/translate.js";
+import { ingestAuthorization } from "./ingest-token.js";
 
 /** The annotation naming the WorkloadGroup an entry was registered for, as Istio sets it. */
 const AUTO_REGISTRATION_GROUP_ANNOTATION = "istio.io/autoRegistrationGroup";
@@ -73,6 +74,8 @@ export interface AutoRegistrationOptions {
   readonly registry: Registry;
   /** Ingest's base URL. */
   readonly ingestUrl: string;
+  /** A file holding the bearer token ingest's API authenticates discovery by, read on each call; unset: none sent. */
+  readonly ingestTokenFile?: string;
   readonly gracePeriodMs: number;
   /** True while this replica writes (leads). */
   readonly isLeader: () => boolean;
@@ -205,7 +208,11 @@ export class AutoRegistration implements Runner {
         return;
       }
       const body = JSON.stringify(workloadEntryFor(group, entry.event));
-      const response = await fetch(`${this.options.ingestUrl}/v1/apply`, { method: "POST", body });
+      const response = await fetch(`${this.options.ingestUrl}/v1/apply`, {
+        method: "POST",
+        body,
+        headers: await ingestAuthorization(this.options.ingestTokenFile),
+      });
       const text = await response.text();
       if (!response.ok) throw new Error(`ingest answered ${response.status}: ${text}`);
       this.#calls?.inc({ op: "apply", result: "ok" });
@@ -219,7 +226,10 @@ export class AutoRegistration implements Runner {
     await this.#retry("delete", entry, "removing a WorkloadEntry failed; retrying", async () => {
       // Unless the workload came back meanwhile.
       if (this.#closed || !this.options.isLeader() || this.#registered.has(key)) return;
-      const response = await fetch(url, { method: "DELETE" });
+      const response = await fetch(url, {
+        method: "DELETE",
+        headers: await ingestAuthorization(this.options.ingestTokenFile),
+      });
       await response.arrayBuffer();
       // 404: already gone (removed by a user, or by a previous leader).
       if (!response.ok && response.status !== 404) throw new Error(`ingest answered ${response.status}`);

@@ -7,14 +7,16 @@
 //   npm run demo -- --once  start, check, stop (also the default when CI=true)
 import { spawn } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import {
   assertControlPlanePortsFree,
   DEFAULT_PORTS,
+  ensureApiTokens,
   root,
   services,
   startControlPlane,
   stateDir,
+  tokenNotice,
 } from "./lib/control-plane.mjs";
 import { assertPortFree, color, createRunner, waitReady } from "./lib/runner.mjs";
 
@@ -130,6 +132,10 @@ spec:
 `,
 ].join("---\n");
 
+/** The local user's admin token for ingest's API, which every call below sends. */
+const apiTokens = ensureApiTokens();
+const auth = { authorization: `Bearer ${apiTokens.adminToken}` };
+
 const runner = createRunner({ root, label: "the demo" });
 const { children, start, stop } = runner;
 
@@ -147,6 +153,7 @@ async function applyBookinfoSamples() {
     .sort()) {
     const response = await fetch("http://127.0.0.1:8080/v1/apply", {
       method: "POST",
+      headers: auth,
       body: readFileSync(join(dir, file)),
     });
     const body = await response.json();
@@ -161,7 +168,7 @@ async function applyBookinfoSamples() {
   let analysis = { messages: [] };
   for (let previous = -1, deadline = Date.now() + 5_000; Date.now() < deadline; ) {
     await new Promise((resolve) => setTimeout(resolve, 300));
-    analysis = await (await fetch("http://127.0.0.1:8080/v1/analyze")).json();
+    analysis = await (await fetch("http://127.0.0.1:8080/v1/analyze", { headers: auth })).json();
     if (analysis.messages.length === previous && previous > 0) break;
     previous = analysis.messages.length;
   }
@@ -188,7 +195,12 @@ function runWalkthrough() {
     samples,
   ];
   if (once) args.push("--once");
-  const child = spawn(process.execPath, args, { cwd: root, stdio: "inherit" });
+  // The walk-through applies config through ingest too, as the local admin: it reads the token from this file.
+  const child = spawn(process.execPath, args, {
+    cwd: root,
+    stdio: "inherit",
+    env: { ...process.env, INGEST_TOKEN_FILE: apiTokens.adminTokenFile },
+  });
   children.push({ name: "walkthrough", child });
   return new Promise((resolve) => child.once("exit", (code) => resolve(code ?? 1)));
 }
@@ -203,17 +215,18 @@ function runWalkthrough() {
 async function startMesh() {
   // WorkloadEntries left by an earlier run (the JetStream store persists) would be stale endpoints.
   const stale = await (
-    await fetch("http://127.0.0.1:8080/v1/config?kind=WorkloadEntry&namespace=default")
+    await fetch("http://127.0.0.1:8080/v1/config?kind=WorkloadEntry&namespace=default", { headers: auth })
   ).json();
   for (const item of stale.items ?? [])
     await fetch(`http://127.0.0.1:8080/v1/config/WorkloadEntry/default/${item.metadata.name}`, {
       method: "DELETE",
+      headers: auth,
     });
   // Bookinfo's destination-rule-all-mtls.yaml: ISTIO_MUTUAL from the clients, and the subsets. Applied
   // now so productpage's first connection gets it (the walk-through applies it again in its first step).
   const mtlsRule = join(root, "samples", "bookinfo", "networking", "destination-rule-all-mtls.yaml");
   const body = `${meshYaml}---\n${readFileSync(mtlsRule, "utf8")}`;
-  const response = await fetch("http://127.0.0.1:8080/v1/apply", { method: "POST", body });
+  const response = await fetch("http://127.0.0.1:8080/v1/apply", { method: "POST", headers: auth, body });
   if (!response.ok)
     throw new Error(`ingest refused the demo's mesh (${response.status}): ${await response.text()}`);
   console.log(
@@ -295,7 +308,7 @@ async function startMesh() {
   let names = [];
   for (const deadline = Date.now() + 15_000; Date.now() < deadline; ) {
     const { items = [] } = await (
-      await fetch("http://127.0.0.1:8080/v1/config?kind=WorkloadEntry&namespace=default")
+      await fetch("http://127.0.0.1:8080/v1/config?kind=WorkloadEntry&namespace=default", { headers: auth })
     ).json();
     names = items.map((item) => item.metadata.name);
     if (expected.every((name) => names.includes(name))) break;
@@ -313,7 +326,9 @@ try {
   }
   await assertPortFree(controlPort, "productpage (control port)");
 
+  if (apiTokens.created) console.log(tokenNotice(apiTokens.adminTokenFile));
   await startControlPlane(runner, {
+    apiTokens,
     workloadAccounts: workloads.map((w) => w.serviceAccount),
     onReady: (name) => {
       if (name === "nats")
@@ -344,7 +359,10 @@ try {
     );
     await stop(walkthrough);
   } else {
-    console.log("\nRunning. Metrics: curl localhost:15014/metrics. Press Ctrl-C to stop.");
+    const token = relative(process.cwd(), apiTokens.adminTokenFile);
+    console.log(
+      `\nRunning. Metrics: curl localhost:15014/metrics. Config: curl -H "Authorization: Bearer $(cat ${token})" localhost:8080/v1/config. Press Ctrl-C to stop.`,
+    );
   }
 } catch (error) {
   console.error(color(31, `demo failed: ${error.message}`));

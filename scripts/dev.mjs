@@ -12,11 +12,13 @@
 import { join, relative } from "node:path";
 import {
   assertControlPlanePortsFree,
+  ensureApiTokens,
   natsPort,
   root,
   services,
   startControlPlane,
   stateDir,
+  tokenNotice,
 } from "./lib/control-plane.mjs";
 import { color, createRunner, isReady, natsAnswers } from "./lib/runner.mjs";
 
@@ -147,11 +149,15 @@ const ticker = setInterval(async () => {
   if (tty && !runner.isStopping()) draw();
 }, 1_000);
 
+// Ingest's API asks for a bearer token: on the first start, say (above the panel) where the admin token is.
+const apiTokens = ensureApiTokens();
+if (apiTokens.created) console.log(tokenNotice(apiTokens.adminTokenFile));
 if (tty) draw();
 else console.log(`sextant dev: logs in ${relative(root, logsDir)}/<name>.log`);
 try {
   await assertControlPlanePortsFree();
   await startControlPlane(runner, {
+    apiTokens,
     logsDir,
     onStarting: (name, _port, child) => {
       const row = rowOf(name);

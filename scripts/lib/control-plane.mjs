@@ -1,10 +1,12 @@
 // The local control plane shared by `npm run demo` and `pnpm dev`: nats-server
 // with its JetStream store in .sextant/ (gitignored), then ingest, discovery,
 // ca, push and webhook, each started only once the previous one reports
-// /ready, on the local ports libs/runtime's DEFAULT_PORTS gives.
-import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+// /ready, on the local ports libs/runtime's DEFAULT_PORTS gives. Ingest's API
+// asks for a bearer token (API_AUTH=tokens): the local user's admin token and
+// discovery's are kept in .sextant/ too.
+import { createHash, randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assertPortFree, waitNats, waitReady } from "./runner.mjs";
 
@@ -83,6 +85,86 @@ export function writeBootstrapTokens(workloadAccounts = []) {
   writeFileSync(join(stateDir, "bootstrap-tokens.json"), JSON.stringify(tokens), { mode: 0o600 });
 }
 
+/** Reads the token of file, or writes a new one (32 random bytes, hex) readable by the user alone. */
+function tokenIn(file) {
+  if (existsSync(file)) {
+    const token = readFileSync(file, "utf8").trim();
+    if (token) {
+      // An earlier run, or the user, may have loosened it: a token file is the user's alone.
+      chmodSync(file, 0o600);
+      return { token, created: false };
+    }
+  }
+  const token = randomBytes(32).toString("hex");
+  writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return { token, created: true };
+}
+
+/**
+ * The credentials for ingest's API (`/v1/*`), which ingest checks against
+ * its token file (API_AUTH=tokens): an admin token for the local user
+ * (.sextant/api-admin-token, allowed everything), created on the first start
+ * and reused afterwards, and discovery's (.sextant/discovery-ingest-token:
+ * create and delete of WorkloadEntries, for auto-registration, nothing
+ * else). The token file (.sextant/api-tokens.yaml) holds their sha256 only
+ * and is rewritten on every start from the token files, so a token deleted
+ * by the user is replaced rather than left valid. `created`: whether the
+ * admin token is new (the scripts say where it is then, once).
+ */
+export function ensureApiTokens() {
+  mkdirSync(stateDir, { recursive: true });
+  const adminTokenFile = join(stateDir, "api-admin-token");
+  const discoveryTokenFile = join(stateDir, "discovery-ingest-token");
+  const tokensFile = join(stateDir, "api-tokens.yaml");
+  const admin = tokenIn(adminTokenFile);
+  const discovery = tokenIn(discoveryTokenFile);
+  const sha256 = (token) => createHash("sha256").update(token).digest("hex");
+  writeFileSync(
+    tokensFile,
+    `# ingest's API_TOKENS_FILE, written by scripts/lib/control-plane.mjs on every start.
+- subject: local-admin
+  token_sha256: ${sha256(admin.token)}
+  namespaces: ["*"]
+  verbs: ["*"]
+  kinds: ["*"]
+- subject: discovery
+  token_sha256: ${sha256(discovery.token)}
+  namespaces: ["*"]
+  verbs: [create, delete]
+  kinds: [WorkloadEntry]
+`,
+    { mode: 0o600 },
+  );
+  return {
+    adminToken: admin.token,
+    adminTokenFile,
+    discoveryTokenFile,
+    tokensFile,
+    created: admin.created,
+  };
+}
+
+/**
+ * What the scripts print when they create the admin token, and only then:
+ * where it is and how to use it. The token itself is never printed, so that
+ * it stays out of terminal scrollback and CI logs.
+ */
+export function tokenNotice(file) {
+  const path = relative(process.cwd(), file);
+  return [
+    `Created an admin token for ingest's API in ${path} (mode 0600; later starts reuse it). Use it as:`,
+    `  curl -H "Authorization: Bearer $(cat ${path})" localhost:8080/v1/config`,
+  ].join("\n");
+}
+
+/** The environment each service gets beyond the shared one: ingest checks tokens, discovery shows its own. */
+function serviceEnv(name, apiTokens) {
+  if (name === "ingest") return { API_AUTH: "tokens", API_TOKENS_FILE: apiTokens.tokensFile };
+  if (name === "discovery") return { INGEST_TOKEN_FILE: apiTokens.discoveryTokenFile };
+  return {};
+}
+
 /**
  * Starts nats-server and the five services with runner, in dependency order,
  * and resolves once webhook, the last, reports ready.
@@ -91,11 +173,12 @@ export function writeBootstrapTokens(workloadAccounts = []) {
  *   otherwise nats-server writes .sextant/nats.log and the services' logs are
  *   printed, prefixed.
  * - workloadAccounts: service accounts to mint bootstrap tokens for, besides push's.
+ * - apiTokens: ensureApiTokens()'s answer, when the caller already has it.
  * - onStarting(name, port, child) and onReady(name, port): progress callbacks.
  */
 export async function startControlPlane(
   runner,
-  { logsDir, workloadAccounts = [], onStarting, onReady } = {},
+  { logsDir, workloadAccounts = [], apiTokens = ensureApiTokens(), onStarting, onReady } = {},
 ) {
   mkdirSync(join(stateDir, "nats"), { recursive: true });
   if (logsDir) mkdirSync(logsDir, { recursive: true });
@@ -138,6 +221,7 @@ export async function startControlPlane(
         TOKEN_FILE: join(stateDir, "push-token"),
         // Discovery creates auto-registered WorkloadEntries through ingest's API.
         INGEST_URL: `http://127.0.0.1:${P.ingest.http}`,
+        ...serviceEnv(service.name, apiTokens),
       },
       { logFile: logsDir ? join(logsDir, `${service.name}.log`) : undefined, port: service.port },
     );

@@ -11,6 +11,10 @@
 // if any step missed.
 //
 //   node walkthrough.js <ingest-url> <productpage-control-url> <bookinfo-networking-dir> [--once]
+//
+// INGEST_TOKEN_FILE, when set, names a file holding the bearer token sent
+// with every call to ingest's API (the demo passes its admin token's file,
+// so the token is not on the command line for `ps` to show).
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline/promises";
@@ -38,8 +42,17 @@ interface Step {
 
 const sample = (file: string) => readFileSync(join(samplesDir, file), "utf8");
 
+const tokenFile = process.env.INGEST_TOKEN_FILE;
+const ingestHeaders: Record<string, string> = tokenFile
+  ? { authorization: `Bearer ${readFileSync(tokenFile, "utf8").trim()}` }
+  : {};
+
 async function apply(yaml: string): Promise<void> {
-  const response = await fetch(`${ingestUrl}/v1/apply`, { method: "POST", body: yaml });
+  const response = await fetch(`${ingestUrl}/v1/apply`, {
+    method: "POST",
+    headers: ingestHeaders,
+    body: yaml,
+  });
   if (!response.ok)
     throw new Error(`ingest refused the config (${response.status}): ${await response.text()}`);
 }

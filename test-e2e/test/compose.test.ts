@@ -4,6 +4,7 @@
 // the stack up where an engine exists.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -483,6 +484,56 @@ describe("compose.yaml", () => {
     }
   });
 
+  it("ingest's API asks for a bearer token: its token file lists the admin token and discovery's, which discovery shows", () => {
+    const ingest = service("ingest");
+    const ingestEnv = environmentOf(ingest);
+    assert.equal(ingestEnv.API_AUTH, "tokens");
+    const tokensMount = volumeMounts(ingest).find((m) => m.target === ingestEnv.API_TOKENS_FILE);
+    assert.ok(tokensMount, "ingest mounts a token file at API_TOKENS_FILE");
+    type Entry = {
+      subject: string;
+      token_sha256: string;
+      namespaces: string[];
+      verbs: string[];
+      kinds: string[];
+    };
+    const entries = parse(readFileSync(join(root, tokensMount.source), "utf8")) as Entry[];
+    const sha256 = (file: string) =>
+      createHash("sha256")
+        .update(readFileSync(join(root, file), "utf8").trim())
+        .digest("hex");
+    const entryOf = (file: string) => {
+      const found = entries.filter((entry) => entry.token_sha256 === sha256(file));
+      assert.equal(found.length, 1, `${file}'s token is listed once in ${tokensMount.source}`);
+      return found[0] as Entry;
+    };
+    // Hashes only: no token file's content appears in the token file.
+    for (const file of readdirSync(join(root, "compose", "tokens")))
+      assert.ok(
+        !readFileSync(join(root, tokensMount.source), "utf8").includes(
+          readFileSync(join(root, "compose", "tokens", file), "utf8").trim(),
+        ),
+        `compose/tokens/${file} in plain text`,
+      );
+    const { token_sha256: _, ...admin } = entryOf("compose/tokens/api-admin");
+    assert.deepEqual(admin, { subject: "local-admin", namespaces: ["*"], verbs: ["*"], kinds: ["*"] });
+
+    // discovery's auto-registration shows its own token, which may create and delete WorkloadEntries only.
+    const discovery = service("discovery");
+    const discoveryEnv = environmentOf(discovery);
+    const tokenMount = volumeMounts(discovery).find((m) => m.target === discoveryEnv.INGEST_TOKEN_FILE);
+    assert.ok(tokenMount, "discovery mounts a token file at INGEST_TOKEN_FILE");
+    assert.ok(tokenMount.source.startsWith("./compose/tokens/"), tokenMount.source);
+    const { token_sha256: __, ...granted } = entryOf(tokenMount.source);
+    assert.deepEqual(granted, {
+      subject: "discovery",
+      namespaces: ["*"],
+      verbs: ["create", "delete"],
+      kinds: ["WorkloadEntry"],
+    });
+    assert.equal(entries.length, 2, "nobody else may call ingest's API");
+  });
+
   it("registers every agent's workload through a WorkloadGroup of ingest's CONFIG_DIR (auto-registration)", () => {
     const ingest = service("ingest");
     const configDir = environmentOf(ingest).CONFIG_DIR;
@@ -572,7 +623,12 @@ describe("compose/mesh, the stack's CONFIG_DIR, is valid Istio config", () => {
   let ingest: ServiceProcess;
   before(async () => {
     nats = await startNatsServer();
-    ingest = await startServiceProcess("ingest", { NATS_URL: nats.url });
+    // Authenticating as the stack's ingest does, with its token file; the files are applied as its admin.
+    ingest = await startServiceProcess("ingest", {
+      NATS_URL: nats.url,
+      API_AUTH: "tokens",
+      API_TOKENS_FILE: join(root, "compose", "api-tokens.yaml"),
+    });
   });
   after(async () => {
     await ingest?.stop();
@@ -581,8 +637,10 @@ describe("compose/mesh, the stack's CONFIG_DIR, is valid Istio config", () => {
 
   for (const { file, text } of meshConfig())
     it(`ingest accepts compose/mesh/${file}`, async () => {
+      const token = readFileSync(join(root, "compose", "tokens", "api-admin"), "utf8").trim();
       const response = await fetch(`http://127.0.0.1:${ingest.httpPort}/v1/apply`, {
         method: "POST",
+        headers: { authorization: `Bearer ${token}` },
         body: text,
       });
       assert.equal(response.status, 200, await response.text());

@@ -30,6 +30,7 @@ import {
   render,
   type Workload,
 } from "./helpers.js";
+import { makeNatsTls } from "./nats-tls.js";
 
 /**
  * True if every subject `subject` stands for is within `pattern`, by NATS's
@@ -52,6 +53,10 @@ function within(subject: string, pattern: string): boolean {
   }
   return s.length === p.length;
 }
+
+/** Where the Secret with NATS's certificates is mounted, in the servers and (ca.crt only) the services. */
+const TLS_MOUNT = "/etc/nats-tls";
+const NATS_TLS_SECRET = "sextant-nats-tls";
 
 const canPublish = (service: NatsService, subject: string) =>
   natsPermissions(service).publish.some((pattern) => within(subject, pattern));
@@ -215,7 +220,17 @@ describe("the NATS deployment", () => {
     const mount = natsContainer.volumeMounts?.find((m) => m.mountPath === storeDir);
     assert.ok(mount, `nothing is mounted at the store ${storeDir}`);
     assert.ok(nats.spec.volumeClaimTemplates?.some((claim) => claim.metadata.name === mount.name));
-    assert.equal((config.match(/nats:\/\/sextant-nats-\d\.sextant-nats-headless:6222/g) ?? []).length, 3);
+    // The routes: every pod by its stable name, with the route credentials (nats.conf reads the list).
+    assert.match(config, /routes: \$NATS_ROUTES/);
+    const routes = envValue(natsContainer, "NATS_ROUTES");
+    for (let index = 0; index < 3; index++) {
+      assert.ok(
+        routes.includes(
+          `nats://route:$(NATS_ROUTE_PASSWORD)@sextant-nats-${index}.sextant-nats-headless:6222`,
+        ),
+        routes,
+      );
+    }
     assert.match(config, /include \.\/auth\.conf/);
     assert.equal(configMap.data["auth.conf"], renderNatsAuthorization());
   });
@@ -224,11 +239,18 @@ describe("the NATS deployment", () => {
     assertNatsServerInstalled();
     const directory = mkdtempSync(join(tmpdir(), "sextant-nats-config-"));
     try {
+      // The certificates where the Secret is mounted: nats-server -t loads them.
+      const tls = makeNatsTls();
       for (const [name, content] of Object.entries(configMap.data))
-        writeFileSync(join(directory, name), content);
-      // Only the variables the pod really has; nats-server -t fails on any other $VARIABLE.
+        writeFileSync(join(directory, name), content.replaceAll(TLS_MOUNT, tls.dir));
+      // Only the variables the pod really has; nats-server -t fails on any other
+      // $VARIABLE. $(NAME) in a value is expanded as the kubelet does.
       const env: Record<string, string> = { PATH: process.env.PATH ?? "" };
-      for (const variable of natsContainer.env ?? []) env[variable.name] = `test-${variable.name}`;
+      for (const variable of natsContainer.env ?? []) {
+        env[variable.name] =
+          variable.value?.replace(/\$\((\w+)\)/g, (_, name: string) => env[name] ?? "") ??
+          `test-${variable.name}`;
+      }
       const check = spawnSync("nats-server", ["-t", "-c", join(directory, "nats.conf")], {
         env,
         encoding: "utf8",
@@ -236,6 +258,9 @@ describe("the NATS deployment", () => {
       assert.equal(check.status, 0, `${check.stdout}${check.stderr}`);
       assert.deepEqual(natsContainer.args, ["--config", "/etc/nats/nats.conf"]);
       assert.ok(natsContainer.volumeMounts?.some((m) => m.name === "config" && m.mountPath === "/etc/nats"));
+      assert.ok(natsContainer.volumeMounts?.some((m) => m.name === "tls" && m.mountPath === TLS_MOUNT));
+      const volume = nats.spec.template.spec.volumes?.find((v) => v.name === "tls");
+      assert.equal(volume?.secret?.secretName, NATS_TLS_SECRET);
     } finally {
       rmSync(directory, { recursive: true, force: true });
     }
@@ -259,6 +284,20 @@ describe("the NATS deployment", () => {
       );
       const settings = parseSettings(baseSettings, env);
       assert.equal(settings.NATS_USER, natsUser(service));
+    });
+
+    it(`${service} requires TLS of NATS and verifies it with the CA of the servers' Secret, and only that`, () => {
+      const deployment = deploymentOf(objects, service);
+      const container = containerOf(deployment);
+      assert.equal(envValue(container, "NATS_TLS_CA_FILE"), `${TLS_MOUNT}/ca.crt`);
+      const mount = container.volumeMounts?.find((m) => m.mountPath === TLS_MOUNT);
+      assert.ok(mount?.readOnly, `${service} mounts ${TLS_MOUNT} read-only`);
+      const volume = deployment.spec.template.spec.volumes?.find((v) => v.name === mount.name) as
+        | { secret?: { secretName: string; items?: Array<{ key: string; path: string }> } }
+        | undefined;
+      assert.equal(volume?.secret?.secretName, NATS_TLS_SECRET);
+      // Not the servers' key.
+      assert.deepEqual(volume?.secret?.items, [{ key: "ca.crt", path: "ca.crt" }]);
     });
   }
 });

@@ -22,6 +22,12 @@ export interface BusOptions {
   user?: string;
   password?: string;
   /**
+   * The CA (PEM file) the server's certificate must chain to. Set: TLS is
+   * required and verified; unset: whatever the server offers, as a local
+   * nats-server without TLS.
+   */
+  tlsCaFile?: string;
+  /**
    * The prefix of this connection's reply subjects (default `_INBOX`). With
    * per-user permissions each service may subscribe only to its own prefix.
    */
@@ -61,6 +67,7 @@ export class Bus {
       waitOnFirstConnect: options.waitOnFirstConnect ?? false,
       ...(options.user !== undefined ? { user: options.user, pass: options.password } : {}),
       ...(options.inboxPrefix !== undefined ? { inboxPrefix: options.inboxPrefix } : {}),
+      ...(options.tlsCaFile !== undefined ? { tls: { caFile: options.tlsCaFile } } : {}),
     });
     const bus = new Bus(nc, options);
     bus.#logStatus();

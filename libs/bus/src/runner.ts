@@ -24,6 +24,8 @@ export interface BusRunnerOptions {
   password?: string;
   /** Reply subject prefix; default NATS_INBOX_PREFIX. */
   inboxPrefix?: string;
+  /** The CA of NATS's certificate, requiring TLS; default NATS_TLS_CA_FILE (unset: no TLS required). */
+  tlsCaFile?: string;
 }
 
 /** The bus runner: once started, its `bus` is connected. */
@@ -46,6 +48,7 @@ export function busRunner(options: BusRunnerOptions): BusRunner {
   const password = options.password ?? environment.NATS_PASSWORD;
   const inboxPrefix = options.inboxPrefix ?? environment.NATS_INBOX_PREFIX;
   const replicas = options.replicas ?? environment.NATS_KV_REPLICAS;
+  const tlsCaFile = options.tlsCaFile ?? environment.NATS_TLS_CA_FILE;
   const policy = busPolicy(options.service, options.contract);
   const buckets = declaredBuckets(policy);
   let bus: Bus | undefined;
@@ -66,12 +69,13 @@ export function busRunner(options: BusRunnerOptions): BusRunner {
         user,
         password,
         inboxPrefix,
+        tlsCaFile,
         policy,
       });
       for (const spec of buckets) await bus.bucket(spec);
       options.readiness.done("nats");
       options.logger.info(
-        { url: options.url, user, buckets: buckets.map((spec) => spec.name) },
+        { url: options.url, user, tls: tlsCaFile !== undefined, buckets: buckets.map((spec) => spec.name) },
         "connected to NATS",
       );
     },

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { LOG_LEVELS } from "@sextant/observability";
 import parseDuration from "parse-duration";
 import { z } from "zod";
@@ -64,6 +65,13 @@ export const natsClientSettings = z.object({
     .default("_INBOX"),
   /** Stream replicas of the KV buckets this service creates: 3 on a 3-node JetStream cluster. */
   NATS_KV_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
+  /**
+   * The CA (PEM) that NATS's serving certificate must chain to. Set, the
+   * connection is TLS or nothing: a server that does not offer TLS, or one
+   * with a certificate from anyone else, is refused, so the password is
+   * never sent in the clear or to an impostor.
+   */
+  NATS_TLS_CA_FILE: z.string().min(1).optional(),
 });
 
 /** The parsed {@link natsClientSettings}. */
@@ -71,18 +79,25 @@ export type NatsClientSettings = z.infer<typeof natsClientSettings>;
 
 /**
  * Reads {@link natsClientSettings} from the environment; a SettingsError
- * names a bad variable. NATS_USER and NATS_PASSWORD must come together: this
- * check cannot live in baseSettings, which services extend (a refined zod
+ * names a bad variable. NATS_USER and NATS_PASSWORD must come together, and
+ * NATS_TLS_CA_FILE must exist: these checks cannot live in baseSettings, which services extend (a refined zod
  * object has no extend()).
  */
 export function readNatsClientSettings(
   env: Record<string, string | undefined> = process.env,
 ): NatsClientSettings {
   return parseSettings(
-    natsClientSettings.refine((s) => (s.NATS_USER === undefined) === (s.NATS_PASSWORD === undefined), {
-      message: "NATS_USER and NATS_PASSWORD must be set together",
-      path: [env.NATS_USER === undefined ? "NATS_USER" : "NATS_PASSWORD"],
-    }),
+    natsClientSettings
+      .refine((s) => (s.NATS_USER === undefined) === (s.NATS_PASSWORD === undefined), {
+        message: "NATS_USER and NATS_PASSWORD must be set together",
+        path: [env.NATS_USER === undefined ? "NATS_USER" : "NATS_PASSWORD"],
+      })
+      // Checked here, not on the first connection: a connection that waits for
+      // its server would retry a missing file forever instead of stopping.
+      .refine((s) => s.NATS_TLS_CA_FILE === undefined || existsSync(s.NATS_TLS_CA_FILE), {
+        message: "no such file",
+        path: ["NATS_TLS_CA_FILE"],
+      }),
     env,
   );
 }

@@ -3,7 +3,15 @@ export { checkGoldenDir, expectGolden, type GoldenCase, goldenCases, updatingGol
 export { type GrpcServerFixture, insecureClientCredentials, startGrpcServer } from "./grpc.js";
 export * from "./kube/index.js";
 export { metricValue } from "./metrics.js";
-export { assertNatsServerInstalled, type NatsServerFixture, startNatsServer } from "./nats.js";
+export {
+  assertNatsServerInstalled,
+  type NatsClusterFixture,
+  type NatsClusterNode,
+  type NatsServerFixture,
+  natsClusterConfig,
+  startNatsCluster,
+  startNatsServer,
+} from "./nats.js";
 export { freePort } from "./ports.js";
 export { captureOutput, type ServiceProcess, startServiceProcess } from "./processes.js";
 export { bookinfoNetworkingDir, bookinfoPlatformFile, repositoryRoot, samplesPath } from "./samples.js";

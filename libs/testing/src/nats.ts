@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { onCleanup, trackChildProcess } from "./cleanup.js";
+import { freePort } from "./ports.js";
 
 /** A nats-server started for a test, with its own JetStream store. */
 export interface NatsServerFixture {
@@ -43,6 +44,12 @@ export interface NatsServerOptions {
   config?: string;
   /** Extra environment for the server process: the `$VARIABLES` the config refers to. */
   env?: Record<string, string>;
+  /**
+   * Receives everything the server logs, also after it is ready (by default
+   * the log is read only until then): for tests that look for what the
+   * server refused.
+   */
+  onLog?: (chunk: string) => void;
 }
 
 /**
@@ -61,7 +68,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   let child: ChildProcess | undefined;
 
   const start = async () => {
-    const launched = await launch(port, storeDir, configFile, options.env);
+    const launched = await launch(port, storeDir, configFile, options.env, options.onLog);
     child = launched.child;
     port = launched.port;
   };
@@ -107,6 +114,7 @@ async function launch(
   storeDir: string,
   configFile: string | undefined,
   env: Record<string, string> | undefined,
+  onLog?: (chunk: string) => void,
 ): Promise<{ child: ChildProcess; port: number }> {
   const args = [
     ...(configFile ? ["-c", configFile] : []),
@@ -133,11 +141,13 @@ async function launch(
     child.stderr?.setEncoding("utf8");
     child.stderr?.on("data", (chunk: string) => {
       log += chunk;
+      onLog?.(chunk);
       const match = /Listening for client connections on [^\s]+:(\d+)/.exec(log);
       if (match) listening = Number(match[1]);
       if (/Server is ready/.test(log) && listening > 0) {
         clearTimeout(timer);
         child.stderr?.removeAllListeners("data");
+        if (onLog) child.stderr?.on("data", onLog);
         child.stderr?.resume();
         resolve({ child, port: listening });
       }
@@ -147,4 +157,139 @@ async function launch(
       reject(new Error(`nats-server exited with ${code} before it was ready:\n${log}`));
     });
   });
+}
+
+/** One node of a {@link startNatsCluster} cluster, as its configuration sees it. */
+export interface NatsClusterNode {
+  /** 0, 1, 2, ... */
+  readonly index: number;
+  /** Its server_name. */
+  readonly name: string;
+  /** The port it listens on for routes (127.0.0.1). */
+  readonly clusterPort: number;
+  /** The port of its monitoring endpoint (127.0.0.1): /healthz, /routez, /jsz. */
+  readonly monitorPort: number;
+  /** The cluster ports of every node, this one's included (a route to itself is harmless). */
+  readonly clusterPorts: readonly number[];
+}
+
+/** Options of {@link startNatsCluster}. */
+export interface NatsClusterOptions {
+  /** The number of nodes; 3 by default, the least for replicated (R3) JetStream. */
+  size?: number;
+  /**
+   * Each node's whole configuration, which must set server_name, `http` on
+   * the node's monitorPort and a `cluster` block listening on its
+   * clusterPort (127.0.0.1) with routes to the others; see
+   * {@link natsClusterConfig}. By default that plain cluster.
+   */
+  config?: (node: NatsClusterNode) => string;
+  /** Each node's environment: the `$VARIABLES` its configuration refers to. */
+  env?: (node: NatsClusterNode) => Record<string, string>;
+}
+
+/** A cluster of nats-servers with JetStream started for a test. */
+export interface NatsClusterFixture {
+  readonly nodes: readonly (NatsServerFixture & { readonly node: NatsClusterNode })[];
+  /** Every node's client URL, comma-separated, as NATS_URL takes them. */
+  readonly url: string;
+  /** Stops every node for good and removes their stores. */
+  dispose(): Promise<void>;
+}
+
+/**
+ * The configuration of a plain cluster node: its name, its monitoring port,
+ * and a cluster listening on its port with routes to every node; `cluster`
+ * is added inside the cluster block (authorization, tls), and `routeUserInfo`
+ * ("user:password") goes into each route URL.
+ */
+export function natsClusterConfig(
+  node: NatsClusterNode,
+  extra: { cluster?: string; routeUserInfo?: string } = {},
+): string {
+  const userInfo = extra.routeUserInfo === undefined ? "" : `${extra.routeUserInfo}@`;
+  return [
+    `server_name: ${node.name}`,
+    `http: 127.0.0.1:${node.monitorPort}`,
+    "cluster {",
+    "  name: sextant-test",
+    `  listen: 127.0.0.1:${node.clusterPort}`,
+    `  routes: [${node.clusterPorts.map((port) => `nats://${userInfo}127.0.0.1:${port}`).join(", ")}]`,
+    extra.cluster ?? "",
+    "}",
+    "",
+  ].join("\n");
+}
+
+/**
+ * Starts a cluster of real nats-servers with JetStream on loopback, and waits
+ * until each reports JetStream healthy (its /healthz), so replicated buckets
+ * can be created at once. Client ports are the servers' own choice; the
+ * route and monitoring ports, which the nodes must know of each other before
+ * they start, are free ports taken just before. Every node is stopped and
+ * removed by the file's cleanup even when the suite never reaches its own.
+ */
+export async function startNatsCluster(options: NatsClusterOptions = {}): Promise<NatsClusterFixture> {
+  const size = options.size ?? 3;
+  const ports = await freePorts(size * 2);
+  const clusterPorts = ports.slice(0, size);
+  const nodes: NatsClusterNode[] = clusterPorts.map((clusterPort, index) => ({
+    index,
+    name: `n${index}`,
+    clusterPort,
+    monitorPort: ports[size + index] as number,
+    clusterPorts,
+  }));
+  const config = options.config ?? ((node: NatsClusterNode) => natsClusterConfig(node));
+  const started = await Promise.allSettled(
+    nodes.map((node) =>
+      startNatsServer({ config: config(node), ...(options.env ? { env: options.env(node) } : {}) }),
+    ),
+  );
+  const servers = started.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
+  const dispose = async () => {
+    await Promise.all(servers.map((server) => server.dispose()));
+  };
+  const failed = started.find((result) => result.status === "rejected");
+  if (failed) {
+    await dispose();
+    throw (failed as PromiseRejectedResult).reason;
+  }
+  try {
+    await Promise.all(nodes.map((node) => waitHealthy(node.monitorPort)));
+  } catch (error) {
+    await dispose();
+    throw error;
+  }
+  return {
+    nodes: servers.map((server, index) => Object.assign(server, { node: nodes[index] as NatsClusterNode })),
+    get url() {
+      return servers.map((server) => server.url).join(",");
+    },
+    dispose,
+  };
+}
+
+/** Distinct ports that were free a moment ago (see {@link freePort}). */
+async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
+}
+
+/** Waits until a node's /healthz answers 200: connected to its peers, JetStream current. */
+async function waitHealthy(monitorPort: number): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS * 2;
+  let last = "";
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(`http://127.0.0.1:${monitorPort}/healthz`);
+      last = `${response.status} ${await response.text()}`;
+      if (response.ok) return;
+    } catch (error) {
+      last = (error as Error).message;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`nats-server on monitoring port ${monitorPort} is not healthy: ${last}`);
 }

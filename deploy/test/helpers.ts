@@ -68,7 +68,9 @@ export interface Volume {
   name: string;
   secret?: { secretName: string };
   configMap?: { name: string };
-  projected?: { sources: Array<{ serviceAccountToken?: { audience?: string; path: string } }> };
+  projected?: {
+    sources: Array<{ serviceAccountToken?: { audience?: string; expirationSeconds?: number; path: string } }>;
+  };
 }
 
 /** A pod template. */

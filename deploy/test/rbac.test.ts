@@ -131,10 +131,39 @@ for (const env of ["dev", "production"]) {
       }
     });
 
-    it("only ca creates tokenreviews", () => {
+    it("only ca and ingest (API_AUTH=kubernetes) create tokenreviews; only ingest creates subjectaccessreviews", () => {
       assert.deepEqual(who({ verb: "create", group: "authentication.k8s.io", resource: "tokenreviews" }), [
+        account("ingest"),
         account("ca"),
       ]);
+      assert.deepEqual(
+        who({ verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews" }),
+        [account("ingest")],
+      );
+    });
+
+    it("discovery may create and delete WorkloadEntries (what ingest's SubjectAccessReview asks for auto-registration), nothing else of Istio's", () => {
+      const group = "networking.istio.io";
+      for (const verb of ["create", "delete"])
+        assert.deepEqual(who({ verb, group, resource: "workloadentries" }), [account("discovery")], verb);
+      for (const verb of ["update", "patch", "get", "list", "watch"])
+        assert.ok(!can(account("discovery"), { verb, group, resource: "workloadentries" }), verb);
+      for (const resource of ["virtualservices", "destinationrules", "serviceentries", "workloadgroups"])
+        for (const verb of ["create", "delete"])
+          assert.ok(!can(account("discovery"), { verb, group, resource }), `${verb} ${resource}`);
+    });
+
+    it("discovery shows ingest a short-lived projected token, which INGEST_TOKEN_FILE names", () => {
+      const discovery = deploymentOf(objects, "discovery");
+      const file = envValue(containerOf(discovery), "INGEST_TOKEN_FILE");
+      const mount = (containerOf(discovery).volumeMounts ?? []).find((m) =>
+        file.startsWith(`${m.mountPath}/`),
+      );
+      assert.ok(mount?.readOnly, `a read-only mount holds ${file}`);
+      const volume = (discovery.spec.template.spec.volumes ?? []).find((v) => v.name === mount.name);
+      const token = volume?.projected?.sources.find((s) => s.serviceAccountToken)?.serviceAccountToken;
+      assert.equal(token && `${mount.mountPath}/${token.path}`, file);
+      assert.ok((token?.expirationSeconds ?? Number.POSITIVE_INFINITY) <= 3600, "expires within the hour");
     });
 
     it("only ca reads cacerts: nobody may read Secrets through the API, and only ca mounts it", () => {
@@ -213,7 +242,12 @@ for (const env of ["dev", "production"]) {
         }
         assert.deepEqual(who({ verb: "patch", group, resource: `${plural}/status` }), [account("ingest")]);
         for (const verb of ["create", "update", "patch", "delete"]) {
-          assert.deepEqual(who({ verb, group, resource: plural }), [], `${verb} ${plural}`);
+          // Discovery's grant is for ingest's SubjectAccessReview (above).
+          const granted =
+            plural === "workloadentries" && (verb === "create" || verb === "delete")
+              ? [account("discovery")]
+              : [];
+          assert.deepEqual(who({ verb, group, resource: plural }), granted, `${verb} ${plural}`);
         }
       }
     });

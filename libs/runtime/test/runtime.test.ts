@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 import { createLogger } from "@sextant/observability";
 import { z } from "zod";
 import {
@@ -9,6 +10,7 @@ import {
   portSetting,
   type Runner,
   RunnerGroup,
+  readNatsClientSettings,
   SerialTasks,
   SettingsError,
   startService,
@@ -54,6 +56,16 @@ describe("settings", () => {
     assert.equal(seconds("90d"), 7_776_000);
     for (const bad of ["0", "0s", "-5s", "forever", "1500ms", ""])
       assert.throws(() => seconds(bad), /TTL: must be a positive duration/, bad);
+  });
+
+  it("takes NATS's CA only from a file that exists", () => {
+    const caFile = fileURLToPath(import.meta.url);
+    assert.equal(readNatsClientSettings({ NATS_TLS_CA_FILE: caFile }).NATS_TLS_CA_FILE, caFile);
+    assert.equal(readNatsClientSettings({}).NATS_TLS_CA_FILE, undefined);
+    assert.throws(
+      () => readNatsClientSettings({ NATS_TLS_CA_FILE: "/nonexistent/ca.crt" }),
+      /NATS_TLS_CA_FILE: no such file \(got "\/nonexistent\/ca.crt"\)/,
+    );
   });
 });
 

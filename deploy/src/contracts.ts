@@ -54,7 +54,10 @@ export function renderContractsTable(): string {
       .map(({ subject, queue }) => `\`${subject}\`${queue ? ` (queue \`${queue}\`)` : ""}`)
       .join(", ");
     const listens = Object.values(ports)
-      .map(({ port, setting, serves }) => `${port} (\`${setting}\`): ${serves}`)
+      .map(
+        ({ port, setting, serves, enabledBy }) =>
+          `${port} (\`${setting}\`${enabledBy ? `, only with \`${enabledBy}=true\`` : ""}): ${serves}`,
+      )
       .join("; ");
     return `| ${service} | ${code(writes)} | ${code(reads)} | ${code(publishes)} | ${subscriptions} | ${listens} |`;
   });

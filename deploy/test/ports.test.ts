@@ -12,6 +12,7 @@ import { NATS_SERVICES } from "../src/nats-users.js";
 import {
   containerOf,
   deploymentOf,
+  envOf,
   envValue,
   find,
   NAMESPACE,
@@ -76,9 +77,13 @@ describe("ports and probes are the ones the services' code serves", () => {
     it(`${service}: container ports are its contract's (DEFAULT_PORTS.${service}), none set otherwise`, () => {
       const deployment = deploymentOf(production, service);
       const container = containerOf(deployment);
-      const declared = Object.values(CONTRACTS[service].ports).map((p) => p.port);
-      assert.deepEqual(declared.sort(), Object.values(DEFAULT_PORTS[service]).sort());
-      assert.deepEqual((container.ports ?? []).map((p) => p.containerPort).sort(), declared.sort());
+      const ports = Object.values(CONTRACTS[service].ports);
+      assert.deepEqual(ports.map((p) => p.port).sort(), Object.values(DEFAULT_PORTS[service]).sort());
+      // A port off by default is listed only where its setting turns it on.
+      const open = ports
+        .filter((p) => !p.enabledBy || envOf(container, p.enabledBy)?.value === "true")
+        .map((p) => p.port);
+      assert.deepEqual((container.ports ?? []).map((p) => p.containerPort).sort(), open.sort());
       assert.equal(portNumber(deployment, "http"), DEFAULT_PORTS[service].http);
       // The code's defaults are the ports: a *_PORT variable would move the server away from them.
       assert.deepEqual(
@@ -106,10 +111,9 @@ describe("ports and probes are the ones the services' code serves", () => {
     });
   }
 
-  it("push exposes plaintext and mTLS xDS, ca CreateCertificate, webhook HTTPS on 443", () => {
+  it("push exposes mTLS xDS, ca CreateCertificate, webhook HTTPS on 443", () => {
     const port = (service: (typeof SERVICES)[number], name: string) =>
       portNumber(deploymentOf(production, service), name);
-    assert.equal(port("push", "grpc-xds"), DEFAULT_PORTS.push.xds);
     assert.equal(port("push", "tls-xds"), DEFAULT_PORTS.push.xdsTls);
     assert.equal(port("ca", "tls-grpc"), DEFAULT_PORTS.ca.grpc);
     assert.equal(port("webhook", "https-webhook"), DEFAULT_PORTS.webhook.https);
@@ -118,6 +122,30 @@ describe("ports and probes are the ones the services' code serves", () => {
       webhook.spec.ports.find((p) => p.port === 443),
       { name: "https-webhook", port: 443, targetPort: "https-webhook" },
     );
+  });
+
+  // Plaintext xDS serves every proxy's config to whoever reaches it and proves
+  // no identity: production has none; dev keeps it for agentless clients.
+  it("push's plaintext xDS is off in production and on in dev", () => {
+    const dev = render("overlays/dev");
+    for (const [objects, enabled] of [
+      [production, false],
+      [dev, true],
+    ] as const) {
+      const container = containerOf(deploymentOf(objects, "push"));
+      assert.equal(envValue(container, "XDS_PLAINTEXT_ENABLED"), String(enabled));
+      const service = find<ServiceObject>(objects, "Service", "sextant-push");
+      assert.equal(
+        service.spec.ports.some((p) => p.port === DEFAULT_PORTS.push.xds),
+        enabled,
+        `Service port ${DEFAULT_PORTS.push.xds}`,
+      );
+      assert.equal(
+        (container.ports ?? []).some((p) => p.containerPort === DEFAULT_PORTS.push.xds),
+        enabled,
+        `container port ${DEFAULT_PORTS.push.xds}`,
+      );
+    }
   });
 
   it("the addresses services give each other are Services on the ports the code listens on", () => {

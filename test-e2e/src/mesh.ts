@@ -51,7 +51,8 @@ export async function startMesh(options: { pushReplicas?: number } = {}): Promis
     logger: createLogger({ service: "e2e", level: "silent" }),
   });
   const backends = await startReviewsBackends();
-  const ingest = await startServiceProcess("ingest", { NATS_URL: nats.url });
+  // The config API is open here; ingest's test/auth.test.ts tests its authentication.
+  const ingest = await startServiceProcess("ingest", { NATS_URL: nats.url, API_AUTH: "none" });
   const discovery = await startServiceProcess("discovery", {
     NATS_URL: nats.url,
     INGEST_URL: `http://127.0.0.1:${ingest.httpPort}`,
@@ -82,6 +83,8 @@ export async function startMesh(options: { pushReplicas?: number } = {}): Promis
     pushes.push(
       await startServiceProcess("push", {
         NATS_URL: nats.url,
+        // Proxyless clients without an agent: plaintext xDS, opt-in.
+        XDS_PLAINTEXT_ENABLED: "true",
         XDS_PORT: String(xdsPort),
         // This mesh has no ca; the mTLS tests start their own (test/security.test.ts).
         XDS_TLS_ENABLED: "false",

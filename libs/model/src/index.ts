@@ -1,2 +1,3 @@
 export { DEFAULT_DOMAIN_SUFFIX, hostMatches, resolveHost } from "./hosts.js";
 export { type ConfigRefLike, configKey, configKindFilter, describeRef, parseConfigKey } from "./keys.js";
+export { registrationIdentityMismatch } from "./registration.js";

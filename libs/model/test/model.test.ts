@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { configKey, configKindFilter, hostMatches, parseConfigKey, resolveHost } from "../src/index.js";
+import {
+  configKey,
+  configKindFilter,
+  hostMatches,
+  parseConfigKey,
+  registrationIdentityMismatch,
+  resolveHost,
+} from "../src/index.js";
 
 describe("hosts", () => {
   it("expands dot-less names in the given namespace and leaves the rest", () => {
@@ -30,5 +37,32 @@ describe("config keys", () => {
     assert.deepEqual(parseConfigKey(configKey(ref)), ref);
     assert.equal(configKindFilter("ServiceEntry"), "ServiceEntry.>");
     assert.throws(() => parseConfigKey("VirtualService.default"), /not a config key/);
+  });
+});
+
+describe("registrationIdentityMismatch", () => {
+  const group = { namespace: "vms", name: "reviews", serviceAccount: "reviews" };
+  it("accepts the group's namespace and its template's service account", () => {
+    assert.equal(
+      registrationIdentityMismatch({ namespace: "vms", serviceAccount: "reviews" }, group),
+      undefined,
+    );
+  });
+  it("accepts any service account of the namespace when the template names none", () => {
+    const open = { namespace: "vms", name: "reviews" };
+    assert.equal(
+      registrationIdentityMismatch({ namespace: "vms", serviceAccount: "other" }, open),
+      undefined,
+    );
+  });
+  it("refuses another namespace, then another service account", () => {
+    assert.equal(
+      registrationIdentityMismatch({ namespace: "evil", serviceAccount: "reviews" }, group)?.reason,
+      "namespace",
+    );
+    assert.equal(
+      registrationIdentityMismatch({ namespace: "vms", serviceAccount: "other" }, group)?.reason,
+      "service_account",
+    );
   });
 });

@@ -51,6 +51,11 @@ export interface PortContract {
   readonly setting: string;
   /** What is served there. */
   readonly serves: string;
+  /**
+   * The boolean setting that opens the port, for a port off by default
+   * (push's plaintext xDS): deployments list it only where they set it true.
+   */
+  readonly enabledBy?: string;
 }
 
 /** A contract with every list present, for code that reads one. */

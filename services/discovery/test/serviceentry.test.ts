@@ -6,13 +6,40 @@ import { after, before, describe, it } from "node:test";
 import { Subjects } from "@sextant/bus";
 import { HealthStatus, RegistrationEventType, Resolution, type WorkloadRegistration } from "@sextant/proto";
 import { type StartedService, startService } from "@sextant/runtime";
-import { eventually } from "@sextant/testing";
+import { eventually, metricValue } from "@sextant/testing";
 // Ingest runs in-process: discovery creates WorkloadEntries through its real HTTP API.
 import { ingestService } from "../../ingest/src/main.js";
 import { endpointsKey, serviceKey } from "../src/registry/keys.js";
 import { type DiscoveryFixture, startDiscovery, startNatsWithClient } from "./harness.js";
 
 const GRACE_MS = 1_500;
+
+/** The identity push verified on its mTLS port, as it puts it in the event. */
+const verified = (namespace: string, serviceAccount: string) => ({
+  trustDomain: "cluster.local",
+  namespace,
+  serviceAccount,
+});
+
+/** A registration of a proxy of vms naming the group reviews-vm (whose template names service account reviews-vm). */
+const registration = (
+  type: RegistrationEventType,
+  address: string,
+  identity = verified("vms", "reviews-vm"),
+): WorkloadRegistration => ({
+  type,
+  workloadGroup: "reviews-vm",
+  namespace: "vms",
+  proxyId: `sidecar~${address}~vm-1.vms~vms.svc.cluster.local`,
+  address,
+  labels: { version: "v9" },
+  serviceAccount: "",
+  network: "",
+  locality: { region: "eu", zone: "eu-1", subzone: "" },
+  identity,
+  replica: "push-0",
+  at: new Date(),
+});
 
 async function apply(ingestUrl: string, yaml: string): Promise<void> {
   const response = await fetch(`${ingestUrl}/v1/apply`, { method: "POST", body: yaml });
@@ -39,6 +66,8 @@ describe("ServiceEntry source and auto-registration, through ingest", () => {
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
       OTEL_SDK_DISABLED: "true",
       ANALYSIS_DEBOUNCE_MS: "20",
+      // This suite is about the registry; ingest-auth.test.ts runs discovery against an authenticating ingest.
+      API_AUTH: "none",
     })) as StartedService<unknown>;
     ingestUrl = `http://127.0.0.1:${ingest.httpPort}`;
     // Auto-registration authenticates to ingest with the token of this file.
@@ -186,23 +215,7 @@ spec:
 `,
     );
     const subject = client.bus.subject(Subjects.registration);
-    const event = (
-      type: RegistrationEventType,
-      proxyId = "sidecar~10.3.0.7~vm-1.vms~vms.svc.cluster.local",
-    ) =>
-      ({
-        type,
-        workloadGroup: "reviews-vm",
-        namespace: "vms",
-        proxyId,
-        address: "10.3.0.7",
-        labels: { version: "v9" },
-        serviceAccount: "",
-        network: "",
-        locality: { region: "eu", zone: "eu-1", subzone: "" },
-        replica: "push-0",
-        at: new Date(),
-      }) satisfies WorkloadRegistration;
+    const event = (type: RegistrationEventType) => registration(type, "10.3.0.7");
     const entryUrl = `${ingestUrl}/v1/config/WorkloadEntry/vms/reviews-vm-10.3.0.7`;
     const key = endpointsKey("vms", "reviews.vms.example", "serviceentry/vms/reviews-vm");
     const endpoint = async () => (await client.endpoints()).get(key)?.endpoints[0];
@@ -247,6 +260,40 @@ spec:
     });
     await eventually(async () => (await client.endpoints()).get(key)?.endpoints.length === 0, {
       message: "its endpoint is gone",
+    });
+  });
+
+  it("writes no WorkloadEntry for an event without a verified identity or with one the group does not allow", async () => {
+    const subject = client.bus.subject(Subjects.registration);
+    const connected = RegistrationEventType.REGISTRATION_EVENT_TYPE_CONNECTED;
+    const entry = (address: string) => `${ingestUrl}/v1/config/WorkloadEntry/vms/reviews-vm-${address}`;
+    // The group of the test before, which discovery has read.
+    await eventually(async () => {
+      const body = (await (await fetch(`${discovery.url}/debug/registryz`)).json()) as {
+        inputs: { workloadGroups: number };
+      };
+      return body.inputs.workloadGroups === 1;
+    });
+    subject.publish({ ...registration(connected, "10.3.0.20"), identity: undefined });
+    subject.publish(registration(connected, "10.3.0.21", verified("other", "reviews-vm")));
+    subject.publish(registration(connected, "10.3.0.22", verified("vms", "intruder")));
+    // Events are handled in order: once the allowed one is written, the others were refused.
+    subject.publish(registration(connected, "10.3.0.23"));
+    await eventually(async () => (await fetch(entry("10.3.0.23"))).status === 200, {
+      message: "the allowed identity's WorkloadEntry",
+    });
+    for (const address of ["10.3.0.20", "10.3.0.21", "10.3.0.22"])
+      assert.equal((await fetch(entry(address))).status, 404, `no WorkloadEntry for ${address}`);
+    const metrics = await (await fetch(`${discovery.url}/metrics`)).text();
+    for (const reason of ["no_identity", "namespace", "service_account"])
+      assert.equal(
+        metricValue(metrics, "sextant_discovery_registration_refused_total", `reason="${reason}"`),
+        1,
+        reason,
+      );
+    subject.publish(registration(RegistrationEventType.REGISTRATION_EVENT_TYPE_DISCONNECTED, "10.3.0.23"));
+    await eventually(async () => (await fetch(entry("10.3.0.23"))).status === 404, {
+      message: "WorkloadEntry removed",
     });
   });
 });

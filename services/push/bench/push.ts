@@ -135,6 +135,7 @@ for (const services of MS) {
     env: {
       ...process.env,
       NATS_URL: nats.url,
+      XDS_PLAINTEXT_ENABLED: "true",
       XDS_PORT: String(xdsPort),
       HTTP_PORT: String(httpPort),
       // Plaintext clients only: the mTLS port would need a ca to get push's certificate.

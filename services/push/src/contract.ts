@@ -16,7 +16,12 @@ export const pushContract = {
     publish: [Subjects.nack, Subjects.registration],
   },
   ports: {
-    xds: { port: DEFAULT_PORTS.push.xds, setting: "XDS_PORT", serves: "ADS, plaintext" },
+    xds: {
+      port: DEFAULT_PORTS.push.xds,
+      setting: "XDS_PORT",
+      serves: "ADS, plaintext",
+      enabledBy: "XDS_PLAINTEXT_ENABLED",
+    },
     xdsTls: { port: DEFAULT_PORTS.push.xdsTls, setting: "XDS_TLS_PORT", serves: "ADS over mTLS" },
     http: { port: DEFAULT_PORTS.push.http, setting: "HTTP_PORT", serves: "/debug/*, /metrics, /ready" },
   },

@@ -36,6 +36,8 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       logger,
       replica: settings.REPLICA_ID,
       flushMs: settings.STATUS_FLUSH_MS,
+      context: () => inputs.context,
+      metrics,
     });
     const inputs = new PushInputs({
       bus: () => nats.bus,
@@ -74,6 +76,20 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
           }),
         ]
       : [];
+    const plaintext: Runner[] = settings.XDS_PLAINTEXT_ENABLED
+      ? [
+          // Serves ADS on XDS_PORT once the initial sync is done, so no proxy is sent an empty config.
+          // Opt-in: nothing is proven here, so its proxies are served but never auto-registered.
+          xdsServerRunner({
+            name: "xds-server",
+            discovery,
+            port: settings.XDS_PORT,
+            credentials: () => ServerCredentials.createInsecure(),
+            description: "plaintext",
+            logger,
+          }),
+        ]
+      : [];
     return [
       // Connects to NATS and opens sextant-proxy-status, which push writes.
       nats,
@@ -81,15 +97,7 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       status,
       // Follows sextant-config, sextant-services and sextant-endpoints; debounces changes into PushContexts.
       inputs,
-      // Serves ADS on XDS_PORT once the initial sync is done, so no proxy is sent an empty config.
-      xdsServerRunner({
-        name: "xds-server",
-        discovery,
-        port: settings.XDS_PORT,
-        credentials: () => ServerCredentials.createInsecure(),
-        description: "plaintext",
-        logger,
-      }),
+      ...plaintext,
       ...mtls,
     ];
   },

@@ -11,7 +11,17 @@ import { z } from "zod";
 export const pushSettings = baseSettings.extend({
   /** /metrics, /ready and /debug/*. */
   HTTP_PORT: portSetting(DEFAULT_PORTS.push.http),
-  /** Plaintext ADS. */
+  /**
+   * Plaintext ADS on XDS_PORT, for proxyless clients without an agent. Off
+   * by default: on it, anyone who reaches the port reads every proxy's config
+   * (services, endpoints, policies) and proves no identity. Dev, the demo and
+   * compose turn it on; production leaves it off and serves agents on mTLS.
+   */
+  XDS_PLAINTEXT_ENABLED: z
+    .enum(["true", "false"])
+    .default("false")
+    .transform((value) => value === "true"),
+  /** Plaintext ADS, when XDS_PLAINTEXT_ENABLED. */
   XDS_PORT: portSetting(DEFAULT_PORTS.push.xds),
   /** ADS over mTLS with XDS_AUTH, for agents. Off only where no CA runs (tests of push alone). */
   XDS_TLS_ENABLED: z

@@ -29,6 +29,8 @@ export async function startPush(natsUrl: string, env: Record<string, string> = {
   const service = await startService(pushService, {
     NATS_URL: natsUrl,
     HTTP_PORT: "0",
+    // The tests of push alone speak plaintext xDS: on here (off by default).
+    XDS_PLAINTEXT_ENABLED: "true",
     XDS_PORT: String(xdsPort),
     XDS_TLS_ENABLED: "false",
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",

@@ -2,7 +2,6 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import { Buckets, type Bus, encodeKey, Subjects } from "@sextant/bus";
-import { RegistrationEventType, type WorkloadRegistration } from "@sextant/proto";
 import {
   ClusterLoadAssignment,
   type DiscoveryResponse,
@@ -210,43 +209,45 @@ describe("ADS protocol", () => {
     });
   });
 
-  it("publishes registration events for a proxy naming a WorkloadGroup", async () => {
-    const events: WorkloadRegistration[] = [];
-    const subscription = bus.subject(Subjects.registration).subscribe((event) => {
-      events.push(event.value);
+  // Only the mTLS port proves an identity (test-e2e/test/registration.test.ts
+  // registers through it); a plaintext client could claim any group and address.
+  it("serves a plaintext proxy naming a WorkloadGroup but does not register it, and counts the refusal", async () => {
+    const events: string[] = [];
+    const registrations = bus.subject(Subjects.registration).subscribe(() => {
+      events.push("registration");
+    });
+    const nacks = bus.subject(Subjects.nack).subscribe(() => {
+      events.push("nack");
     });
     await bus.nc.flush();
     const client = connect();
-    await subscribe(client, "vm-1", {
+    const first = await subscribe(client, "vm-1", {
       AUTO_REGISTER_GROUP: "reviews-vms",
       SERVICE_ACCOUNT: "reviews",
       LABELS: { app: "reviews" },
     });
-    await eventually(() => events.length === 1);
+    assert.equal(first.resources.length, 1, "the proxy is served its config");
+    const refused = async () =>
+      metricValue(
+        await (await fetch(`${push.httpUrl}/metrics`)).text(),
+        "sextant_registration_refused_total",
+        'reason="plaintext"',
+      );
+    assert.equal(await refused(), 1);
+    // push publishes its events in order on one connection: a NACK published
+    // after the stream opened arrives after any registration would have.
+    client.send({
+      typeUrl: TypeUrl.Listener,
+      resourceNames: [LISTENER],
+      versionInfo: "",
+      responseNonce: first.nonce,
+      errorDetail: { code: 3, message: "a sentinel NACK", details: [] },
+    });
+    await eventually(() => events.includes("nack"));
     client.close();
-    await eventually(() => events.length === 2);
-    subscription.unsubscribe();
-    assert.deepEqual(
-      events.map((e) => [e.type, e.workloadGroup, e.namespace, e.serviceAccount, e.labels.app, e.address]),
-      [
-        [
-          RegistrationEventType.REGISTRATION_EVENT_TYPE_CONNECTED,
-          "reviews-vms",
-          "default",
-          "reviews",
-          "reviews",
-          "10.0.0.1",
-        ],
-        [
-          RegistrationEventType.REGISTRATION_EVENT_TYPE_DISCONNECTED,
-          "reviews-vms",
-          "default",
-          "reviews",
-          "reviews",
-          "10.0.0.1",
-        ],
-      ],
-    );
+    registrations.unsubscribe();
+    nacks.unsubscribe();
+    assert.deepEqual(events, ["nack"], "no registration event for a plaintext stream");
   });
 
   it("gives the same versions from two replicas with the same inputs", async () => {

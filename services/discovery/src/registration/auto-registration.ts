@@ -1,6 +1,7 @@
 import type { Subscription } from "@nats-io/nats-core";
 import { type Bus, Subjects } from "@sextant/bus";
 import { type BackoffPolicy, retry } from "@sextant/kube";
+import { registrationIdentityMismatch } from "@sextant/model";
 import { Counter, type Logger, type Registry as MetricsRegistry } from "@sextant/observability";
 import { RegistrationEventType, type WorkloadRegistration } from "@sextant/proto";
 import type { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_group";
@@ -117,6 +118,7 @@ export class AutoRegistration implements Runner {
   #subscription: Subscription | undefined;
   #closed = false;
   readonly #calls: Counter<"op" | "result"> | undefined;
+  readonly #refused: Counter<"reason"> | undefined;
 
   constructor(private readonly options: AutoRegistrationOptions) {
     if (options.metrics)
@@ -124,6 +126,13 @@ export class AutoRegistration implements Runner {
         name: "sextant_discovery_autoregistration_calls_total",
         help: "WorkloadEntry creations and deletions asked of ingest, by op and result",
         labelNames: ["op", "result"],
+        registers: [options.metrics],
+      });
+    if (options.metrics)
+      this.#refused = new Counter({
+        name: "sextant_discovery_registration_refused_total",
+        help: "Registration events not written as WorkloadEntries because their verified identity is missing (no_identity) or does not match the WorkloadGroup (namespace, service_account)",
+        labelNames: ["reason"],
         registers: [options.metrics],
       });
   }
@@ -168,6 +177,9 @@ export class AutoRegistration implements Runner {
     const key = `${event.namespace}/${name}`;
     const connection = `${event.replica}/${event.proxyId}`;
     if (event.type === RegistrationEventType.REGISTRATION_EVENT_TYPE_CONNECTED) {
+      // Refused events are not tracked, so their disconnection removes nothing either.
+      if (this.#refuses(event, this.options.registry.workloadGroup(event.namespace, event.workloadGroup)))
+        return;
       let entry = this.#registered.get(key);
       if (!entry) {
         entry = { namespace: event.namespace, name, event, connections: new Set() };
@@ -207,6 +219,8 @@ export class AutoRegistration implements Runner {
         this.#calls?.inc({ op: "apply", result: "no-group" });
         return;
       }
+      // Again: the group may have been unknown when the event came, or changed since.
+      if (this.#refuses(entry.event, group)) return;
       const body = JSON.stringify(workloadEntryFor(group, entry.event));
       const response = await fetch(`${this.options.ingestUrl}/v1/apply`, {
         method: "POST",
@@ -218,6 +232,38 @@ export class AutoRegistration implements Runner {
       this.#calls?.inc({ op: "apply", result: "ok" });
       this.options.logger.info({ namespace: entry.namespace, name: entry.name }, "WorkloadEntry registered");
     });
+  }
+
+  /**
+   * True (after a log line and a count) if the event's verified identity may
+   * not register into the group: push checks it before publishing, and
+   * discovery again before writing, so that a WorkloadEntry is only ever
+   * written for an identity that proved itself on push's mTLS port. Without
+   * the group (not read yet), only a missing identity is refused.
+   */
+  #refuses(event: WorkloadRegistration, group: Named<WorkloadGroup> | undefined): boolean {
+    const { identity } = event;
+    const refusal = !identity
+      ? { reason: "no_identity", message: "the event carries no verified identity" }
+      : group &&
+        registrationIdentityMismatch(identity, {
+          namespace: group.namespace,
+          name: group.name,
+          serviceAccount: group.spec.template?.serviceAccount,
+        });
+    if (!refusal) return false;
+    this.#refused?.inc({ reason: refusal.reason });
+    this.options.logger.warn(
+      {
+        namespace: event.namespace,
+        group: event.workloadGroup,
+        proxy: event.proxyId,
+        replica: event.replica,
+        ...refusal,
+      },
+      "registration refused: not writing a WorkloadEntry",
+    );
+    return true;
   }
 
   async #remove(entry: Registered): Promise<void> {

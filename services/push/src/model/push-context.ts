@@ -4,6 +4,7 @@ import type { ConfigResource, Endpoint, Service } from "@sextant/proto";
 import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import type { VirtualService } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+import type { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_group";
 import type { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import type { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
 import { type ConfigKind, type ConfigSpecs, decodeStoredOfKind } from "@sextant/validation";
@@ -51,6 +52,8 @@ export class PushContext {
   readonly authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
   /** Sidecar resources (egress scoping), by namespace/name; `hosts` are the egress hosts as written. */
   readonly sidecars: readonly TypedConfig<Sidecar>[];
+  /** WorkloadGroups by namespace/name: auto-registration checks a proxy's identity against its group's. */
+  readonly #workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
   /** Every service of the registry, sorted by hostname then namespace (deterministic iteration). */
   readonly services: readonly Service[];
   readonly endpointsByHost: ReadonlyMap<string, readonly Endpoint[]>;
@@ -70,6 +73,7 @@ export class PushContext {
     this.peerAuthentications = parts.peerAuthentications;
     this.authorizationPolicies = parts.authorizationPolicies;
     this.sidecars = parts.sidecars;
+    this.#workloadGroups = parts.workloadGroups;
     this.services = [...parts.servicesByHost.values()].sort((a, b) =>
       a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : a.namespace < b.namespace ? -1 : 1,
     );
@@ -115,6 +119,9 @@ export class PushContext {
       peerAuthentications: typed("PeerAuthentication", () => []),
       authorizationPolicies: typed("AuthorizationPolicy", () => []),
       sidecars: typed("Sidecar", () => []),
+      workloadGroups: new Map(
+        typed("WorkloadGroup", () => []).map((group) => [`${group.ref.namespace}/${group.ref.name}`, group]),
+      ),
       endpointsByHost,
       endpointVersions,
     });
@@ -133,6 +140,7 @@ export class PushContext {
       peerAuthentications: this.peerAuthentications,
       authorizationPolicies: this.authorizationPolicies,
       sidecars: this.sidecars,
+      workloadGroups: this.#workloadGroups,
       endpointsByHost,
       endpointVersions,
     });
@@ -151,6 +159,11 @@ export class PushContext {
   /** A version of serviceAccountsOf(host), for cache keys: it changes only when the list does. */
   serviceAccountVersion(host: string): string {
     return this.#serviceAccounts.get(host)?.version ?? "none";
+  }
+
+  /** The WorkloadGroup namespace/name, if the config holds it. */
+  workloadGroup(namespace: string, name: string): TypedConfig<WorkloadGroup> | undefined {
+    return this.#workloadGroups.get(`${namespace}/${name}`);
   }
 
   /** The PeerAuthentication that applies to a workload, composed with Istio's precedence. */
@@ -231,6 +244,7 @@ interface ContextParts {
   peerAuthentications: readonly TypedConfig<PeerAuthentication>[];
   authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
   sidecars: readonly TypedConfig<Sidecar>[];
+  workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
 }
 
 function serviceAccountsByHost(

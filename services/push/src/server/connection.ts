@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
+import type { SpiffeId } from "@sextant/identity";
 import type { Logger } from "@sextant/observability";
 import type { MeshProxy } from "../model/proxy.js";
 import type { GeneratedResource, PushChange, WatchedNames } from "../model/types.js";
@@ -94,6 +95,14 @@ export abstract class Connection<Request = unknown> {
   readonly watched = new Map<string, WatchState>();
   /** Which protocol variant the stream speaks. */
   abstract readonly protocol: "sotw" | "delta";
+  /**
+   * The SPIFFE identity of the client certificate, when the stream came in
+   * on the mTLS port (whose TLS verified the certificate against the mesh's
+   * roots and whose authorizer matched it to the node). Undefined on the
+   * plaintext port, where nothing is proven: such a proxy is served but never
+   * auto-registered. Set by the server as it opens the connection.
+   */
+  verifiedIdentity: SpiffeId | undefined;
   #nonces = 0;
   readonly #stream: { end(): void };
 

@@ -1,4 +1,5 @@
 import { status as GrpcStatus, Metadata, type ServerDuplexStream } from "@grpc/grpc-js";
+import { spiffeIdOfPeer } from "@sextant/identity";
 import type { Logger } from "@sextant/observability";
 import type { ConfigRef } from "@sextant/proto";
 import type { AggregatedDiscoveryServiceServer } from "@sextant/proto/envoy";
@@ -204,6 +205,9 @@ export class DiscoveryServer {
       return undefined;
     }
     const connection = connect(proxy);
+    // Only a port with an authorizer (mTLS, client certificate required and
+    // verified) proves who the peer is.
+    if (authorize) connection.verifiedIdentity = spiffeIdOfPeer(stream.getAuthContext()?.sslPeerCertificate);
     this.#connections.set(connection.id, connection);
     this.options.metrics.connected.inc();
     this.options.logger.info(

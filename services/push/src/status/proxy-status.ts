@@ -1,5 +1,6 @@
 import { Buckets, type Bus, encodeKey, Subjects } from "@sextant/bus";
-import type { Logger } from "@sextant/observability";
+import { registrationIdentityMismatch } from "@sextant/model";
+import { Counter, type Logger, type Registry } from "@sextant/observability";
 import {
   type ConfigRef,
   NackEvent,
@@ -9,6 +10,7 @@ import {
   WorkloadRegistration,
 } from "@sextant/proto";
 import { type Runner, SerialTasks } from "@sextant/runtime";
+import type { PushContext } from "../model/push-context.js";
 import type { Connection } from "../server/connection.js";
 import type { DiscoveryServerEvents } from "../server/discovery-server.js";
 
@@ -18,13 +20,20 @@ export interface ProxyStatusReporterOptions {
   logger: Logger;
   replica: string;
   flushMs: number;
+  /** The current snapshot, whose config holds the WorkloadGroups registrations are checked against. */
+  context: () => PushContext | undefined;
+  metrics: Registry;
 }
+
+/** Why a connection naming a WorkloadGroup is served but not registered (the metric's reason label). */
+type RegistrationRefusal = "plaintext" | "no_group" | "namespace" | "service_account";
 
 /**
  * ProxyStatusReporter tells the rest of the mesh about this replica's
  * proxies: their sync state in `sextant-proxy-status` (written at most every
  * STATUS_FLUSH_MS per proxy, removed when its last stream closes),
- * registration events for proxies naming a WorkloadGroup, and NACK events
+ * registration events for proxies naming a WorkloadGroup whose verified
+ * identity may join it (see {@link registrationRefusal}), and NACK events
  * traced to config. If NATS is away, state waits and is written on the next
  * flush; events published meanwhile are buffered by the NATS client.
  */
@@ -33,6 +42,13 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
   /** Open streams per node id. */
   readonly #streams = new Map<string, Set<Connection>>();
   readonly #dirty = new Set<string>();
+  /**
+   * The streams per node id that proved an identity allowed to register:
+   * CONNECTED is published with the first, DISCONNECTED when the last closes.
+   * Unproven streams of the same node id neither keep nor end a registration.
+   */
+  readonly #registered = new Map<string, Set<Connection>>();
+  readonly #refused: Counter<"reason">;
   #timer: NodeJS.Timeout | undefined;
 
   readonly #tasks: SerialTasks;
@@ -41,6 +57,12 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
     this.#tasks = new SerialTasks((error) =>
       options.logger.warn({ err: error }, "proxy status not written; will retry"),
     );
+    this.#refused = new Counter({
+      name: "sextant_registration_refused_total",
+      help: "Connections naming a WorkloadGroup that were served but not auto-registered, by reason: plaintext (no identity proven), no_group, namespace or service_account (the verified identity does not match the group).",
+      labelNames: ["reason"],
+      registers: [options.metrics],
+    });
   }
 
   async start(): Promise<void> {
@@ -54,22 +76,20 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
 
   connected(connection: Connection): void {
     const streams = this.#streams.get(connection.proxy.id) ?? new Set();
-    const first = streams.size === 0;
     streams.add(connection);
     this.#streams.set(connection.proxy.id, streams);
-    if (first && connection.proxy.workloadGroup)
-      this.publishRegistration(connection, RegistrationEventType.REGISTRATION_EVENT_TYPE_CONNECTED);
+    if (connection.proxy.workloadGroup) this.register(connection);
     this.#dirty.add(connection.proxy.id);
   }
 
   disconnected(connection: Connection): void {
     const streams = this.#streams.get(connection.proxy.id);
     streams?.delete(connection);
-    if (streams && streams.size === 0) {
-      this.#streams.delete(connection.proxy.id);
-      if (connection.proxy.workloadGroup) {
-        this.publishRegistration(connection, RegistrationEventType.REGISTRATION_EVENT_TYPE_DISCONNECTED);
-      }
+    if (streams && streams.size === 0) this.#streams.delete(connection.proxy.id);
+    const registered = this.#registered.get(connection.proxy.id);
+    if (registered?.delete(connection) && registered.size === 0) {
+      this.#registered.delete(connection.proxy.id);
+      this.publishRegistration(connection, RegistrationEventType.REGISTRATION_EVENT_TYPE_DISCONNECTED);
     }
     this.#dirty.add(connection.proxy.id);
   }
@@ -138,8 +158,57 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
     };
   }
 
-  private publishRegistration(connection: Connection, type: RegistrationEventType): void {
+  /** Registers a stream naming a WorkloadGroup if its identity may join the group; logs and counts it if not. */
+  private register(connection: Connection): void {
     const { proxy } = connection;
+    const refusal = this.registrationRefusal(connection);
+    if (refusal) {
+      this.#refused.inc({ reason: refusal.reason });
+      this.options.logger.warn(
+        {
+          proxy: proxy.id,
+          stream: connection.id,
+          group: `${proxy.namespace}/${proxy.workloadGroup}`,
+          ...refusal,
+        },
+        "not auto-registering a proxy naming a WorkloadGroup; it is served its config",
+      );
+      return;
+    }
+    const streams = this.#registered.get(proxy.id) ?? new Set();
+    streams.add(connection);
+    this.#registered.set(proxy.id, streams);
+    if (streams.size === 1)
+      this.publishRegistration(connection, RegistrationEventType.REGISTRATION_EVENT_TYPE_CONNECTED);
+  }
+
+  /**
+   * Why a stream may not register, as Istio decides it: only a stream on the
+   * mTLS port has a verified identity, and that identity must match the
+   * WorkloadGroup (its namespace; its template's service account, if named).
+   * A plaintext client could otherwise claim any group and any address.
+   */
+  private registrationRefusal(
+    connection: Connection,
+  ): { reason: RegistrationRefusal; message: string } | undefined {
+    const { proxy, verifiedIdentity } = connection;
+    if (!verifiedIdentity)
+      return { reason: "plaintext", message: "the stream proved no identity (not on the mTLS port)" };
+    const group = this.options.context()?.workloadGroup(proxy.namespace, proxy.workloadGroup ?? "");
+    if (!group)
+      return {
+        reason: "no_group",
+        message: `there is no WorkloadGroup ${proxy.namespace}/${proxy.workloadGroup}`,
+      };
+    return registrationIdentityMismatch(verifiedIdentity, {
+      namespace: group.ref.namespace,
+      name: group.ref.name,
+      serviceAccount: group.spec.template?.serviceAccount,
+    });
+  }
+
+  private publishRegistration(connection: Connection, type: RegistrationEventType): void {
+    const { proxy, verifiedIdentity } = connection;
     this.options
       .bus()
       .subject(Subjects.registration)
@@ -154,6 +223,7 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
           serviceAccount: proxy.serviceAccount,
           network: proxy.network,
           locality: proxy.locality,
+          identity: verifiedIdentity,
           replica: this.options.replica,
           at: new Date(),
         }),

@@ -67,9 +67,11 @@ function localEnv(name: string, clusterPorts: readonly number[], routePassword: 
   };
 }
 
+/** The nodes a node has routes to (by server id: nats-server 2.10 may pool several routes per peer). */
 async function routeCount(monitorPort: number): Promise<number> {
   const response = await fetch(`http://127.0.0.1:${monitorPort}/routez`);
-  return ((await response.json()) as { num_routes: number }).num_routes;
+  const { routes } = (await response.json()) as { routes?: Array<{ remote_id: string }> };
+  return new Set((routes ?? []).map((route) => route.remote_id)).size;
 }
 
 describe("deploy/nats as a 3-node cluster with TLS and route authentication", () => {

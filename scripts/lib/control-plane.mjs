@@ -219,6 +219,8 @@ export async function startControlPlane(
         // Push asks ca for its certificate, trusting the root ca wrote.
         CA_ROOT_CERT: join(stateDir, "cacerts", "root-cert.pem"),
         TOKEN_FILE: join(stateDir, "push-token"),
+        // Push serves plaintext ADS too (off by default) for proxyless clients without an agent.
+        XDS_PLAINTEXT_ENABLED: "true",
         // Discovery creates auto-registered WorkloadEntries through ingest's API.
         INGEST_URL: `http://127.0.0.1:${P.ingest.http}`,
         ...serviceEnv(service.name, apiTokens),

@@ -41,6 +41,8 @@ export interface SecureMesh {
   readonly caRootFile: string;
   readonly caAddress: string;
   readonly xdsTlsAddress: string;
+  /** Push's plaintext ADS address, when started with plaintextXds. */
+  readonly xdsAddress: string | undefined;
   /** A file holding the bootstrap token of an account (declared in startSecureMesh). */
   tokenFile(account: Account): string;
   apply(yaml: string): Promise<void>;
@@ -95,7 +97,16 @@ export interface Workload {
 
 const key = (account: Account) => `${account.namespace}/${account.serviceAccount}`;
 
-export async function startSecureMesh(accounts: Account[]): Promise<SecureMesh> {
+/** Options of {@link startSecureMesh}. */
+export interface SecureMeshOptions {
+  /** Also serve plaintext ADS (XDS_PLAINTEXT_ENABLED), off as in production unless a test needs it. */
+  plaintextXds?: boolean;
+}
+
+export async function startSecureMesh(
+  accounts: Account[],
+  options: SecureMeshOptions = {},
+): Promise<SecureMesh> {
   const dir = mkdtempSync(join(tmpdir(), "sextant-secure-mesh-"));
   const tokens = new Map<string, string>();
   const tokenFiles = new Map<string, string>();
@@ -147,9 +158,11 @@ export async function startSecureMesh(accounts: Account[]): Promise<SecureMesh> 
     INGEST_URL: `http://127.0.0.1:${ingest.httpPort}`,
   });
   const xdsTlsPort = await freePort();
+  const xdsPort = await freePort();
   const push = await startServiceProcess("push", {
     NATS_URL: nats.url,
-    XDS_PORT: String(await freePort()),
+    XDS_PLAINTEXT_ENABLED: String(options.plaintextXds ?? false),
+    XDS_PORT: String(xdsPort),
     XDS_TLS_PORT: String(xdsTlsPort),
     CA_ADDR: caAddress,
     CA_ROOT_CERT: caRootFile,
@@ -170,6 +183,7 @@ export async function startSecureMesh(accounts: Account[]): Promise<SecureMesh> 
     caRootFile,
     caAddress,
     xdsTlsAddress: `127.0.0.1:${xdsTlsPort}`,
+    xdsAddress: options.plaintextXds ? `127.0.0.1:${xdsPort}` : undefined,
     tokenFile,
     async apply(yaml) {
       const response = await fetch(`http://127.0.0.1:${ingest.httpPort}/v1/apply`, {

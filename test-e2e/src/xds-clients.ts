@@ -1,7 +1,7 @@
 // Hand-rolled xDS clients for the security tests: they send exactly what a
 // proxy would, and report what came back, so a test can check a refusal's
 // status or a secret's content.
-import { credentials, status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
+import { type ChannelCredentials, credentials, status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
 import { unpackAny } from "@sextant/proto";
 import {
   AggregatedDiscoveryServiceClient,
@@ -35,45 +35,82 @@ export interface AdsOutcome {
   details: string;
 }
 
+/** An open ADS stream: how its first answer went, and the way to close it. */
+export interface AdsStream {
+  /** OK once a response arrived, or the status the stream ended with (DEADLINE_EXCEEDED if neither in time). */
+  readonly first: Promise<AdsOutcome>;
+  close(): void;
+}
+
+/** A proxyless node: its id, namespace and service account, and any other metadata (AUTO_REGISTER_GROUP, INSTANCE_IPS). */
+export interface ProxylessNode {
+  id: string;
+  namespace: string;
+  serviceAccount: string;
+  metadata?: Record<string, unknown>;
+}
+
 /**
- * Opens an ADS stream through an agent's xDS proxy (plaintext, as a
- * proxyless app does) with the given node, asks for listeners, and reports
- * the first response (OK) or the status the stream ended with.
+ * Opens an ADS stream to address with the given credentials and node and
+ * asks for listeners; the stream stays open (a connected proxy) until
+ * closed.
  */
-export function adsThroughAgent(
-  agent: Agent,
-  node: { id: string; namespace: string; serviceAccount: string },
+export function openAds(
+  address: string,
+  channelCredentials: ChannelCredentials,
+  node: ProxylessNode,
   timeoutMs = 20_000,
-): Promise<AdsOutcome> {
-  const client = new AggregatedDiscoveryServiceClient(agent.xdsProxyAddress, credentials.createInsecure());
+): AdsStream {
+  const client = new AggregatedDiscoveryServiceClient(address, channelCredentials);
   const stream = client.streamAggregatedResources();
-  return new Promise<AdsOutcome>((resolve) => {
-    const finish = (outcome: AdsOutcome) => {
-      clearTimeout(timer);
-      stream.cancel();
-      client.close();
-      resolve(outcome);
-    };
-    const timer = setTimeout(
-      () => finish({ code: GrpcStatus.DEADLINE_EXCEEDED, details: `nothing within ${timeoutMs} ms` }),
+  let timer: NodeJS.Timeout | undefined;
+  const close = () => {
+    clearTimeout(timer);
+    stream.cancel();
+    client.close();
+  };
+  const first = new Promise<AdsOutcome>((resolve) => {
+    timer = setTimeout(
+      () => resolve({ code: GrpcStatus.DEADLINE_EXCEEDED, details: `nothing within ${timeoutMs} ms` }),
       timeoutMs,
     );
-    stream.on("data", () => finish({ code: GrpcStatus.OK, details: "a response arrived" }));
-    stream.on("error", (error: ServiceError) => finish({ code: error.code, details: error.details }));
-    stream.write({
-      versionInfo: "",
-      node: proxyNode(node.id, {
-        GENERATOR: "grpc",
-        NAMESPACE: node.namespace,
-        SERVICE_ACCOUNT: node.serviceAccount,
-      }),
-      resourceNames: ["reviews.default.svc.cluster.local:9080"],
-      resourceLocators: [],
-      typeUrl: TypeUrl.Listener,
-      responseNonce: "",
-      errorDetail: undefined,
-    });
+    stream.on("data", () => resolve({ code: GrpcStatus.OK, details: "a response arrived" }));
+    stream.on("error", (error: ServiceError) => resolve({ code: error.code, details: error.details }));
+  }).finally(() => clearTimeout(timer));
+  stream.write({
+    versionInfo: "",
+    node: proxyNode(node.id, {
+      GENERATOR: "grpc",
+      NAMESPACE: node.namespace,
+      SERVICE_ACCOUNT: node.serviceAccount,
+      ...node.metadata,
+    }),
+    resourceNames: ["reviews.default.svc.cluster.local:9080"],
+    resourceLocators: [],
+    typeUrl: TypeUrl.Listener,
+    responseNonce: "",
+    errorDetail: undefined,
   });
+  return { first, close };
+}
+
+/**
+ * Opens an ADS stream through an agent's xDS proxy (plaintext, as a
+ * proxyless app does; the agent speaks mTLS to push with its own
+ * certificate) with the given node, and reports the first response (OK) or
+ * the status the stream ended with; the stream is then closed.
+ */
+export async function adsThroughAgent(
+  agent: Agent,
+  node: ProxylessNode,
+  timeoutMs = 20_000,
+): Promise<AdsOutcome> {
+  const stream = openAds(agent.xdsProxyAddress, credentials.createInsecure(), node, timeoutMs);
+  try {
+    return await stream.first;
+  } finally {
+    stream.close();
+  }
 }
 
 /** One secret as SDS sent it: its name and its certificate (chain or trusted CA) as text. */

@@ -400,6 +400,8 @@ describe("compose.yaml", () => {
       [DEFAULT_PORTS.nats],
     );
     const push = environmentOf(service("push"));
+    // Plaintext xDS is opt-in; compose keeps it for proxyless clients without an agent.
+    assert.equal(push.XDS_PLAINTEXT_ENABLED, "true");
     assert.equal(push.XDS_PORT, String(DEFAULT_PORTS.push.xds));
     assert.equal(push.XDS_TLS_PORT, String(DEFAULT_PORTS.push.xdsTls));
     assert.equal(environmentOf(service("ca")).GRPC_PORT, String(DEFAULT_PORTS.ca.grpc));

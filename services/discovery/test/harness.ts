@@ -13,6 +13,8 @@ import {
   startFakeKubeApiServer,
   startNatsServer,
 } from "@sextant/testing";
+// Ingest's service, run in-process from its source beside discovery's.
+import { ingestService } from "../../ingest/src/main.js";
 import { discoveryService } from "../src/main.js";
 import type { DiscoverySettings } from "../src/settings.js";
 
@@ -48,6 +50,21 @@ export async function startDiscovery(
     ...env,
   });
   return { url: `http://127.0.0.1:${service.httpPort}`, service, stop: () => service.stop() };
+}
+
+/** Ingest started in-process on a random HTTP port: discovery creates WorkloadEntries through its real HTTP API. */
+export async function startIngest(
+  natsUrl: string,
+  env: Record<string, string>,
+): Promise<{ url: string; stop(): Promise<void> }> {
+  const service = await startService(ingestService, {
+    NATS_URL: natsUrl,
+    HTTP_PORT: "0",
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
+    OTEL_SDK_DISABLED: "true",
+    ...env,
+  });
+  return { url: `http://127.0.0.1:${service.httpPort}`, stop: () => service.stop() };
 }
 
 /** A nats-server and a bus client of the test's own, to read what discovery wrote. */

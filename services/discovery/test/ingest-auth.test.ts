@@ -10,11 +10,8 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Subjects } from "@sextant/bus";
 import { RegistrationEventType } from "@sextant/proto";
-import { type StartedService, startService } from "@sextant/runtime";
 import { eventually } from "@sextant/testing";
-// Ingest runs in-process: discovery creates WorkloadEntries through its real HTTP API.
-import { ingestService } from "../../ingest/src/main.js";
-import { type DiscoveryFixture, startDiscovery, startNatsWithClient } from "./harness.js";
+import { type DiscoveryFixture, startDiscovery, startIngest, startNatsWithClient } from "./harness.js";
 
 const GRACE_MS = 300;
 const sha256 = (token: string) => createHash("sha256").update(token).digest("hex");
@@ -35,7 +32,7 @@ describe("auto-registration through an ingest that authenticates its API (INGEST
 `,
     );
   let client: Awaited<ReturnType<typeof startNatsWithClient>>;
-  let ingest: StartedService<unknown>;
+  let ingest: Awaited<ReturnType<typeof startIngest>>;
   let ingestUrl: string;
   let discovery: DiscoveryFixture;
 
@@ -44,15 +41,8 @@ describe("auto-registration through an ingest that authenticates its API (INGEST
     writeFileSync(discoveryTokenFile, `${discoveryToken}\n`);
     writeTokens(discoveryToken);
     client = await startNatsWithClient();
-    ingest = (await startService(ingestService, {
-      NATS_URL: client.nats.url,
-      HTTP_PORT: "0",
-      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
-      OTEL_SDK_DISABLED: "true",
-      API_AUTH: "tokens",
-      API_TOKENS_FILE: tokensFile,
-    })) as StartedService<unknown>;
-    ingestUrl = `http://127.0.0.1:${ingest.httpPort}`;
+    ingest = await startIngest(client.nats.url, { API_AUTH: "tokens", API_TOKENS_FILE: tokensFile });
+    ingestUrl = ingest.url;
     discovery = await startDiscovery(client.nats.url, {
       INGEST_URL: ingestUrl,
       INGEST_TOKEN_FILE: discoveryTokenFile,

@@ -1,16 +1,10 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Subjects } from "@sextant/bus";
 import { HealthStatus, RegistrationEventType, Resolution, type WorkloadRegistration } from "@sextant/proto";
-import { type StartedService, startService } from "@sextant/runtime";
 import { eventually, metricValue } from "@sextant/testing";
-// Ingest runs in-process: discovery creates WorkloadEntries through its real HTTP API.
-import { ingestService } from "../../ingest/src/main.js";
 import { endpointsKey, serviceKey } from "../src/registry/keys.js";
-import { type DiscoveryFixture, startDiscovery, startNatsWithClient } from "./harness.js";
+import { type DiscoveryFixture, startDiscovery, startIngest, startNatsWithClient } from "./harness.js";
 
 const GRACE_MS = 1_500;
 
@@ -53,29 +47,20 @@ async function remove(ingestUrl: string, kind: string, namespace: string, name: 
 
 describe("ServiceEntry source and auto-registration, through ingest", () => {
   let client: Awaited<ReturnType<typeof startNatsWithClient>>;
-  let ingest: StartedService<unknown>;
+  let ingest: Awaited<ReturnType<typeof startIngest>>;
   let ingestUrl: string;
   let discovery: DiscoveryFixture;
-  let tokenDir: string;
 
   before(async () => {
     client = await startNatsWithClient();
-    ingest = (await startService(ingestService, {
-      NATS_URL: client.nats.url,
-      HTTP_PORT: "0",
-      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
-      OTEL_SDK_DISABLED: "true",
+    ingest = await startIngest(client.nats.url, {
       ANALYSIS_DEBOUNCE_MS: "20",
       // This suite is about the registry; ingest-auth.test.ts runs discovery against an authenticating ingest.
       API_AUTH: "none",
-    })) as StartedService<unknown>;
-    ingestUrl = `http://127.0.0.1:${ingest.httpPort}`;
-    // Auto-registration authenticates to ingest with the token of this file.
-    tokenDir = mkdtempSync(join(tmpdir(), "sextant-discovery-token-"));
-    writeFileSync(join(tokenDir, "token"), "discovery-test-token\n");
+    });
+    ingestUrl = ingest.url;
     discovery = await startDiscovery(client.nats.url, {
       INGEST_URL: ingestUrl,
-      INGEST_TOKEN_FILE: join(tokenDir, "token"),
       WORKLOAD_ENTRY_GRACE_PERIOD_MS: String(GRACE_MS),
     });
   });
@@ -83,7 +68,6 @@ describe("ServiceEntry source and auto-registration, through ingest", () => {
     await discovery?.stop();
     await ingest?.stop();
     await client?.close();
-    if (tokenDir) rmSync(tokenDir, { recursive: true, force: true });
   });
 
   it("publishes a STATIC ServiceEntry with inline endpoints", async () => {

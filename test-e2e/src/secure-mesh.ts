@@ -152,7 +152,8 @@ export async function startSecureMesh(
   });
   const caRootFile = join(caCertsDir, "root-cert.pem");
   const caAddress = `127.0.0.1:${caPort}`;
-  const ingest = await startServiceProcess("ingest", { NATS_URL: nats.url });
+  // The mesh's security under test is the data plane's; the config API is open (test/auth.test.ts of ingest tests it).
+  const ingest = await startServiceProcess("ingest", { NATS_URL: nats.url, API_AUTH: "none" });
   const discovery = await startServiceProcess("discovery", {
     NATS_URL: nats.url,
     INGEST_URL: `http://127.0.0.1:${ingest.httpPort}`,

@@ -66,7 +66,11 @@ describe("Istio's upstream Bookinfo samples", {
 
     before(async () => {
       nats = await startNatsServer();
-      ingest = await startServiceProcess("ingest", { NATS_URL: nats.url, LOG_LEVEL: "warn" });
+      ingest = await startServiceProcess("ingest", {
+        NATS_URL: nats.url,
+        LOG_LEVEL: "warn",
+        API_AUTH: "none",
+      });
     });
     after(async () => {
       await ingest?.stop();

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import {
   AuthenticationV1Api,
+  AuthorizationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   type Informer,
@@ -576,6 +577,45 @@ describe("fake kube-apiserver", () => {
     const defaulted = await review("api");
     assert.equal(defaulted.status?.authenticated, true, "no audiences: the API server's own");
     assert.deepEqual(defaulted.status?.audiences, ["https://kubernetes.default.svc.cluster.local"]);
+  });
+
+  it("answers SubjectAccessReview as RBAC would for the rules it was given", async () => {
+    const authz = kc.makeApiClient(AuthorizationV1Api);
+    server.allow({
+      group: "editors",
+      verbs: ["create", "update"],
+      apiGroups: ["networking.istio.io"],
+      resources: ["virtualservices"],
+      namespaces: ["team-a"],
+    });
+    server.allow({ user: "ops", verbs: ["get"], apiGroups: ["sextant.io"], resources: ["proxies/debug"] });
+    const review = (user: string, groups: string[], attributes: Record<string, string>) =>
+      authz.createSubjectAccessReview({
+        body: {
+          apiVersion: "authorization.k8s.io/v1",
+          kind: "SubjectAccessReview",
+          spec: { user, groups, resourceAttributes: attributes },
+        },
+      });
+    const vs = { group: "networking.istio.io", resource: "virtualservices", namespace: "team-a" };
+    assert.equal((await review("alice", ["editors"], { ...vs, verb: "create" })).status?.allowed, true);
+    assert.equal((await review("alice", ["editors"], { ...vs, verb: "delete" })).status?.allowed, false);
+    assert.equal(
+      (await review("alice", ["editors"], { ...vs, namespace: "b", verb: "create" })).status?.allowed,
+      false,
+    );
+    assert.equal((await review("bob", [], { ...vs, verb: "create" })).status?.allowed, false);
+    const debug = { group: "sextant.io", resource: "proxies", subresource: "debug", verb: "get" };
+    assert.equal((await review("ops", [], debug)).status?.allowed, true, "cluster-wide, with a subresource");
+    assert.equal((await review("ops", [], { ...debug, subresource: "" })).status?.allowed, false);
+    assert.deepEqual(server.subjectAccessReviews().at(-1), {
+      user: "ops",
+      groups: [],
+      verb: "get",
+      group: "sextant.io",
+      resource: "proxies",
+      allowed: false,
+    });
   });
 
   it("serves one stored custom object under every version of its CRD", async () => {

@@ -49,6 +49,8 @@ export interface KindInfo<T = unknown> {
   kind: string;
   /** The API group, e.g. `networking.istio.io`. */
   group: string;
+  /** The CRD's resource (plural) name, e.g. `virtualservices`, as RBAC and API paths name it. */
+  plural: string;
   /** Versions accepted in apiVersion, newest first. */
   versions: readonly string[];
   /** Fully qualified protobuf message name of the spec. */
@@ -71,14 +73,16 @@ function define<K extends ConfigKind>(info: KindInfo<ConfigSpecs[K]> & { kind: K
   return info as unknown as KindInfo;
 }
 
-const networking = <K extends ConfigKind>(kind: K) => ({
+const networking = <K extends ConfigKind>(kind: K, plural: string) => ({
   kind,
+  plural,
   group: NETWORKING_GROUP,
   versions: NETWORKING_VERSIONS,
   typeName: `istio.networking.v1alpha3.${kind}`,
 });
-const security = <K extends ConfigKind>(kind: K) => ({
+const security = <K extends ConfigKind>(kind: K, plural: string) => ({
   kind,
+  plural,
   group: SECURITY_GROUP,
   versions: SECURITY_VERSIONS,
   typeName: `istio.security.v1beta1.${kind}`,
@@ -87,25 +91,45 @@ const security = <K extends ConfigKind>(kind: K) => ({
 /** Every supported kind, by kind name. */
 export const KINDS: ReadonlyMap<string, KindInfo> = new Map(
   [
-    define({ ...networking("VirtualService"), codec: VirtualService, validate: validateVirtualService }),
-    define({ ...networking("DestinationRule"), codec: DestinationRule, validate: validateDestinationRule }),
-    define({ ...networking("Gateway"), codec: Gateway, validate: validateGateway }),
-    define({ ...networking("ServiceEntry"), codec: ServiceEntry, validate: validateServiceEntry }),
-    define({ ...networking("WorkloadEntry"), codec: WorkloadEntry, validate: validateWorkloadEntry }),
-    define({ ...networking("WorkloadGroup"), codec: WorkloadGroup, validate: validateWorkloadGroup }),
-    define({ ...networking("Sidecar"), codec: Sidecar, validate: validateSidecar }),
     define({
-      ...security("PeerAuthentication"),
+      ...networking("VirtualService", "virtualservices"),
+      codec: VirtualService,
+      validate: validateVirtualService,
+    }),
+    define({
+      ...networking("DestinationRule", "destinationrules"),
+      codec: DestinationRule,
+      validate: validateDestinationRule,
+    }),
+    define({ ...networking("Gateway", "gateways"), codec: Gateway, validate: validateGateway }),
+    define({
+      ...networking("ServiceEntry", "serviceentries"),
+      codec: ServiceEntry,
+      validate: validateServiceEntry,
+    }),
+    define({
+      ...networking("WorkloadEntry", "workloadentries"),
+      codec: WorkloadEntry,
+      validate: validateWorkloadEntry,
+    }),
+    define({
+      ...networking("WorkloadGroup", "workloadgroups"),
+      codec: WorkloadGroup,
+      validate: validateWorkloadGroup,
+    }),
+    define({ ...networking("Sidecar", "sidecars"), codec: Sidecar, validate: validateSidecar }),
+    define({
+      ...security("PeerAuthentication", "peerauthentications"),
       codec: PeerAuthentication,
       validate: validatePeerAuthentication,
     }),
     define({
-      ...security("AuthorizationPolicy"),
+      ...security("AuthorizationPolicy", "authorizationpolicies"),
       codec: AuthorizationPolicy,
       validate: validateAuthorizationPolicy,
     }),
     define({
-      ...security("RequestAuthentication"),
+      ...security("RequestAuthentication", "requestauthentications"),
       codec: RequestAuthentication,
       validate: validateRequestAuthentication,
     }),

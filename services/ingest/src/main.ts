@@ -1,10 +1,12 @@
 // The ingest service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
+import { createApiAuth } from "@sextant/auth";
 import { busRunner } from "@sextant/bus";
 import { loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { AnalysisRunner } from "./analysis/analysis-runner.js";
 import { analysisReport } from "./analysis/report.js";
+import { ApiAudit } from "./api/api-auth.js";
 import { createHttpApi } from "./api/http-api.js";
 import { httpApiRunner } from "./api/http-api-runner.js";
 import { Applier, ApplyMetrics } from "./apply/applier.js";
@@ -29,6 +31,8 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
       service: "ingest",
       contract: ingestContract,
     });
+    // Reads API_TOKENS_FILE now: a bad file stops the start, naming the problem.
+    const auth = createApiAuth(settings, logger);
     const store = new ConfigStore(() => nats.bus);
     const limits = { maxDocuments: settings.MAX_DOCUMENTS, maxBytes: settings.MAX_BODY_BYTES };
     const applier = new Applier(store, new ApplyMetrics(metrics), limits);
@@ -72,18 +76,23 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
       ...(files ? [files] : []),
       // Applies the cluster's Istio custom resources and writes their status; follows their changes.
       ...(kubernetes ? [kubernetes] : []),
-      // Serves the config API (/v1/*) on HTTP_PORT.
-      httpApiRunner(http, () =>
-        createHttpApi({
-          applier,
-          store,
-          logger,
-          maxBodyBytes: settings.MAX_BODY_BYTES,
-          analysis: async () => ({
-            messages: await analysisReport(store),
-            sources: [...(files?.errors() ?? []), ...(kubernetes?.errors() ?? [])],
+      // Serves the config API (/v1/*) on HTTP_PORT, authenticated by API_AUTH's authenticators.
+      httpApiRunner(
+        http,
+        () =>
+          createHttpApi({
+            auth: auth.chain,
+            audit: new ApiAudit(metrics, logger),
+            applier,
+            store,
+            logger,
+            maxBodyBytes: settings.MAX_BODY_BYTES,
+            analysis: async () => ({
+              messages: await analysisReport(store),
+              sources: [...(files?.errors() ?? []), ...(kubernetes?.errors() ?? [])],
+            }),
           }),
-        }),
+        () => auth.close(),
       ),
     ];
   },

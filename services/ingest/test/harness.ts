@@ -20,6 +20,8 @@ export async function startIngest(natsUrl: string, env: Record<string, string> =
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
     OTEL_SDK_DISABLED: "true",
     ANALYSIS_DEBOUNCE_MS: "20",
+    // These tests are about config, not who sends it (test/auth.test.ts is).
+    API_AUTH: "none",
     ...env,
   });
   return { url: `http://127.0.0.1:${service.httpPort}`, service, stop: () => service.stop() };

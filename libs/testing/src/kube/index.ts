@@ -2,6 +2,7 @@
  * The fake kube-apiserver: a test double for Kubernetes clients, faithful to
  * the wire protocol (see libs/testing/README.md, "Fake kube-apiserver").
  */
+export type { FakeAccessReview, FakeAccessRule } from "./access.js";
 export { KubeApiError } from "./errors.js";
 export {
   type DropMode,

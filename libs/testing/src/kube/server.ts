@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { onCleanup } from "../cleanup.js";
+import { type FakeAccessReview, type FakeAccessRule, reviewAccess } from "./access.js";
 import {
   badRequest,
   expired,
@@ -170,7 +171,7 @@ function listOptionsInvalid(field: string, detail: string): KubeApiError {
  * An in-process fake of kube-apiserver over plain HTTP on 127.0.0.1, faithful
  * to the wire protocol: list then watch from a resourceVersion, bookmarks,
  * 410 Expired after compaction, the status subresource, optimistic
- * concurrency, merge and JSON patches, and TokenReview. Start it with
+ * concurrency, merge and JSON patches, TokenReview and SubjectAccessReview. Start it with
  * `startFakeKubeApiServer`.
  */
 export class FakeKubeApiServer {
@@ -179,6 +180,8 @@ export class FakeKubeApiServer {
   private readonly store: ObjectStore;
   private readonly watches = new Set<WatchStream>();
   private readonly tokens = new Map<string, FakeTokenOptions>();
+  private readonly accessRules: FakeAccessRule[] = [];
+  private readonly accessReviews: FakeAccessReview[] = [];
   private readonly log: FakeKubeRequest[] = [];
   private readonly failures: Array<{
     filter: FakeKubeRequestFilter;
@@ -422,6 +425,18 @@ export class FakeKubeApiServer {
     this.tokens.delete(token);
   }
 
+  // ---------------------------------------------------------------- authorization
+
+  /** Grants what a rule covers to SubjectAccessReviews (nothing is granted until a rule is added). */
+  allow(rule: FakeAccessRule): void {
+    this.accessRules.push(structuredClone(rule));
+  }
+
+  /** Copies of the SubjectAccessReviews answered so far, in order, with their answers. */
+  subjectAccessReviews(): FakeAccessReview[] {
+    return this.accessReviews.map((review) => structuredClone(review));
+  }
+
   // ---------------------------------------------------------------- request log
 
   /** Copies of all requests received so far, in arrival order. */
@@ -564,6 +579,22 @@ export class FakeKubeApiServer {
       this.checkInjectedFailure(entry);
       const review = reviewToken(parseObjectBody(body), this.tokens, this.apiAudiences);
       return this.sendJson(res, entry, 201, review);
+    }
+    if (
+      group === "authorization.k8s.io" &&
+      version === "v1" &&
+      rest.length === 1 &&
+      rest[0] === "subjectaccessreviews"
+    ) {
+      entry.group = group;
+      entry.version = version;
+      entry.resource = "subjectaccessreviews";
+      if (method !== "POST") throw methodNotAllowed();
+      entry.verb = "create";
+      this.checkInjectedFailure(entry);
+      const { response, asked } = reviewAccess(parseObjectBody(body), this.accessRules);
+      this.accessReviews.push(asked);
+      return this.sendJson(res, entry, 201, response);
     }
     const target = this.resolve(group, version, rest);
     entry.group = group;
@@ -1151,6 +1182,7 @@ export class FakeKubeApiServer {
   } {
     const versionsByGroup = new Map<string, string[]>();
     versionsByGroup.set("authentication.k8s.io", ["v1"]);
+    versionsByGroup.set("authorization.k8s.io", ["v1"]);
     for (const type of this.store.allTypes()) {
       if (type.group === "") continue;
       const versions = versionsByGroup.get(type.group) ?? [];
@@ -1194,6 +1226,15 @@ export class FakeKubeApiServer {
         singularName: "",
         namespaced: false,
         kind: "TokenReview",
+        verbs: ["create"],
+      });
+    }
+    if (group === "authorization.k8s.io" && version === "v1") {
+      resources.push({
+        name: "subjectaccessreviews",
+        singularName: "",
+        namespaced: false,
+        kind: "SubjectAccessReview",
         verbs: ["create"],
       });
     }

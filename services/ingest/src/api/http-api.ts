@@ -1,8 +1,22 @@
+import { isDeepStrictEqual } from "node:util";
+import type { AccessRequest, AuthChain, Caller } from "@sextant/auth";
 import type { Logger } from "@sextant/observability";
+import type { ConfigResource } from "@sextant/proto";
+import { KINDS } from "@sextant/validation";
 import express, { type ErrorRequestHandler, type Request, type Response } from "express";
-import type { Applier, ApplyOutcome } from "../apply/applier.js";
-import type { DocumentError } from "../apply/prepare.js";
+import type { AnalysisReportEntry } from "../analysis/report.js";
+import type { Applier, ApplyOutcome, Denial } from "../apply/applier.js";
+import type { DocumentError, PreparedResource } from "../apply/prepare.js";
+import type { SourceErrors } from "../sources/file-source.js";
 import type { ConfigStore } from "../store/config-store.js";
+import {
+  type ApiAudit,
+  authenticate,
+  callerOf,
+  listFilter,
+  sendForbidden,
+  sourceAddress,
+} from "./api-auth.js";
 import { resolveKindName, toObject } from "./resources.js";
 
 /** What the HTTP API needs. */
@@ -12,8 +26,12 @@ export interface HttpApiOptions {
   logger: Logger;
   /** Largest request body accepted; larger ones get 413. */
   maxBodyBytes: number;
-  /** The analysis report for GET /v1/analyze. */
-  analysis: () => Promise<unknown>;
+  /** The analysis report for GET /v1/analyze: the resources' messages and the sources' errors. */
+  analysis: () => Promise<{ messages: AnalysisReportEntry[]; sources: SourceErrors[] }>;
+  /** Authenticates every /v1 request. */
+  auth: AuthChain;
+  /** Counts refusals and changes; logs each change. */
+  audit: ApiAudit;
 }
 
 /**
@@ -27,6 +45,11 @@ export interface HttpApiOptions {
  * | GET /v1/config/{kind}/{namespace}/{name} | one resource, or 404 |
  * | DELETE /v1/config/{kind}/{namespace}/{name} | deletes it, or 404 |
  * | GET /v1/analyze | validation, analysis and NACK messages |
+ *
+ * Every request needs `Authorization: Bearer <token>` (401 without a known
+ * one, 429 after too many failures from one address) and the verb on the
+ * kind and namespace it touches (403 naming what was refused); listings
+ * leave out what the caller may not `list`.
  */
 export function createHttpApi(options: HttpApiOptions): express.Express {
   const app = express();
@@ -34,19 +57,59 @@ export function createHttpApi(options: HttpApiOptions): express.Express {
   // Raw bytes, whatever the content type: YAML, JSON and garbage alike reach
   // the parser, which says what is wrong with them.
   const body = express.raw({ type: () => true, limit: options.maxBodyBytes });
+  const { audit } = options;
+  // Before the body is read: an unauthenticated request costs no parsing.
+  app.use("/v1", authenticate(options.auth, audit));
+
+  /**
+   * The documents of an apply the caller may not write: `create` when new,
+   * `update` when stored and changed, as kubectl apply. Re-applying what is
+   * stored unchanged needs only `create`, the right to have put it there: a
+   * client that may only create and delete (discovery's auto-registration)
+   * can repeat an apply after a retry or a restart.
+   */
+  const writeDenials = async (caller: Caller, resources: PreparedResource[]) => {
+    const denials: Denial[] = [];
+    for (const { document, resource } of resources) {
+      const { kind, namespace, name } = resource;
+      const stored = await options.store.get({ kind, namespace, name });
+      const verb = !stored || sameContent(stored, resource) ? "create" : "update";
+      const access: AccessRequest = { verb, kind, namespace, name };
+      const decision = await caller.authorize(access);
+      if (!decision.allowed) denials.push({ request: access, reason: decision.reason, document });
+    }
+    return denials;
+  };
 
   app.post("/v1/apply", body, async (request, response) => {
     const input = requestBody(request);
     if (!input) return void emptyBody(response);
-    const outcome = await options.applier.apply(input, "http");
+    const caller = callerOf(response);
+    const outcome = await options.applier.applyAs(input, "http", {
+      subject: caller.subject,
+      denied: (resources) => writeDenials(caller, resources),
+    });
+    if (!outcome.ok && outcome.reason === "forbidden")
+      return void sendForbidden(response, audit, caller, outcome.denials, "nothing was stored");
+    if (outcome.ok || outcome.reason === "unavailable") {
+      for (const { ref, result, generation } of outcome.applied) {
+        if (result === "unchanged") continue;
+        const verb = result === "created" ? "create" : "update";
+        audit.changed(caller, { verb, ...ref, generation }, sourceAddress(request));
+      }
+    }
     sendApplyOutcome(response, outcome);
   });
 
-  app.post("/v1/validate", body, (request, response) => {
+  app.post("/v1/validate", body, async (request, response) => {
     const input = requestBody(request);
     if (!input) return void emptyBody(response);
     const { resources, errors } = options.applier.validate(input);
     if (errors.length > 0) return void sendInvalid(response, errors, "nothing would be stored");
+    // A dry run is authorized as the apply itself would be, as Kubernetes authorizes dryRun.
+    const caller = callerOf(response);
+    const denied = await writeDenials(caller, resources);
+    if (denied.length > 0) return void sendForbidden(response, audit, caller, denied, "");
     response.json({
       valid: true,
       resources: resources.map(({ document, resource, warnings }) => ({
@@ -65,13 +128,16 @@ export function createHttpApi(options: HttpApiOptions): express.Express {
     const kind = kindParam === undefined ? undefined : resolveKindName(kindParam);
     if (kindParam !== undefined && !kind) return void unknownKind(response, kindParam);
     const resources = await options.store.list({ kind, namespace });
-    response.json({ items: resources.map(toObject) });
+    const mayList = listFilter(callerOf(response));
+    const allowed = await Promise.all(resources.map((r) => mayList(r.kind, r.namespace)));
+    response.json({ items: resources.filter((_, i) => allowed[i]).map(toObject) });
   });
 
   app.get("/v1/config/:kind/:namespace/:name", async (request, response) => {
     const kind = resolveKindName(request.params.kind);
     if (!kind) return void unknownKind(response, request.params.kind);
     const ref = { kind, namespace: request.params.namespace, name: request.params.name };
+    if (!(await authorized(response, { verb: "get", ...ref }))) return;
     const resource = await options.store.get(ref);
     if (!resource) return void notFound(response, ref);
     response.json(toObject(resource));
@@ -81,13 +147,33 @@ export function createHttpApi(options: HttpApiOptions): express.Express {
     const kind = resolveKindName(request.params.kind);
     if (!kind) return void unknownKind(response, request.params.kind);
     const ref = { kind, namespace: request.params.namespace, name: request.params.name };
+    if (!(await authorized(response, { verb: "delete", ...ref }))) return;
+    const generation = (await options.store.get(ref))?.generation ?? 0;
     if (!(await options.store.delete(ref))) return void notFound(response, ref);
-    options.logger.info(ref, "deleted");
+    audit.changed(callerOf(response), { verb: "delete", ...ref, generation }, sourceAddress(request));
     response.json({ deleted: ref });
   });
 
   app.get("/v1/analyze", async (_request, response) => {
-    response.json(await options.analysis());
+    const { messages, sources } = await options.analysis();
+    const mayList = listFilter(callerOf(response));
+    // An error that names no kind (a file that does not parse) could be about
+    // anything in its namespace: shown to callers who may list every kind there.
+    const mayListError = async (error: DocumentError) => {
+      const namespace = error.namespace ?? "default";
+      const kinds = error.kind && KINDS.has(error.kind) ? [error.kind] : [...KINDS.keys()];
+      return (await Promise.all(kinds.map((kind) => mayList(kind, namespace)))).every(Boolean);
+    };
+    const visibleMessages = await filterAsync(messages, (m) => mayList(m.kind, m.namespace));
+    const visibleSources = (
+      await Promise.all(
+        sources.map(async (source) => ({
+          ...source,
+          errors: await filterAsync(source.errors, mayListError),
+        })),
+      )
+    ).filter((source) => source.errors.length > 0);
+    response.json({ messages: visibleMessages, sources: visibleSources });
   });
 
   app.use((request, response) => {
@@ -95,6 +181,30 @@ export function createHttpApi(options: HttpApiOptions): express.Express {
   });
   app.use(errorHandler(options));
   return app;
+
+  /** Whether the caller may make the request; if not, answers 403. */
+  async function authorized(response: Response, access: AccessRequest): Promise<boolean> {
+    const caller = callerOf(response);
+    const decision = await caller.authorize(access);
+    if (!decision.allowed)
+      sendForbidden(response, audit, caller, [{ request: access, reason: decision.reason }], "");
+    return decision.allowed;
+  }
+}
+
+function sameContent(a: ConfigResource, b: ConfigResource): boolean {
+  const content = ({ apiVersion, labels, annotations, spec }: ConfigResource) => ({
+    apiVersion,
+    labels,
+    annotations,
+    spec: spec ?? {},
+  });
+  return isDeepStrictEqual(content(a), content(b));
+}
+
+async function filterAsync<T>(items: readonly T[], keep: (item: T) => Promise<boolean>): Promise<T[]> {
+  const kept = await Promise.all(items.map(keep));
+  return items.filter((_, i) => kept[i]);
 }
 
 function requestBody(request: Request): Buffer | undefined {

@@ -1,3 +1,4 @@
+import type { AccessRequest } from "@sextant/auth";
 import { Counter, Histogram, type Registry } from "@sextant/observability";
 import type { ParseLimits } from "@sextant/validation";
 import type { ConfigStore, StoredResource } from "../store/config-store.js";
@@ -21,6 +22,26 @@ export type ApplyOutcome =
       readonly applied: AppliedResource[];
       readonly notApplied: Array<{ kind: string; namespace: string; name: string }>;
     };
+
+/** The outcome of an apply through the config API: also refused, nothing stored, if the caller may not write a document. */
+export type CallerApplyOutcome =
+  | ApplyOutcome
+  | { readonly ok: false; readonly reason: "forbidden"; readonly denials: Denial[] };
+
+/** A document the caller may not write: what it would have taken, and why not. */
+export interface Denial {
+  readonly document: number;
+  readonly request: AccessRequest;
+  readonly reason?: string;
+}
+
+/** Who applies, for an apply through the config API. */
+export interface ApplyCaller {
+  /** The documents the caller may not write; nothing is stored unless this is empty. */
+  denied(resources: PreparedResource[]): Promise<Denial[]>;
+  /** The subject recorded as the resources' last changer. */
+  readonly subject: string;
+}
 
 /** Ingest's apply metrics. */
 export class ApplyMetrics {
@@ -69,7 +90,19 @@ export class Applier {
   }
 
   /** Validates every document, then stores all of them, or none if any is invalid. */
-  async apply(input: string | Uint8Array, source: string): Promise<ApplyOutcome> {
+  apply(input: string | Uint8Array, source: string): Promise<ApplyOutcome> {
+    return this.applyAs(input, source) as Promise<ApplyOutcome>;
+  }
+
+  /**
+   * Validates every document, then stores all of them, or none if any is
+   * invalid or (with a caller) forbidden to the caller.
+   */
+  async applyAs(
+    input: string | Uint8Array,
+    source: string,
+    caller?: ApplyCaller,
+  ): Promise<CallerApplyOutcome> {
     const stopTimer = this.metrics.latency.startTimer({ source: sourceLabel(source) });
     try {
       const prepared = prepareDocuments(input, this.limits);
@@ -79,18 +112,26 @@ export class Applier {
         }
         return { ok: false, reason: "invalid", errors: prepared.errors };
       }
-      return await this.storeValidated(prepared.resources, source);
+      if (caller) {
+        const denials = await caller.denied(prepared.resources);
+        if (denials.length > 0) return { ok: false, reason: "forbidden", denials };
+      }
+      return await this.storeValidated(prepared.resources, source, caller?.subject);
     } finally {
       stopTimer();
     }
   }
 
   /** Stores resources that already passed validation. */
-  async storeValidated(resources: PreparedResource[], source: string): Promise<ApplyOutcome> {
+  async storeValidated(
+    resources: PreparedResource[],
+    source: string,
+    changedBy?: string,
+  ): Promise<ApplyOutcome> {
     const applied: AppliedResource[] = [];
     for (const [position, { document, resource, warnings }] of resources.entries()) {
       try {
-        const stored = await this.store.apply(resource, source);
+        const stored = await this.store.apply(resource, source, changedBy);
         this.metrics.applies.inc({ kind: resource.kind, result: stored.result, source: sourceLabel(source) });
         applied.push({ ...stored, document, warnings });
       } catch (error) {

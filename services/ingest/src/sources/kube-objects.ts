@@ -15,20 +15,6 @@ export const WATCHED_VERSIONS: Readonly<Record<string, string>> = {
   [SECURITY_GROUP]: "v1",
 };
 
-/** The resource (plural) names of Istio's CRDs, by kind; a kind missing here fails at start-up. */
-const PLURALS: Readonly<Record<string, string>> = {
-  VirtualService: "virtualservices",
-  DestinationRule: "destinationrules",
-  Gateway: "gateways",
-  ServiceEntry: "serviceentries",
-  WorkloadEntry: "workloadentries",
-  WorkloadGroup: "workloadgroups",
-  Sidecar: "sidecars",
-  PeerAuthentication: "peerauthentications",
-  AuthorizationPolicy: "authorizationpolicies",
-  RequestAuthentication: "requestauthentications",
-};
-
 /** One Istio kind as the Kubernetes source watches it. */
 export interface WatchedKind {
   readonly kind: string;
@@ -40,15 +26,15 @@ export interface WatchedKind {
 }
 
 /**
- * Every kind Sextant supports (`KINDS` of @sextant/validation), at its
- * group's watched version. Throws if a kind has no known plural or group
- * version, so a kind added to validation cannot be silently left unwatched.
+ * Every kind Sextant supports (`KINDS` of @sextant/validation, which names
+ * each one's plural), at its group's watched version. Throws if a kind's
+ * group has no watched version, so a kind added to validation cannot be
+ * silently left unwatched.
  */
 export function watchedKinds(): WatchedKind[] {
-  return [...KINDS.values()].map(({ kind, group }) => {
-    const plural = PLURALS[kind];
+  return [...KINDS.values()].map(({ kind, group, plural }) => {
     const version = WATCHED_VERSIONS[group];
-    if (!plural || !version) throw new Error(`the Kubernetes source does not know how to watch ${kind}`);
+    if (!version) throw new Error(`the Kubernetes source does not know how to watch ${kind}`);
     return { kind, group, version, plural, path: `/apis/${group}/${version}/${plural}` };
   });
 }

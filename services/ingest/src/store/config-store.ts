@@ -41,7 +41,7 @@ export class ConfigStore {
    * Stores a resource. `generation` is the stored one, plus one when the spec
    * changed (labels and annotations do not count, as in Kubernetes).
    */
-  async apply(resource: ConfigResource, source: string): Promise<StoredResource> {
+  async apply(resource: ConfigResource, source: string, changedBy = ""): Promise<StoredResource> {
     const ref = { kind: resource.kind, namespace: resource.namespace, name: resource.name };
     const key = configKey(ref);
     for (let attempt = 1; ; attempt++) {
@@ -53,8 +53,8 @@ export class ConfigStore {
           : current.value.generation + 1;
       try {
         const put = await (await this.config).putOver(key, { ...resource, generation, revision: 0 }, current);
-        await this.recordSource(key, ref, source, generation);
         const result: ApplyResult = !current ? "created" : put.changed ? "configured" : "unchanged";
+        await this.recordSource(key, ref, source, generation, result === "unchanged" ? undefined : changedBy);
         return { ref, result, revision: put.revision, generation };
       } catch (error) {
         if (!(error instanceof RevisionConflictError) || attempt >= MAX_APPLY_ATTEMPTS) throw error;
@@ -143,6 +143,7 @@ export class ConfigStore {
       );
       return {
         source: "",
+        lastChangedBy: "",
         ...current,
         ...ref,
         observedGeneration: observedGeneration ?? current?.observedGeneration ?? 0,
@@ -152,8 +153,9 @@ export class ConfigStore {
   }
 
   /**
-   * Records where a resource came from. A new status starts at the stored
-   * generation: analysis may have run before it existed (and written
+   * Records where a resource came from and, when it changed, who changed it
+   * (changedBy undefined: it did not change). A new status starts at the
+   * stored generation: analysis may have run before it existed (and written
    * nothing), and a NACK recorded next must still be cleared when the
    * generation moves on.
    */
@@ -162,12 +164,14 @@ export class ConfigStore {
     ref: ConfigRefLike,
     source: string,
     generation: number,
+    changedBy: string | undefined,
   ): Promise<void> {
-    await (await this.status).update(key, (current) =>
-      current?.source === source
+    await (await this.status).update(key, (current) => {
+      const lastChangedBy = changedBy ?? current?.lastChangedBy ?? "";
+      return current?.source === source && current.lastChangedBy === lastChangedBy
         ? current
-        : { observedGeneration: generation, messages: [], ...current, ...ref, source },
-    );
+        : { observedGeneration: generation, messages: [], ...current, ...ref, source, lastChangedBy };
+    });
   }
 }
 

@@ -6,6 +6,7 @@ import { Buckets, type Bus, connectBus } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
 import {
   bookinfoNetworkingDir,
+  debugTokenEnv,
   eventually,
   freePort,
   type NatsServerFixture,
@@ -56,6 +57,8 @@ export async function startMesh(options: { pushReplicas?: number } = {}): Promis
   const discovery = await startServiceProcess("discovery", {
     NATS_URL: nats.url,
     INGEST_URL: `http://127.0.0.1:${ingest.httpPort}`,
+    // /debug/registryz accepts DEBUG_HEADERS' token.
+    ...debugTokenEnv(),
   });
   const apply = async (yaml: string) => {
     const response = await fetch(`http://127.0.0.1:${ingest.httpPort}/v1/apply`, {
@@ -83,6 +86,8 @@ export async function startMesh(options: { pushReplicas?: number } = {}): Promis
     pushes.push(
       await startServiceProcess("push", {
         NATS_URL: nats.url,
+        // /debug/* accepts DEBUG_HEADERS' token.
+        ...debugTokenEnv(),
         // Proxyless clients without an agent: plaintext xDS, opt-in.
         XDS_PLAINTEXT_ENABLED: "true",
         XDS_PORT: String(xdsPort),

@@ -3,7 +3,7 @@ import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import * as xds from "@grpc/grpc-js-xds";
 import { ReviewsClient, tally } from "@sextant/bookinfo";
-import { eventually } from "@sextant/testing";
+import { DEBUG_HEADERS, eventually } from "@sextant/testing";
 import { REVIEWS_HOST as HOST, type Mesh, bookinfoSample as sample, startMesh } from "../src/mesh.js";
 
 const share = (counts: Map<string, number>, key: string, total: number) =>
@@ -123,7 +123,9 @@ spec:
     await apply(sample("destination-rule-reviews.yaml"));
     const nack = await eventually(
       async () => {
-        const syncz = (await (await fetch(`http://127.0.0.1:${push.httpPort}/debug/syncz`)).json()) as Array<{
+        const syncz = (await (
+          await fetch(`http://127.0.0.1:${push.httpPort}/debug/syncz`, { headers: DEBUG_HEADERS })
+        ).json()) as Array<{
           types: Record<string, { lastNack?: { message: string } }>;
         }>;
         return syncz.flatMap((proxy) => Object.values(proxy.types)).find((type) => type.lastNack)?.lastNack;

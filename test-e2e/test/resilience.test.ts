@@ -4,7 +4,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as xds from "@grpc/grpc-js-xds";
 import { ReviewsClient, tally, whoami } from "@sextant/bookinfo";
 import { TypeUrl } from "@sextant/proto/envoy";
-import { eventually, type ServiceProcess } from "@sextant/testing";
+import { DEBUG_HEADERS, eventually, type ServiceProcess } from "@sextant/testing";
 import { startTcpBalancer, type TcpBalancer } from "../src/balancer.js";
 import { bookinfoSample, type Mesh, REVIEWS_HOST, startMesh } from "../src/mesh.js";
 
@@ -14,7 +14,9 @@ type Syncz = Array<{
   types: Record<string, { versionSent: string; versionAcked: string }>;
 }>;
 const syncz = async (push: ServiceProcess): Promise<Syncz> =>
-  (await (await fetch(`http://127.0.0.1:${push.httpPort}/debug/syncz`)).json()) as Syncz;
+  (await (
+    await fetch(`http://127.0.0.1:${push.httpPort}/debug/syncz`, { headers: DEBUG_HEADERS })
+  ).json()) as Syncz;
 
 /** Calls continuously until stopped; counts answers. Failures are the point of interest. */
 function keepCalling(client: grpc.Client) {

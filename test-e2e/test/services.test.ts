@@ -53,6 +53,8 @@ describe("every service as a process", () => {
         CA_CERTS_DIR: join(store, "cacerts"),
         // push alone: its mTLS port needs a certificate from ca (test/security.test.ts covers it).
         XDS_TLS_ENABLED: "false",
+        // Ingest starts only with its API's authentication configured, or explicitly off as here.
+        API_AUTH: "none",
       });
       started.push(service);
       const metrics = await (await fetch(`http://127.0.0.1:${service.httpPort}/metrics`)).text();

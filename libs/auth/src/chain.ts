@@ -9,7 +9,12 @@ export interface Caller extends Identity {
 }
 
 /** Why a request was not authenticated: a label of sextant_*_auth_failures_total. */
-export type AuthFailureReason = BearerProblem | "unknown_token" | "rate_limited" | "unavailable";
+export type AuthFailureReason =
+  | BearerProblem
+  | "unknown_token"
+  | "rate_limited"
+  | "unavailable"
+  | "unconfigured";
 
 /** The outcome of authenticating a request. */
 export type AuthOutcome =
@@ -35,24 +40,27 @@ export const ANONYMOUS: Caller = {
 /**
  * Authenticates requests by their bearer token: the authenticators in order
  * (the first that knows the token wins), and a limiter of failed attempts by
- * source address. With no authenticators, every request is the anonymous
- * caller (API_AUTH=none).
+ * source address. "open" (API_AUTH=none) makes every request the anonymous
+ * caller; with no authenticators and not open, nobody is authenticated.
  */
 export class AuthChain {
   constructor(
     private readonly authenticators: readonly Authenticator[],
     private readonly limiter: FailureLimiter,
+    private readonly mode: "authenticate" | "open" = "authenticate",
     private readonly maxHeaderBytes: number = MAX_AUTHORIZATION_BYTES,
   ) {}
 
-  /** True when requests are not authenticated at all (API_AUTH=none). */
-  get open(): boolean {
-    return this.authenticators.length === 0;
-  }
-
   /** Authenticates a request from its Authorization header and source address. */
   async authenticate(authorization: string | undefined, address: string): Promise<AuthOutcome> {
-    if (this.open) return { ok: true, caller: ANONYMOUS };
+    if (this.mode === "open") return { ok: true, caller: ANONYMOUS };
+    if (this.authenticators.length === 0) {
+      return unauthorized(
+        "unconfigured",
+        "no authenticator is configured (API_AUTH): no token can be accepted",
+        "Bearer",
+      );
+    }
     const retryAfter = this.limiter.refused(address);
     if (retryAfter !== undefined) {
       return {

@@ -1,6 +1,6 @@
 import { loadKubeConfig } from "@sextant/kube";
 import type { Logger } from "@sextant/observability";
-import { SettingsError } from "@sextant/runtime";
+import { type Runner, SettingsError } from "@sextant/runtime";
 import { z } from "zod";
 import type { Authenticator } from "./authenticator.js";
 import { AuthChain } from "./chain.js";
@@ -75,26 +75,40 @@ export function checkAuthSettings(settings: AuthSettings, ctx: z.RefinementCtx):
   }
 }
 
-/** A service's authentication, built from its settings; close() stops following the token file. */
-export interface ApiAuth {
+/**
+ * A service's authentication, built from its settings: a runner to list
+ * among the service's, which follows the token file while it runs.
+ */
+export interface ApiAuth extends Runner {
   readonly chain: AuthChain;
-  close(): void;
 }
 
 /**
  * Builds the authenticators API_AUTH names, in its order; the token file is
- * read now (an invalid one throws a SettingsError) and followed for changes. API_AUTH=none
- * logs a warning, at every start.
+ * read now (an invalid one throws a SettingsError) and followed for changes
+ * while the runner runs.
+ * API_AUTH=none logs a warning, at every start. With neither API_AUTH nor
+ * API_TOKENS_FILE (which {@link checkAuthSettings} refuses, where a service
+ * uses it), nobody is authenticated: a service whose only authenticated
+ * routes are for debugging starts, with those routes closed.
  */
 export function createApiAuth(settings: AuthSettings & { KUBECONFIG?: string }, logger: Logger): ApiAuth {
-  const names = settings.API_AUTH ?? (settings.API_TOKENS_FILE ? ["tokens" as const] : "none");
+  const names = settings.API_AUTH ?? (settings.API_TOKENS_FILE ? ["tokens" as const] : []);
   const limiter = new FailureLimiter({
     burst: settings.API_AUTH_FAILURE_BURST,
     refillMs: settings.API_AUTH_FAILURE_REFILL_MS,
   });
   if (names === "none") {
     logger.warn("API_AUTH=none: the API is open to anyone who can reach the port, without authentication");
-    return { chain: new AuthChain([], limiter), close: () => {} };
+    return {
+      name: "api-auth",
+      chain: new AuthChain([], limiter, "open"),
+      start: async () => {},
+      close: async () => {},
+    };
+  }
+  if (names.length === 0) {
+    logger.warn("API_AUTH is not set: no token is accepted, authenticated routes answer 401 to everyone");
   }
   let tokens: TokenFileAuthenticator | undefined;
   const authenticators: Authenticator[] = names.map((name) => {
@@ -105,9 +119,13 @@ export function createApiAuth(settings: AuthSettings & { KUBECONFIG?: string }, 
       // A bad file is a bad setting: the service exits 2 naming it, as for any other.
       throw new SettingsError([`API_TOKENS_FILE: ${(error as Error).message}`]);
     }
-    tokens.watch();
     return tokens;
   });
   logger.info({ authenticators: names }, "API authentication");
-  return { chain: new AuthChain(authenticators, limiter), close: () => tokens?.close() };
+  return {
+    name: "api-auth",
+    chain: new AuthChain(authenticators, limiter),
+    start: async () => tokens?.watch(),
+    close: async () => tokens?.close(),
+  };
 }

@@ -45,14 +45,18 @@ export interface HealthServerOptions {
   routes?: Record<string, JsonRoute>;
 }
 
-/** A JSON route: given the query, returns the body (or a {@link JsonAnswer} for another status than 200). */
-export type JsonRoute = (query: URLSearchParams) => unknown | Promise<unknown>;
+/**
+ * A JSON route: given the query (and the request, for its headers), returns
+ * the body (or a {@link JsonAnswer} for another status than 200).
+ */
+export type JsonRoute = (query: URLSearchParams, request: IncomingMessage) => unknown | Promise<unknown>;
 
-/** A JSON answer with a status other than 200, for routes. */
+/** A JSON answer with a status other than 200 (and headers, e.g. WWW-Authenticate), for routes. */
 export class JsonAnswer {
   constructor(
     readonly status: number,
     readonly body: unknown,
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {}
 }
 
@@ -97,10 +101,10 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
         response.writeHead(ready ? 200 : 503, { "content-type": "application/json" }).end(body);
       } else if (routes[path]) {
         const query = new URL(request.url ?? "/", "http://localhost").searchParams;
-        const result = await routes[path](query);
+        const result = await routes[path](query, request);
         const answer = result instanceof JsonAnswer ? result : new JsonAnswer(200, result);
         response
-          .writeHead(answer.status, { "content-type": "application/json" })
+          .writeHead(answer.status, { ...answer.headers, "content-type": "application/json" })
           .end(JSON.stringify(answer.body, null, 2));
       } else {
         response.writeHead(404, { "content-type": "text/plain" }).end(`no route ${path}\n`);

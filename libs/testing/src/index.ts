@@ -1,4 +1,5 @@
 export { onCleanup, trackChildProcess } from "./cleanup.js";
+export { DEBUG_HEADERS, DEBUG_TOKEN, debugTokenEnv } from "./debug-token.js";
 export { checkGoldenDir, expectGolden, type GoldenCase, goldenCases, updatingGoldens } from "./golden.js";
 export { type GrpcServerFixture, insecureClientCredentials, startGrpcServer } from "./grpc.js";
 export * from "./kube/index.js";

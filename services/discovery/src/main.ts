@@ -1,5 +1,6 @@
 // The discovery service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
+import { createApiAuth, debugRoute } from "@sextant/auth";
 import { busRunner } from "@sextant/bus";
 import { kubernetesAvailable, loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
@@ -74,14 +75,21 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
           metrics,
         })
       : undefined;
-    // GET /debug/registryz: the registry this replica computed, with its leadership state.
-    http.route("/debug/registryz", () =>
-      registryz(registry, {
-        leader: () => publisher.status(),
-        registrations: registration ? () => registration.status() : undefined,
-      }),
+    // GET /debug/registryz: the registry this replica computed, with its leadership state;
+    // bearer-authenticated (the `debug` verb), as it shows every service and endpoint.
+    const debugAuth = createApiAuth(settings, logger);
+    http.route(
+      "/debug/registryz",
+      debugRoute(debugAuth.chain, () =>
+        registryz(registry, {
+          leader: () => publisher.status(),
+          registrations: registration ? () => registration.status() : undefined,
+        }),
+      ),
     );
     return [
+      // Follows API_TOKENS_FILE, if set, for the debug route's authentication.
+      debugAuth,
       // Connects to NATS and opens sextant-services and sextant-endpoints, which discovery alone writes.
       nats,
       // Follows ServiceEntry, WorkloadEntry and WorkloadGroup in sextant-config.

@@ -1,3 +1,4 @@
+import { authSettings } from "@sextant/auth";
 import { baseSettings, DEFAULT_PORTS, millisecondsSetting, portSetting } from "@sextant/runtime";
 import { z } from "zod";
 
@@ -6,6 +7,12 @@ export const discoverySettings = baseSettings
   .extend({
     /** /debug/registryz, /metrics and /ready. */
     HTTP_PORT: portSetting(DEFAULT_PORTS.discovery.http),
+    /**
+     * Who may read /debug/registryz, as ingest's API authenticates
+     * (@sextant/auth): API_AUTH, API_TOKENS_FILE (the `debug` verb), ...
+     * Unset: nobody; API_AUTH=none: anyone.
+     */
+    ...authSettings,
     /** The cluster's DNS suffix: Kubernetes services are `<name>.<ns>.svc.<suffix>` (istiod: DOMAIN_SUFFIX). */
     DOMAIN_SUFFIX: z.string().min(1).default("cluster.local"),
     /** Names this cluster in endpoint shards, `kubernetes/<CLUSTER_ID>` (istiod: CLUSTER_ID, default "Kubernetes"). */

@@ -4,7 +4,13 @@ import { after, before, describe, it } from "node:test";
 import { Buckets } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
 import { HealthStatus } from "@sextant/proto";
-import { eventually, type FakeKubeApiServer, startServiceProcess } from "@sextant/testing";
+import {
+  DEBUG_HEADERS,
+  debugTokenEnv,
+  eventually,
+  type FakeKubeApiServer,
+  startServiceProcess,
+} from "@sextant/testing";
 import { LeaseElector } from "../src/leader/lease.js";
 import { endpointsKey, serviceKey } from "../src/registry/keys.js";
 import {
@@ -33,6 +39,7 @@ async function startReplica(id: string, env: Record<string, string>): Promise<Re
   const replica = await startServiceProcess("discovery", {
     REPLICA_ID: id,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "warn",
+    ...debugTokenEnv(),
     ...env,
   });
   const url = `http://127.0.0.1:${replica.httpPort}`;
@@ -42,7 +49,8 @@ async function startReplica(id: string, env: Record<string, string>): Promise<Re
     child: replica.child,
     output: replica.output,
     kill: replica.kill,
-    registryz: async () => (await (await fetch(`${url}/debug/registryz`)).json()) as Obj,
+    registryz: async () =>
+      (await (await fetch(`${url}/debug/registryz`, { headers: DEBUG_HEADERS })).json()) as Obj,
   };
 }
 

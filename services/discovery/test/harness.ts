@@ -8,6 +8,7 @@ import type { EndpointShard, Service } from "@sextant/proto";
 import { type StartedService, startService } from "@sextant/runtime";
 import {
   bookinfoPlatformFile,
+  debugTokenEnv,
   type FakeKubeApiServer,
   type NatsServerFixture,
   startFakeKubeApiServer,
@@ -47,6 +48,8 @@ export async function startDiscovery(
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
     OTEL_SDK_DISABLED: "true",
     KUBERNETES: "off",
+    // /debug/registryz accepts DEBUG_HEADERS' token.
+    ...debugTokenEnv(),
     ...env,
   });
   return { url: `http://127.0.0.1:${service.httpPort}`, service, stop: () => service.stop() };

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Buckets } from "@sextant/bus";
 import { HealthStatus, Protocol } from "@sextant/proto";
-import { eventually, type FakeKubeApiServer } from "@sextant/testing";
+import { DEBUG_HEADERS, eventually, type FakeKubeApiServer } from "@sextant/testing";
 import { endpointsKey, serviceKey } from "../src/registry/keys.js";
 import {
   type DiscoveryFixture,
@@ -194,7 +194,9 @@ describe("Kubernetes source, against the fake kube-apiserver with Bookinfo", () 
   });
 
   it("serves the registry on /debug/registryz", async () => {
-    const body = (await (await fetch(`${discovery.url}/debug/registryz`)).json()) as Obj;
+    const body = (await (
+      await fetch(`${discovery.url}/debug/registryz`, { headers: DEBUG_HEADERS })
+    ).json()) as Obj;
     assert.equal(body.leader.leader, true);
     assert.deepEqual(
       body.services.map((s: Obj) => s.hostname),

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Subjects } from "@sextant/bus";
 import { HealthStatus, RegistrationEventType, Resolution, type WorkloadRegistration } from "@sextant/proto";
-import { eventually, metricValue } from "@sextant/testing";
+import { DEBUG_HEADERS, eventually, metricValue } from "@sextant/testing";
 import { endpointsKey, serviceKey } from "../src/registry/keys.js";
 import { type DiscoveryFixture, startDiscovery, startIngest, startNatsWithClient } from "./harness.js";
 
@@ -206,7 +206,9 @@ spec:
 
     // Wait until discovery has read the group before the proxy "connects".
     await eventually(async () => {
-      const body = (await (await fetch(`${discovery.url}/debug/registryz`)).json()) as {
+      const body = (await (
+        await fetch(`${discovery.url}/debug/registryz`, { headers: DEBUG_HEADERS })
+      ).json()) as {
         inputs: { workloadGroups: number };
       };
       return body.inputs.workloadGroups === 1;
@@ -253,7 +255,9 @@ spec:
     const entry = (address: string) => `${ingestUrl}/v1/config/WorkloadEntry/vms/reviews-vm-${address}`;
     // The group of the test before, which discovery has read.
     await eventually(async () => {
-      const body = (await (await fetch(`${discovery.url}/debug/registryz`)).json()) as {
+      const body = (await (
+        await fetch(`${discovery.url}/debug/registryz`, { headers: DEBUG_HEADERS })
+      ).json()) as {
         inputs: { workloadGroups: number };
       };
       return body.inputs.workloadGroups === 1;

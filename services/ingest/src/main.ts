@@ -66,6 +66,8 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
       debounceMs: settings.ANALYSIS_DEBOUNCE_MS,
     });
     return [
+      // Follows API_TOKENS_FILE, if set, for the config API's authentication.
+      auth,
       // Connects to NATS and opens sextant-config and sextant-config-status, which ingest alone writes.
       nats,
       // Follows sextant-config and sextant-services; writes analysis messages to sextant-config-status.
@@ -77,22 +79,19 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
       // Applies the cluster's Istio custom resources and writes their status; follows their changes.
       ...(kubernetes ? [kubernetes] : []),
       // Serves the config API (/v1/*) on HTTP_PORT, authenticated by API_AUTH's authenticators.
-      httpApiRunner(
-        http,
-        () =>
-          createHttpApi({
-            auth: auth.chain,
-            audit: new ApiAudit(metrics, logger),
-            applier,
-            store,
-            logger,
-            maxBodyBytes: settings.MAX_BODY_BYTES,
-            analysis: async () => ({
-              messages: await analysisReport(store),
-              sources: [...(files?.errors() ?? []), ...(kubernetes?.errors() ?? [])],
-            }),
+      httpApiRunner(http, () =>
+        createHttpApi({
+          auth: auth.chain,
+          audit: new ApiAudit(metrics, logger),
+          applier,
+          store,
+          logger,
+          maxBodyBytes: settings.MAX_BODY_BYTES,
+          analysis: async () => ({
+            messages: await analysisReport(store),
+            sources: [...(files?.errors() ?? []), ...(kubernetes?.errors() ?? [])],
           }),
-        () => auth.close(),
+        }),
       ),
     ];
   },

@@ -1,6 +1,7 @@
 // The push service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
 import { ServerCredentials } from "@grpc/grpc-js";
+import { createApiAuth, debugRoute } from "@sextant/auth";
 import { busRunner } from "@sextant/bus";
 import { mtlsServerCredentials } from "@sextant/identity";
 import { type Runner, runService, type ServiceDefinition } from "@sextant/runtime";
@@ -58,7 +59,10 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       events: status,
       concurrency: settings.PUSH_CONCURRENCY,
     });
-    for (const [path, route] of Object.entries(debugRoutes(() => discovery, status))) http.route(path, route);
+    // The debug routes show every proxy's config: bearer-authenticated, the `debug` verb.
+    const debugAuth = createApiAuth(settings, logger);
+    for (const [path, route] of Object.entries(debugRoutes(() => discovery, status)))
+      http.route(path, debugRoute(debugAuth.chain, route));
     const identity = identityRunner(settings, () => nats.bus, logger);
     const mtls: Runner[] = settings.XDS_TLS_ENABLED
       ? [
@@ -91,6 +95,8 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
         ]
       : [];
     return [
+      // Follows API_TOKENS_FILE, if set, for the debug routes' authentication.
+      debugAuth,
       // Connects to NATS and opens sextant-proxy-status, which push writes.
       nats,
       // Writes sextant-proxy-status; publishes sextant.registration and sextant.nack.

@@ -1,3 +1,4 @@
+import { authSettings } from "@sextant/auth";
 import {
   baseSettings,
   DEFAULT_PORTS,
@@ -11,6 +12,12 @@ import { z } from "zod";
 export const pushSettings = baseSettings.extend({
   /** /metrics, /ready and /debug/*. */
   HTTP_PORT: portSetting(DEFAULT_PORTS.push.http),
+  /**
+   * Who may read /debug/config_dump and /debug/syncz, as ingest's API
+   * authenticates (@sextant/auth): API_AUTH, API_TOKENS_FILE (the `debug`
+   * verb), ... Unset: nobody; API_AUTH=none: anyone.
+   */
+  ...authSettings,
   /**
    * Plaintext ADS on XDS_PORT, for proxyless clients without an agent. Off
    * by default: on it, anyone who reaches the port reads every proxy's config

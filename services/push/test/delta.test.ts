@@ -13,6 +13,7 @@ import {
   TypeUrl,
 } from "@sextant/proto/envoy";
 import {
+  DEBUG_HEADERS,
   eventually,
   metricValue,
   type NatsServerFixture,
@@ -103,7 +104,9 @@ describe("Delta ADS protocol", () => {
   };
   const syncz = async (pod: string) =>
     eventually(async () => {
-      const proxies = (await (await fetch(`${push.httpUrl}/debug/syncz`)).json()) as Syncz;
+      const proxies = (await (
+        await fetch(`${push.httpUrl}/debug/syncz`, { headers: DEBUG_HEADERS })
+      ).json()) as Syncz;
       return proxies.find((p) => p.proxyId === grpcNode(pod).id);
     });
   const metric = async (name: string, ...labels: string[]) =>
@@ -276,6 +279,7 @@ describe("Delta ADS protocol", () => {
     const dump = (await (
       await fetch(
         `${push.httpUrl}/debug/config_dump?proxyID=${encodeURIComponent(grpcNode("reconnecter-2").id)}`,
+        { headers: DEBUG_HEADERS },
       )
     ).json()) as Dump;
     assert.deepEqual(dump.configs[0]?.resources.map((r) => r.name).sort(), names);
@@ -422,7 +426,9 @@ describe("Delta ADS protocol", () => {
     assert.equal(status.types[TypeUrl.Listener]?.versionSent, second.systemVersionInfo);
     type Dump = { configs: Array<{ typeUrl: string; version: string; resources: Array<{ name: string }> }> };
     const dump = (await (
-      await fetch(`${push.httpUrl}/debug/config_dump?proxyID=${encodeURIComponent(grpcNode("dumped").id)}`)
+      await fetch(`${push.httpUrl}/debug/config_dump?proxyID=${encodeURIComponent(grpcNode("dumped").id)}`, {
+        headers: DEBUG_HEADERS,
+      })
     ).json()) as Dump;
     assert.equal(dump.configs[0]?.typeUrl, TypeUrl.Listener);
     assert.deepEqual(dump.configs[0]?.resources.map((r) => r.name).sort(), [

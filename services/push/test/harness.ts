@@ -10,7 +10,7 @@ import {
 } from "@sextant/proto";
 import type { DiscoveryRequest, DiscoveryResponse } from "@sextant/proto/envoy";
 import { type StartedService, startService } from "@sextant/runtime";
-import { freePort } from "@sextant/testing";
+import { debugTokenEnv, freePort } from "@sextant/testing";
 import { pushService } from "../src/main.js";
 import type { PushSettings } from "../src/settings.js";
 import { RecordingStream } from "./recording-stream.js";
@@ -37,6 +37,8 @@ export async function startPush(natsUrl: string, env: Record<string, string> = {
     OTEL_SDK_DISABLED: "true",
     PUSH_DEBOUNCE_AFTER: "20",
     STATUS_FLUSH_MS: "50",
+    // /debug/* accepts DEBUG_HEADERS' token.
+    ...debugTokenEnv(),
     ...env,
   });
   return {

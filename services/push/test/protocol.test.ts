@@ -9,7 +9,13 @@ import {
   RouteConfiguration,
   TypeUrl,
 } from "@sextant/proto/envoy";
-import { eventually, metricValue, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import {
+  DEBUG_HEADERS,
+  eventually,
+  metricValue,
+  type NatsServerFixture,
+  startNatsServer,
+} from "@sextant/testing";
 import {
   AdsTestClient,
   grpcNode,
@@ -126,7 +132,9 @@ describe("ADS protocol", () => {
     });
     const routes = await assertNothingBefore(client);
     const syncz = await eventually(async () => {
-      const proxies = (await (await fetch(`${push.httpUrl}/debug/syncz`)).json()) as Array<{
+      const proxies = (await (
+        await fetch(`${push.httpUrl}/debug/syncz`, { headers: DEBUG_HEADERS })
+      ).json()) as Array<{
         proxyId: string;
         types: Record<string, { lastNack?: { message: string; version: string } }>;
       }>;
@@ -310,12 +318,16 @@ describe("ADS protocol", () => {
     type Dump = { configs: Array<{ typeUrl: string; resources: Array<{ name: string }> }> };
     const response = await fetch(
       `${push.httpUrl}/debug/config_dump?proxyID=${encodeURIComponent(grpcNode("dumped").id)}`,
+      { headers: DEBUG_HEADERS },
     );
     assert.equal(response.status, 200);
     const dump = (await response.json()) as Dump;
     assert.equal(dump.configs[0]?.typeUrl, TypeUrl.Listener);
     assert.equal(dump.configs[0]?.resources[0]?.name, LISTENER);
-    assert.equal((await fetch(`${push.httpUrl}/debug/config_dump?proxyID=nobody`)).status, 404);
+    assert.equal(
+      (await fetch(`${push.httpUrl}/debug/config_dump?proxyID=nobody`, { headers: DEBUG_HEADERS })).status,
+      404,
+    );
 
     const text = await (await fetch(`${push.httpUrl}/metrics`)).text();
     const value = (name: string, ...labels: string[]) => metricValue(text, name, ...labels);

@@ -7,6 +7,7 @@ import { Buckets, type Bus, encodeKey } from "@sextant/bus";
 import { EndpointShard, HealthStatus, Protocol, Resolution, Service } from "@sextant/proto";
 import { TypeUrl } from "@sextant/proto/envoy";
 import {
+  DEBUG_HEADERS,
   eventually,
   freePort,
   type NatsServerFixture,
@@ -158,7 +159,9 @@ describe("proxyless gRPC security with a real @grpc/grpc-js-xds XdsServer", () =
   };
 
   const listenerStatus = async () => {
-    const syncz = (await (await fetch(`${push.httpUrl}/debug/syncz`)).json()) as Array<{
+    const syncz = (await (
+      await fetch(`${push.httpUrl}/debug/syncz`, { headers: DEBUG_HEADERS })
+    ).json()) as Array<{
       proxyId: string;
       types: Record<string, { versionSent: string; versionAcked: string; lastNack?: { message: string } }>;
     }>;

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from "node:util";
-import type { AccessRequest, AuthChain, Caller } from "@sextant/auth";
+import { type AccessRequest, type AuthChain, AuthUnavailableError, type Caller } from "@sextant/auth";
 import type { Logger } from "@sextant/observability";
 import type { ConfigResource } from "@sextant/proto";
 import { KINDS } from "@sextant/validation";
@@ -254,6 +254,10 @@ function errorHandler(options: HttpApiOptions): ErrorRequestHandler {
         .json({ error: `the request body is larger than the limit of ${options.maxBodyBytes} bytes` });
     } else if (status >= 400 && status < 500) {
       response.status(status).json({ error: error.message });
+    } else if (error instanceof AuthUnavailableError) {
+      // A SubjectAccessReview that could not be made: the caller may retry.
+      options.logger.warn({ err: error, path: request.path }, "authorization unavailable");
+      response.status(503).json({ error: error.message });
     } else {
       options.logger.error({ err: error, path: request.path }, "request failed");
       const unavailable = /timeout|closed|connection|unavailable/i.test(String(error?.message));

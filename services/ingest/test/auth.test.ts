@@ -507,6 +507,15 @@ describe("ingest's config API with Kubernetes authentication (then the token fil
     assert.equal(asked?.allowed, false);
   });
 
+  it("answers 503 when the API server cannot review a token, unless the token file knows it", async () => {
+    kube.injectFailure({ resource: "tokenreviews" }, { code: 500, reason: "InternalError" }, 2);
+    const unreviewed = await call(`${base}/v1/config`, { token: "alice-token" });
+    assert.equal(unreviewed.status, 503);
+    assert.match(unreviewed.json.error, /^the Kubernetes TokenReview failed: /);
+    const byFile = await call(`${base}/v1/config`, { token: ADMIN });
+    assert.equal(byFile.status, 200, "the token file's admin is served while the API server is down");
+  });
+
   it("refuses a token neither Kubernetes nor the token file knows, and accepts one the file knows", async () => {
     const unknown = await call(`${base}/v1/config`, { token: "nobody-token" });
     assert.equal(unknown.status, 401);

@@ -24,6 +24,12 @@ export interface ServiceContext<Settings> {
   readonly logger: Logger;
   readonly metrics: Registry;
   readonly readiness: ReadinessGate;
+  /**
+   * Aborted by SIGTERM or SIGINT, from the process's first moment: a runner
+   * whose start() may wait indefinitely (for a CA that cannot be reached, say)
+   * gives up when it fires, since the stop itself waits for the start.
+   */
+  readonly shutdown: AbortSignal;
   /** Serves the service's own HTTP API and JSON debug routes on HTTP_PORT, beside /metrics and /ready. */
   readonly http: {
     mount(handler: RequestHandler | undefined): void;
@@ -62,6 +68,7 @@ const SHUTDOWN_DEADLINE_MS = 10_000;
 export async function startService<Schema extends ServiceSettingsSchema>(
   definition: ServiceDefinition<Schema>,
   env = process.env,
+  shutdown: AbortSignal = new AbortController().signal,
 ): Promise<StartedService<z.infer<Schema>>> {
   const settings = parseSettings(definition.settings, env);
   const logger = createLogger({ service: definition.service, level: settings.LOG_LEVEL });
@@ -76,6 +83,7 @@ export async function startService<Schema extends ServiceSettingsSchema>(
     logger,
     metrics,
     readiness,
+    shutdown,
     http: {
       mount: (handler) => health?.mount(handler),
       route: (path, handler) => health?.route(path, handler),
@@ -125,16 +133,19 @@ export async function runService<Schema extends ServiceSettingsSchema>(
   definition: ServiceDefinition<Schema>,
 ): Promise<void> {
   // Signals are handled from the first moment: a SIGTERM during start-up
-  // waits for the start to finish, then stops cleanly.
+  // aborts `shutdown` (so a runner waiting indefinitely gives up), waits for
+  // the start to finish, then stops cleanly.
   let signalled: string | undefined;
+  const shutdown = new AbortController();
   let stop: (signal: string) => void = (signal) => {
     signalled ??= signal;
+    shutdown.abort();
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
   let started: StartedService<z.infer<Schema>>;
   try {
-    started = await startService(definition);
+    started = await startService(definition, process.env, shutdown.signal);
   } catch (error) {
     if (error instanceof SettingsError) {
       process.stderr.write(`${definition.service}: ${error.message}\n`);
@@ -147,6 +158,7 @@ export async function runService<Schema extends ServiceSettingsSchema>(
   stop = (signal) => {
     if (stopping) return;
     stopping = true;
+    shutdown.abort();
     started.logger.info({ signal }, `${definition.service} stopping`);
     // A runner that never finishes closing must not keep the process alive:
     // say which one it was and exit with an error.

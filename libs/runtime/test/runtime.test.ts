@@ -167,6 +167,34 @@ describe("startService", () => {
     }
   });
 
+  it("hands runners the shutdown signal, so a start that would wait forever gives up when it fires", async () => {
+    const shutdown = new AbortController();
+    const starting = startService(
+      {
+        service: "demo",
+        contract: { ports: {} },
+        settings: baseSettings.extend({ HTTP_PORT: portSetting(0) }),
+        runners: ({ shutdown: signal }) => [
+          {
+            name: "waits-for-a-ca",
+            // Waits for something that never comes, unless the process is told to stop.
+            start: () =>
+              new Promise<void>((_, reject) =>
+                signal.addEventListener("abort", () => reject(new Error("stopped while waiting")), {
+                  once: true,
+                }),
+              ),
+            close: async () => {},
+          },
+        ],
+      },
+      { HTTP_PORT: "0", LOG_LEVEL: "silent", OTEL_SDK_DISABLED: "true" },
+      shutdown.signal,
+    );
+    shutdown.abort();
+    await assert.rejects(starting, /stopped while waiting/);
+  });
+
   it("refuses to start with a bad setting", async () => {
     await assert.rejects(
       startService(

@@ -1,4 +1,4 @@
-import { JsonAnswer, type JsonRoute, type ReadinessGate } from "@sextant/observability";
+import { JsonAnswer, type ReadinessGate } from "@sextant/observability";
 
 /** Istio's readiness path, which Envoy's 15021 listener routes to the agent. */
 export const ISTIO_READY_PATH = "/healthz/ready";
@@ -10,7 +10,10 @@ export const ISTIO_READY_PATH = "/healthz/ready";
  * istio-agent, it does not also ask Envoy's admin API whether Envoy is ready:
  * the agent does not start or watch Envoy.
  */
-export function istioReadyRoute(readiness: ReadinessGate): JsonRoute {
+// A route that reads nothing of the request (still a JsonRoute for the health server).
+export function istioReadyRoute(
+  readiness: ReadinessGate,
+): () => { ready: true; pending: string[] } | JsonAnswer {
   return () =>
     readiness.ready
       ? { ready: true, pending: [] }

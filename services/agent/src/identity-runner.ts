@@ -35,6 +35,7 @@ export function identityRunner(
   settings: AgentSettings,
   logger: Logger,
   readiness?: ReadinessGate,
+  shutdown?: AbortSignal,
 ): IdentityRunner {
   let identity: WorkloadIdentity | undefined;
   readiness?.require(IDENTITY_READY);
@@ -61,15 +62,15 @@ export function identityRunner(
       // CA is reachable), and runService lets a SIGTERM that comes during
       // start-up wait for the start to finish: without this, an agent that
       // cannot reach ca would only die by SIGKILL. Closing the identity makes
-      // start() reject, and the service exits saying why.
+      // start() reject, and the service exits saying why. The signal may have
+      // come already, before this runner's turn to start.
       const giveUp = () => void identity?.close();
-      process.once("SIGTERM", giveUp);
-      process.once("SIGINT", giveUp);
+      shutdown?.addEventListener("abort", giveUp, { once: true });
+      if (shutdown?.aborted) giveUp();
       try {
         await identity.start();
       } finally {
-        process.off("SIGTERM", giveUp);
-        process.off("SIGINT", giveUp);
+        shutdown?.removeEventListener("abort", giveUp);
       }
       readiness?.done(IDENTITY_READY);
       const { certificate } = identity.current();

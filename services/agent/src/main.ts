@@ -21,9 +21,9 @@ export const agentService: ServiceDefinition<typeof agentSettings> = {
   service: "agent",
   contract: agentContract,
   settings: agentSettings,
-  runners: ({ settings, logger, readiness, http }) => {
+  runners: ({ settings, logger, readiness, http, shutdown }) => {
     http.route(ISTIO_READY_PATH, istioReadyRoute(readiness));
-    const identity = identityRunner(settings, logger, readiness);
+    const identity = identityRunner(settings, logger, readiness, shutdown);
     return [
       // Key, CSR and certificate from ca (CA_ADDR), renewed before expiry; the trust bundle from ca.
       identity,

@@ -169,6 +169,10 @@ describe("startService", () => {
 
   it("hands runners the shutdown signal, so a start that would wait forever gives up when it fires", async () => {
     const shutdown = new AbortController();
+    let began = (): void => {};
+    const startBegan = new Promise<void>((resolve) => {
+      began = resolve;
+    });
     const starting = startService(
       {
         service: "demo",
@@ -179,11 +183,12 @@ describe("startService", () => {
             name: "waits-for-a-ca",
             // Waits for something that never comes, unless the process is told to stop.
             start: () =>
-              new Promise<void>((_, reject) =>
+              new Promise<void>((_, reject) => {
                 signal.addEventListener("abort", () => reject(new Error("stopped while waiting")), {
                   once: true,
-                }),
-              ),
+                });
+                began();
+              }),
             close: async () => {},
           },
         ],
@@ -191,6 +196,8 @@ describe("startService", () => {
       { HTTP_PORT: "0", LOG_LEVEL: "silent", OTEL_SDK_DISABLED: "true" },
       shutdown.signal,
     );
+    // The signal comes while the runner waits, as a SIGTERM during start-up would.
+    await startBegan;
     shutdown.abort();
     await assert.rejects(starting, /stopped while waiting/);
   });

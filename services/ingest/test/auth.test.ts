@@ -99,6 +99,16 @@ describe("ingest's config API with a token file", () => {
       });
       assert.equal(applied.status, 200, JSON.stringify(applied.json));
     }
+    // Analysis rewrites each seed's status once it has run (both name a
+    // missing gateway): wait for it, so that no status write is still in
+    // flight when a test compares the store before and after an attack.
+    await eventually(
+      async () => {
+        const statuses = await (await env.bus.bucket(Buckets.configStatus)).list();
+        return statuses.filter((entry) => entry.value.messages.length > 0).length === 2;
+      },
+      { message: "analysis never reported the two seeds" },
+    );
   });
   after(async () => {
     await ingest?.stop();

@@ -35,7 +35,10 @@ interface Retry<V> {
  * while it waits is processed once, so a burst of events for one object
  * costs one pass, which reads the current state rather than replaying each
  * event (a key may carry a value, which is merged instead). A key that fails
- * is added again after its own backoff.
+ * is added again after its own backoff. A key is never processed twice at
+ * once: one added while it is being processed waits for that pass to end, so
+ * an older pass can never finish after a newer one and undo it (a stale
+ * write, a stale push).
  *
  * p-queue bounds the work in flight: each of its tasks is a drainer that
  * processes waiting keys one after another until none is left, so a key
@@ -46,6 +49,8 @@ export class WorkQueue<K, V = void> {
   readonly #queue: PQueue;
   readonly #concurrency: number;
   readonly #waiting = new Map<K, V>();
+  /** Keys being processed now: a drainer skips them until their pass ends. */
+  readonly #processing = new Set<K>();
   readonly #retries = new Map<K, Retry<V>>();
   #idleWaiters: Array<() => void> = [];
   /** Drainers queued in p-queue or running. */
@@ -136,15 +141,26 @@ export class WorkQueue<K, V = void> {
   async #drain(): Promise<void> {
     try {
       while (!this.#closed && !this.#queue.isPaused) {
-        const next = this.#waiting.entries().next();
-        if (next.done) return;
-        const [key, value] = next.value;
+        const next = this.#nextIdleKey();
+        if (!next) return;
+        const [key, value] = next;
         this.#waiting.delete(key);
-        await this.#process(key, value);
+        this.#processing.add(key);
+        try {
+          await this.#process(key, value);
+        } finally {
+          this.#processing.delete(key);
+        }
       }
     } finally {
       this.#drainers -= 1;
     }
+  }
+
+  /** The first waiting key that is not being processed (the drainer that processes one picks it up after). */
+  #nextIdleKey(): [K, V] | undefined {
+    for (const entry of this.#waiting) if (!this.#processing.has(entry[0])) return entry;
+    return undefined;
   }
 
   async #process(key: K, value: V): Promise<void> {

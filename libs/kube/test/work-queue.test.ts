@@ -125,6 +125,33 @@ describe("WorkQueue", () => {
     assert.equal(most, 3);
   });
 
+  it("never processes one key twice at once: a key added during its pass runs after it, with the newest value", async () => {
+    const running = new Set<string>();
+    let sameKeyAtOnce = false;
+    const passes: Array<[string, number]> = [];
+    const queue = new WorkQueue<string, number>({
+      process: async (key, value) => {
+        if (running.has(key)) sameKeyAtOnce = true;
+        running.add(key);
+        // The first pass is slow, as a write behind a busy NATS would be.
+        await sleep(value === 1 && key === "shard" ? 30 : 1);
+        passes.push([key, value]);
+        running.delete(key);
+      },
+      concurrency: 4,
+    });
+    queue.add("shard", 1);
+    await sleep(5);
+    // Other keys wake more drainers while "shard" is still in its first pass.
+    queue.add("shard", 2);
+    queue.add("other", 1);
+    queue.add("another", 1);
+    await queue.idle();
+    assert.equal(sameKeyAtOnce, false, "one key was processed by two drainers at once");
+    const shard = passes.filter(([key]) => key === "shard").map(([, value]) => value);
+    assert.deepEqual(shard, [1, 2], "the newer value is processed after the older pass ends");
+  });
+
   it("runs tasks in order with the keys, one at a time", async () => {
     const order: string[] = [];
     const queue = new WorkQueue<string>({

@@ -35,6 +35,11 @@ skips=$(grep -E ':test: +ok [0-9]+ - .* # SKIP' "$log" | sed -E 's/^[^:]+:test: 
 skipped=$(printf '%s' "$skips" | grep -c . || true)
 echo
 if [ -n "$skips" ]; then printf '%s\n' "$skips"; fi
+# Each failed or cancelled test again, with the first line of its error, so
+# that the end of a long log (all a CI summary may keep) names what failed.
+awk '/:test: +not ok [0-9]+ - / { sub(/^[^:]+:test: +/, ""); print; want = 1; next }
+     want == 2 { sub(/^[^:]+:test: +/, ""); print "      " $0; want = 0; next }
+     want && /:test: +error: / { sub(/^[^:]+:test: +/, ""); print "    " $0; want = ($0 ~ /error: [|>]-?$/) ? 2 : 0 }' "$log"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 if [ "$status" -eq 0 ] && [ "$failed" -ne 0 ]; then status=1; fi
 exit "$status"

@@ -15,6 +15,7 @@ import type { LoadBalancerSettings_ConsistentHashLB } from "@sextant/proto/gen/i
 import type {
   Destination,
   Headers_HeaderOperations,
+  HTTPBody,
   HTTPMatchRequest,
   HTTPRetry,
   HTTPRoute,
@@ -315,7 +316,10 @@ function isCatchAll(match: HTTPMatchRequest | undefined): boolean {
   return match.uri.prefix === "/" || match.uri.regex === "*" || match.uri.regex === ".*";
 }
 
-/** One Envoy route; undefined if it would forward without a cluster (no destination), which Envoy rejects. */
+/**
+ * One Envoy route; undefined where Envoy would reject it: forwarding without
+ * a cluster (no destination), or a direct response body over the limit.
+ */
 function translateRoute(
   push: PushContext,
   proxy: MeshProxy,
@@ -346,6 +350,8 @@ function translateRoute(
   } else if (route.directResponse) {
     const response = route.directResponse;
     const body = response.body;
+    // Validation refuses a bigger body; Envoy would reject the route configuration for it.
+    if (bodySize(body) > MAX_DIRECT_RESPONSE_BODY_SIZE_BYTES) return undefined;
     out.directResponse = {
       status: response.status,
       ...(body?.string !== undefined
@@ -434,6 +440,11 @@ function translateRoute(
   if (responseOps.remove.length > 0) out.responseHeadersToRemove = responseOps.remove;
   if (Object.keys(perFilter).length > 0) out.typedPerFilterConfig = perFilter;
   return out;
+}
+
+function bodySize(body: HTTPBody | undefined): number {
+  if (body?.string !== undefined) return Buffer.byteLength(body.string);
+  return body?.bytes?.length ?? 0;
 }
 
 /**

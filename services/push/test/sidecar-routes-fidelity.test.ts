@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Service } from "@sextant/proto";
-import { RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import { CorsPolicy, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { PushContext } from "../src/model/push-context.js";
 import { generateSidecarRoutes } from "../src/translate/sidecar/routes.js";
@@ -132,6 +132,20 @@ describe("sidecar RDS fidelity", () => {
         ["last", "/"],
       ],
     );
+  });
+
+  it("never emits a CORS origin regex RE2 refuses", () => {
+    const [route] = ratingsRoutes([
+      {
+        corsPolicy: {
+          allowOrigins: [{ regex: "https://(?!evil).*" }, { regex: "https://.*\\.example\\.com" }],
+        },
+        route: ratings,
+      },
+    ]);
+    const packed = route!.typedPerFilterConfig["envoy.filters.http.cors"];
+    const cors = CorsPolicy.toJSON(CorsPolicy.decode(Buffer.from(packed.value, "base64"))) as Json;
+    assert.deepEqual(cors.allowOriginStringMatch, [{ safeRegex: { regex: "https://.*\\.example\\.com" } }]);
   });
 
   it("never emits a direct response over 1 MiB, and allows up to 1 MiB on the route configuration", () => {

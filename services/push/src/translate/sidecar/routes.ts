@@ -714,11 +714,14 @@ function hashPolicyFor(
 
 /** Istio's translateCORSPolicy (per-route CorsPolicy of the CORS filter). */
 function translateCors(policy: IstioCorsPolicy): CorsPolicy | undefined {
-  const origins = policy.allowOrigins.map((origin) => {
-    if (origin.exact !== undefined) return { exact: origin.exact, ignoreCase: false };
-    if (origin.prefix !== undefined) return { prefix: origin.prefix, ignoreCase: false };
-    return { safeRegex: { regex: origin.regex ?? "" }, ignoreCase: false };
-  });
+  const origins: Plain[] = [];
+  for (const origin of policy.allowOrigins) {
+    if (origin.exact !== undefined) origins.push({ exact: origin.exact, ignoreCase: false });
+    else if (origin.prefix !== undefined) origins.push({ prefix: origin.prefix, ignoreCase: false });
+    // An origin regex RE2 does not compile (validation refuses it) would make Envoy reject the route configuration.
+    else if (origin.regex !== undefined && regexProblem(origin.regex) === undefined)
+      origins.push({ safeRegex: { regex: origin.regex }, ignoreCase: false });
+  }
   // The deprecated allowOrigin: exact strings.
   for (const origin of policy.allowOrigin) origins.push({ exact: origin, ignoreCase: false });
   return CorsPolicy.fromPartial({

@@ -79,6 +79,13 @@ export function validateVirtualService(vs: VirtualService, ctx: RuleContext): vo
   if (isDelegate && vs.gateways.length > 0) {
     issues.error(`${path}.gateways`, "a delegate VirtualService (one without hosts) must not set gateways");
   }
+  // Only HTTP routes are delegated (Istio merges nothing else into the root).
+  if (isDelegate && vs.tcp.length > 0) {
+    issues.error(`${path}.tcp`, "a delegate VirtualService (one without hosts) must not set tcp routes");
+  }
+  if (isDelegate && vs.tls.length > 0) {
+    issues.error(`${path}.tls`, "a delegate VirtualService (one without hosts) must not set tls routes");
+  }
   vs.hosts.forEach((host, i) => {
     const p = at(`${path}.hosts`, i);
     if (host === "*") {

@@ -331,4 +331,15 @@ describe("virtualInbound", () => {
     // No chain matches an address: both families take the same chains.
     assert.ok(dual.filterChains.every((c: Json) => !c.filterChainMatch?.prefixRanges));
   });
+
+  it("builds no virtualInbound for a proxy whose traffic is not redirected (INTERCEPTION_MODE NONE)", () => {
+    const proxy = parseProxy({
+      id: `sidecar~${IP}~store-v1-xyz.default~default.svc.cluster.local`,
+      metadata: { NAMESPACE: "default", LABELS, INSTANCE_IPS: IP, INTERCEPTION_MODE: "NONE" },
+    } as never);
+    const push = pushWith([]);
+    const names = generateSidecarListeners({ push, proxy, cache: new XdsCache() }, "*").map((l) => l.name);
+    assert.ok(names.includes("virtualOutbound"));
+    assert.ok(!names.includes("virtualInbound"));
+  });
 });

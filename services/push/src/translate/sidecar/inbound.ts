@@ -25,16 +25,19 @@ import {
   type HttpFilter,
 } from "@sextant/proto/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager";
 import { TlsParameters_TlsProtocol } from "@sextant/proto/gen/envoy/extensions/transport_sockets/tls/v3/common";
+import { CaptureMode, type Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import { AuthorizationPolicy_Action } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { type MtlsMode, selectorMatches } from "../../model/security.js";
-import type { GeneratedResource } from "../../model/types.js";
+import { applicableSidecar } from "../../model/sidecar-scope.js";
+import type { GeneratedResource, TypedConfig } from "../../model/types.js";
 import { buildRbac, RBAC_FILTER_NAME } from "../common/rbac.js";
 import { TLS_TRANSPORT_SOCKET } from "../grpc/tls.js";
 import { serviceTargets } from "./cluster-rules.js";
 import { SDS_DEFAULT_SECRET, SDS_ROOT_SECRET, sdsSecretConfig } from "./cluster-tls.js";
+import { parseProtocol } from "./clusters.js";
 import {
   BLACKHOLE_CLUSTER,
   HCM_FILTER_NAME,
@@ -79,41 +82,112 @@ export function portProtocol(protocol: Protocol): PortProtocol {
   return "tcp";
 }
 
-/** One inbound port of the proxy: a port some service of its workload targets. */
+/** One inbound port of the proxy: a port some service of its workload targets, or a Sidecar ingress listener's. */
 export interface InboundPort {
   /** The workload (target) port. */
   readonly port: number;
   readonly protocol: PortProtocol;
   /** HTTP/2, gRPC or gRPC-Web: the HCM is told to expect HTTP/2. */
   readonly http2: boolean;
-  /** The service (first by hostname) and its port number, for the route's decorator. */
+  /** The address in the chains' names (`<bind>_<port>`). */
+  readonly bind: string;
+  /** The decorator's host and port: the service (first by hostname) and its port, or `<sidecar>.<namespace>` and the port. */
   readonly hostname: string;
   readonly servicePort: number;
+  /** The Sidecar whose ingress listener declares the port. */
+  readonly sidecar?: ConfigRef;
+}
+
+function http2(protocol: Protocol): boolean {
+  return (
+    protocol === Protocol.PROTOCOL_HTTP2 ||
+    protocol === Protocol.PROTOCOL_GRPC ||
+    protocol === Protocol.PROTOCOL_GRPC_WEB
+  );
+}
+
+/** Whether the proxy's traffic is not redirected to it (INTERCEPTION_MODE NONE): it has no virtualInbound then. */
+function interceptionNone(proxy: MeshProxy): boolean {
+  return proxy.metadata.INTERCEPTION_MODE === "NONE";
 }
 
 /**
- * The proxy's inbound ports: one per workload port of its service targets
- * (the same ones the inbound clusters are built for). Sorted by port; on a
- * port several services target, the first by hostname decides.
+ * The proxy's inbound ports (Istio's inbound chain configs): with a
+ * Sidecar that has ingress listeners, one per listener (those with
+ * captureMode NONE bind a port of their own in Istio and get no chain
+ * here); otherwise one per workload port of its service targets (the same
+ * ones the inbound clusters are built for; on a port several services
+ * target, the first by hostname decides). Sorted by port.
  */
 export function inboundPorts(push: PushContext, proxy: MeshProxy): InboundPort[] {
+  const sidecar = applicableSidecar(push, proxy);
+  const ports =
+    sidecar && sidecar.spec.ingress.length > 0
+      ? sidecarIngressPorts(proxy, sidecar)
+      : serviceTargetPorts(push, proxy);
+  return ports.sort((a, b) => a.port - b.port);
+}
+
+function serviceTargetPorts(push: PushContext, proxy: MeshProxy): InboundPort[] {
+  const [bind = WILDCARD_IPV4] = inboundWildcards(proxy);
   const byPort = new Map<number, InboundPort>();
   for (const target of serviceTargets(push, proxy)) {
     if (byPort.has(target.targetPort)) continue;
-    const protocol = target.port.protocol;
     byPort.set(target.targetPort, {
       port: target.targetPort,
-      protocol: portProtocol(protocol),
-      http2:
-        protocol === Protocol.PROTOCOL_HTTP2 ||
-        protocol === Protocol.PROTOCOL_GRPC ||
-        protocol === Protocol.PROTOCOL_GRPC_WEB,
+      protocol: portProtocol(target.port.protocol),
+      http2: http2(target.port.protocol),
+      bind,
       hostname: target.service.hostname,
       servicePort: target.port.number,
     });
   }
-  return [...byPort.values()].sort((a, b) => a.port - b.port);
+  return [...byPort.values()];
 }
+
+/**
+ * A Sidecar's ingress listeners as inbound ports: the listener's port and
+ * protocol, named after its bind, else the proxy's first global unicast
+ * address, else the wildcard (Istio's getSidecarInboundBindIPs); traced as
+ * `<sidecar>.<namespace>:<port>` (Istio has no service for them). The
+ * first listener of a port wins.
+ */
+function sidecarIngressPorts(proxy: MeshProxy, sidecar: TypedConfig<Sidecar>): InboundPort[] {
+  const [wildcard = WILDCARD_IPV4] = inboundWildcards(proxy);
+  const unicast = proxy.instanceIps.find(isGlobalUnicast);
+  const byPort = new Map<number, InboundPort>();
+  for (const listener of sidecar.spec.ingress) {
+    const number = listener.port?.number;
+    if (!number || listener.captureMode === CaptureMode.NONE || byPort.has(number)) continue;
+    const protocol = parseProtocol(listener.port?.protocol ?? "");
+    byPort.set(number, {
+      port: number,
+      protocol: portProtocol(protocol),
+      http2: http2(protocol),
+      bind: listener.bind || unicast || wildcard,
+      hostname: `${sidecar.ref.name}.${sidecar.ref.namespace}`,
+      servicePort: number,
+      sidecar: { kind: sidecar.ref.kind, namespace: sidecar.ref.namespace, name: sidecar.ref.name },
+    });
+  }
+  return [...byPort.values()];
+}
+
+/** Go's netip IsGlobalUnicast: not unspecified, loopback, link-local, multicast or the IPv4 broadcast address. */
+function isGlobalUnicast(ip: string): boolean {
+  const family = isIP(ip);
+  if (family === 4) {
+    const [a = 0, b = 0] = ip.split(".").map(Number);
+    return !(a === 0 || a === 127 || a >= 224 || (a === 169 && b === 254));
+  }
+  if (family === 6) {
+    const lower = ip.toLowerCase();
+    return !(lower === "::" || lower === "::1" || /^fe[89ab]/.test(lower) || lower.startsWith("ff"));
+  }
+  return false;
+}
+
+const WILDCARD_IPV4 = "0.0.0.0";
 
 /**
  * The addresses virtualInbound binds, primary first (Istio's wildcards by
@@ -123,9 +197,9 @@ export function inboundPorts(push: PushContext, proxy: MeshProxy): InboundPort[]
  */
 export function inboundWildcards(proxy: MeshProxy): string[] {
   const families = proxy.instanceIps.map((ip) => isIP(ip));
-  if (families.every((family) => family === 4)) return ["0.0.0.0"];
+  if (families.every((family) => family === 4)) return [WILDCARD_IPV4];
   if (families.every((family) => family === 6)) return ["::"];
-  return ["0.0.0.0", "::"];
+  return [WILDCARD_IPV4, "::"];
 }
 
 /** What virtualInbound is built from beyond config: its ports and addresses (for the cache key). */
@@ -313,6 +387,7 @@ interface InboundChain {
   filterChainMatch: ChainMatch;
   filters: Filter[];
   transportSocket?: TransportSocket;
+  metadata?: { filterMetadata: { istio: { config: string } } };
 }
 
 /** What the chains of one port (or of the catch-all) are made of, by the protocol a chain carries. */
@@ -321,6 +396,8 @@ interface ChainSource {
   port?: number;
   name: Record<"http" | "tcp", string>;
   filters: Record<"http" | "tcp", () => Filter[]>;
+  /** The config that declared the chains (a Sidecar), as Istio's chain metadata names it. */
+  config?: string;
 }
 
 function buildChains(source: ChainSource, protocol: PortProtocol, mode: MtlsMode): InboundChain[] {
@@ -335,6 +412,7 @@ function buildChains(source: ChainSource, protocol: PortProtocol, mode: MtlsMode
       filterChainMatch,
       filters: source.filters[option.protocol](),
       ...(option.mtls && { transportSocket: inboundMtlsSocket() }),
+      ...(source.config && { metadata: { filterMetadata: { istio: { config: source.config } } } }),
     };
   });
 }
@@ -403,9 +481,9 @@ function inboundTcpFilters(push: PushContext, proxy: MeshProxy, cluster: string)
   return [...inboundNetworkRbacFilters(push, proxy), tcpProxyFilter(cluster)];
 }
 
-/** The chains of a port some service targets: `<wildcard>_<port>` to `inbound|<port>||`, with the port's mTLS mode. */
-function portChains(push: PushContext, proxy: MeshProxy, port: InboundPort, bind: string): InboundChain[] {
-  const name = `${bind}_${port.port}`;
+/** The chains of an inbound port: `<bind>_<port>` to `inbound|<port>||`, with the port's mTLS mode. */
+function portChains(push: PushContext, proxy: MeshProxy, port: InboundPort): InboundChain[] {
+  const name = `${port.bind}_${port.port}`;
   const cluster = `inbound|${port.port}||`;
   const route: InboundRoute = {
     cluster,
@@ -416,6 +494,9 @@ function portChains(push: PushContext, proxy: MeshProxy, port: InboundPort, bind
   const source: ChainSource = {
     port: port.port,
     name: { http: name, tcp: name },
+    ...(port.sidecar && {
+      config: `/apis/networking.istio.io/v1/namespaces/${port.sidecar.namespace}/sidecar/${port.sidecar.name}`,
+    }),
     filters: {
       http: () => [inboundHcm(push, proxy, route, `inbound_${name}`)],
       tcp: () => inboundTcpFilters(push, proxy, cluster),
@@ -539,25 +620,39 @@ function listenerFilters(chains: readonly InboundChain[]): ListenerFilter[] {
  * Istio's `virtualInbound` on port 15006 (the inbound capture port), bound
  * to the proxy's wildcard addresses (`::` as an additional address on a
  * dual-stack proxy). Its chains, in Istio's order: `virtualInbound-blackhole`
- * for traffic addressed to 15006 itself; the catch-all chains for ports no
- * service declares; then per inbound port `<wildcard>_<port>` chains (HTTP:
- * an HCM with the inline route config `inbound|<port>||`; TCP: network RBAC
+ * for traffic addressed to 15006 itself; the catch-all chains for ports
+ * nothing declares; then per inbound port `<bind>_<port>` chains (HTTP: an
+ * HCM with the inline route config `inbound|<port>||`; TCP: network RBAC
  * then tcp_proxy to `inbound|<port>||`; both for a port that declares no
  * protocol) with the port's PeerAuthentication mode. Listener filters as
  * the chains need them; no protocol detection timeout (Istio's mesh default
  * protocolDetectionTimeout of 0s): a connection is never classified by
- * having been slow.
+ * having been slow. None when the proxy's traffic is not redirected
+ * (INTERCEPTION_MODE NONE), as in Istio.
  */
-export function buildVirtualInbound(push: PushContext, proxy: MeshProxy): GeneratedResource {
+export function buildVirtualInbound(push: PushContext, proxy: MeshProxy): GeneratedResource | null {
+  if (interceptionNone(proxy)) return null;
   const merged = push.peerAuthenticationFor(proxy.namespace, proxy.labels);
   const { allow, deny, audit } = sidecarAuthorizationPolicies(push, proxy);
-  const sources: ConfigRef[] = [...merged.sources, ...[...audit, ...deny, ...allow].map((p) => p.ref)];
-  const [bind = "0.0.0.0", ...extraBinds] = inboundWildcards(proxy);
   const ports = inboundPorts(push, proxy);
+  const sidecar = applicableSidecar(push, proxy);
+  const sidecarIngress = sidecar && sidecar.spec.ingress.length > 0 ? sidecar : undefined;
+  const sources: ConfigRef[] = [
+    ...merged.sources,
+    ...[...audit, ...deny, ...allow].map((p) => p.ref),
+    ...(sidecarIngress ? [sidecarIngress.ref] : []),
+  ];
+  // A port is declared by the Sidecar's ingress listeners when it has any, else by the services.
+  const declared = new Set(
+    sidecarIngress
+      ? sidecarIngress.spec.ingress.map((listener) => listener.port?.number ?? 0)
+      : ports.map((port) => port.port),
+  );
+  const [bind = WILDCARD_IPV4, ...extraBinds] = inboundWildcards(proxy);
   const filterChains: InboundChain[] = [
     blackholeChain(),
-    ...catchAllChains(push, proxy, new Set(ports.map((port) => port.port))),
-    ...ports.flatMap((port) => portChains(push, proxy, port, bind)),
+    ...catchAllChains(push, proxy, declared),
+    ...ports.flatMap((port) => portChains(push, proxy, port)),
   ];
   const address = (host: string) => ({ socketAddress: { address: host, portValue: VIRTUAL_INBOUND_PORT } });
   const listener = Listener.fromPartial({

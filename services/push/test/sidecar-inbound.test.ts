@@ -338,7 +338,10 @@ describe("virtualInbound", () => {
       metadata: { NAMESPACE: "default", LABELS, INSTANCE_IPS: IP, INTERCEPTION_MODE: "NONE" },
     } as never);
     const push = pushWith([]);
-    const names = generateSidecarListeners({ push, proxy, cache: new XdsCache() }, "*").map((l) => l.name);
+    const cache = new XdsCache();
+    // A redirected proxy of the same workload first, so a shared cache would have its listener.
+    virtualInbound(push, IP, cache);
+    const names = generateSidecarListeners({ push, proxy, cache }, "*").map((l) => l.name);
     assert.ok(names.includes("virtualOutbound"));
     assert.ok(!names.includes("virtualInbound"));
   });

@@ -202,8 +202,9 @@ export function inboundWildcards(proxy: MeshProxy): string[] {
   return [WILDCARD_IPV4, "::"];
 }
 
-/** What virtualInbound is built from beyond config: its ports and addresses (for the cache key). */
+/** What virtualInbound is built from beyond config: whether it exists, its ports and addresses (for the cache key). */
 export function virtualInboundKey(push: PushContext, proxy: MeshProxy): string {
+  if (interceptionNone(proxy)) return "none";
   return JSON.stringify([inboundPorts(push, proxy), inboundWildcards(proxy)]);
 }
 

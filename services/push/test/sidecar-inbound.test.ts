@@ -294,7 +294,7 @@ describe("virtualInbound", () => {
     assert.deepEqual(disable.listenerFiltersTimeout, {});
   });
 
-  it("matches no istio-peer-exchange ALPN and offers none (no metadata exchange runs)", () => {
+  it("matches no istio-peer-exchange ALPN and offers none (no metadata exchange runs); mesh cipher suites", () => {
     for (const mtlsMode of ["STRICT", "PERMISSIVE"]) {
       const listener = virtualInbound(pushWith([mode(mtlsMode)]));
       const alpns = listener.filterChains.flatMap(
@@ -306,6 +306,9 @@ describe("virtualInbound", () => {
       for (const chain of listener.filterChains.filter((c: Json) => c.transportSocket)) {
         const context = unpacked(chain.transportSocket.typedConfig, DownstreamTlsContext);
         assert.deepEqual(context.commonTlsContext.alpnProtocols, ["h2", "http/1.1"], chain.name);
+        // Istio's default mesh cipher suites, TLS 1.2 and up.
+        assert.equal(context.commonTlsContext.tlsParams.cipherSuites[0], "ECDHE-ECDSA-AES256-GCM-SHA384");
+        assert.equal(context.commonTlsContext.tlsParams.tlsMinimumProtocolVersion, "TLSv1_2");
       }
     }
   });

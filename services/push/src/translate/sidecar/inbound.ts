@@ -278,11 +278,26 @@ export function inboundNetworkRbacFilters(push: PushContext, proxy: MeshProxy): 
 }
 
 /**
- * Istio's inbound mTLS transport socket: the workload's certificate (SDS
- * `default`) and the mesh roots (SDS `ROOTCA`), client certificates
- * required, TLS 1.2 at least, ALPN h2 and http/1.1. Istio offers
- * `istio-peer-exchange` first on TCP chains when it runs metadata exchange;
- * without it (as here) TCP chains offer the same as HTTP ones.
+ * The cipher suites of inbound mTLS (Istio's SupportedCiphers, used when
+ * MeshConfig's meshMTLS sets none): AEAD only, ECDHE first. They bind TLS
+ * 1.2; TLS 1.3 has its own fixed suites.
+ */
+const MESH_MTLS_CIPHER_SUITES = [
+  "ECDHE-ECDSA-AES256-GCM-SHA384",
+  "ECDHE-RSA-AES256-GCM-SHA384",
+  "ECDHE-ECDSA-AES128-GCM-SHA256",
+  "ECDHE-RSA-AES128-GCM-SHA256",
+  "AES256-GCM-SHA384",
+  "AES128-GCM-SHA256",
+];
+
+/**
+ * Istio's inbound mTLS transport socket (BuildInboundTLS): the workload's
+ * certificate (SDS `default`) and the mesh roots (SDS `ROOTCA`), client
+ * certificates required, TLS 1.2 at least with the mesh's cipher suites,
+ * ALPN h2 and http/1.1. Istio offers `istio-peer-exchange` first on TCP
+ * chains when it runs metadata exchange; without it (as here) TCP chains
+ * offer the same as HTTP ones.
  */
 function inboundMtlsSocket(): TransportSocket {
   const context = DownstreamTlsContext.fromPartial({
@@ -290,6 +305,7 @@ function inboundMtlsSocket(): TransportSocket {
       tlsParams: {
         tlsMinimumProtocolVersion: TlsParameters_TlsProtocol.TLSv1_2,
         tlsMaximumProtocolVersion: TlsParameters_TlsProtocol.TLSv1_3,
+        cipherSuites: MESH_MTLS_CIPHER_SUITES,
       },
       alpnProtocols: ["h2", "http/1.1"],
       tlsCertificateSdsSecretConfigs: [sdsSecretConfig(SDS_DEFAULT_SECRET)],

@@ -292,6 +292,8 @@ describe("virtualInbound", () => {
     assert.deepEqual(inspectedPorts(disable, "http_inspector", ALL_PORTS), [8080, UNDECLARED]);
     // Istio's protocolDetectionTimeout default: 0s, no timeout (the Duration is set, and zero).
     assert.deepEqual(disable.listenerFiltersTimeout, {});
+    // Istio's MAX_CONNECTIONS_PER_SOCKET_EVENT_LOOP default.
+    assert.equal(disable.maxConnectionsToAcceptPerSocketEvent, 1);
   });
 
   it("matches no istio-peer-exchange ALPN and offers none (no metadata exchange runs); mesh cipher suites", () => {

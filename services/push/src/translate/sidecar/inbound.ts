@@ -435,6 +435,7 @@ function buildChains(source: ChainSource, protocol: PortProtocol, mode: MtlsMode
 }
 
 const ZERO = { seconds: 0, nanos: 0 };
+const MAX_CONNECTIONS_PER_SOCKET_EVENT = 1;
 
 /** Where an inbound HCM sends every request, and how the route is named and traced. */
 interface InboundRoute {
@@ -680,6 +681,8 @@ export function buildVirtualInbound(push: PushContext, proxy: MeshProxy): Genera
     listenerFiltersTimeout: ZERO,
     continueOnListenerFiltersTimeout: true,
     trafficDirection: TrafficDirection.INBOUND,
+    // Istio's MAX_CONNECTIONS_PER_SOCKET_EVENT_LOOP default: one accept per wakeup spreads connections over Envoy's workers.
+    maxConnectionsToAcceptPerSocketEvent: MAX_CONNECTIONS_PER_SOCKET_EVENT,
     filterChains: filterChains as never,
   });
   return { name: VIRTUAL_INBOUND, resource: packAny(TypeUrl.Listener, Listener, listener), sources };

@@ -239,6 +239,8 @@ describe("virtualInbound", () => {
     )) {
       const hcm = unpacked(chain.filters[0].typedConfig, HttpConnectionManager);
       assert.equal(hcm.statPrefix, "InboundPassthroughCluster");
+      assert.equal(hcm.serverName, "istio-envoy");
+      assert.equal(hcm.proxy100Continue, true);
       assert.equal(hcm.routeConfig.name, "InboundPassthroughCluster");
       const vhost = hcm.routeConfig.virtualHosts[0];
       assert.equal(vhost.name, "inbound|http|0");

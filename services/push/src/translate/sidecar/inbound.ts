@@ -436,6 +436,7 @@ function buildChains(source: ChainSource, protocol: PortProtocol, mode: MtlsMode
 
 const ZERO = { seconds: 0, nanos: 0 };
 const MAX_CONNECTIONS_PER_SOCKET_EVENT = 1;
+const INBOUND_SERVER_NAME = "istio-envoy";
 
 /** Where an inbound HCM sends every request, and how the route is named and traced. */
 interface InboundRoute {
@@ -451,7 +452,7 @@ interface InboundRoute {
  * Istio's inbound HCM: the inline route config named after the cluster, one
  * virtual host `inbound|http|<service port>` for every domain, a route to
  * the cluster without timeouts; the authorization filters before the
- * router; client certificate details forwarded.
+ * router; client certificate details forwarded; Server `istio-envoy`.
  */
 function inboundHcm(push: PushContext, proxy: MeshProxy, route: InboundRoute, statPrefix: string): Filter {
   const manager = HttpConnectionManager.fromPartial({
@@ -479,6 +480,9 @@ function inboundHcm(push: PushContext, proxy: MeshProxy, route: InboundRoute, st
       validateClusters: false,
     },
     httpFilters: inboundHttpFilters(push, proxy),
+    // Istio's inbound Server header (outbound keeps Envoy's "envoy"), and 100-continue proxied as is.
+    serverName: INBOUND_SERVER_NAME,
+    proxy100Continue: true,
     useRemoteAddress: false,
     forwardClientCertDetails: ForwardClientCert.APPEND_FORWARD,
     setCurrentClientCertDetails: { subject: true, dns: true, uri: true },

@@ -59,9 +59,10 @@ const BLACKHOLE_CHAIN = "virtualInbound-blackhole";
 /**
  * The ALPN values inbound chains match (Istio's, less `istio-peer-exchange`:
  * that value asks for the metadata-exchange filter, which Sextant's
- * sidecars do not run, so no chain claims it). A client sidecar sends
- * `istio` on mTLS, or `istio-http/<version>` when it knows the traffic is
- * HTTP; plaintext HTTP is recognized by the HTTP inspector.
+ * sidecars do not run, so no chain claims it). Istio's client sidecars
+ * send `istio` on mTLS, or `istio-http/<version>` when they know the traffic
+ * is HTTP (Sextant's send `istio`); plaintext HTTP is recognized by the HTTP
+ * inspector.
  */
 const MTLS_HTTP_ALPNS = ["istio-http/1.0", "istio-http/1.1", "istio-h2"];
 const MTLS_TCP_ALPNS = ["istio"];
@@ -362,8 +363,8 @@ const passthroughTls: ChainOption = { protocol: "tcp", transportProtocol: "tls" 
  * The chains of a port by its protocol and mTLS mode, in Istio's order
  * (getFilterChainMatchOptions). STRICT takes only TLS; PERMISSIVE tells
  * mTLS from the mesh (Istio's ALPNs) apart from plaintext and other TLS;
- * DISABLE takes only plaintext (a TLS client of a DISABLE port matches no
- * chain, as in Istio). A sniffed (`auto`) port has an HTTP chain for what
+ * DISABLE takes only plaintext (with no inspector on such a port, a
+ * client's own TLS counts as raw_buffer: bytes to a TCP port). A sniffed (`auto`) port has an HTTP chain for what
  * the HTTP inspector or the client's ALPN says is HTTP, and TCP chains for
  * the rest.
  */

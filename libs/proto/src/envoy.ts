@@ -17,8 +17,8 @@ export { Router } from "./gen/envoy/extensions/filters/http/router/v3/router.js"
 export { HttpInspector } from "./gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector.js";
 export { OriginalDst } from "./gen/envoy/extensions/filters/listener/original_dst/v3/original_dst.js";
 export { TlsInspector } from "./gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector.js";
-export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
 export { ExtAuthz as NetworkExtAuthz } from "./gen/envoy/extensions/filters/network/ext_authz/v3/ext_authz.js";
+export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
 export { RBAC as NetworkRBAC } from "./gen/envoy/extensions/filters/network/rbac/v3/rbac.js";
 export { TcpProxy } from "./gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.js";
 export { PreviousHostsPredicate } from "./gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts.js";

@@ -9,6 +9,7 @@ import { XdsCache } from "./cache/xds-cache.js";
 import { pushContract } from "./contract.js";
 import { identityRunner } from "./identity/identity-runner.js";
 import { PushInputs } from "./inputs/push-inputs.js";
+import { loadMeshConfigFile } from "./model/mesh-config.js";
 import { debugRoutes } from "./server/debug.js";
 import { DiscoveryServer } from "./server/discovery-server.js";
 import { XdsMetrics } from "./server/metrics.js";
@@ -46,6 +47,8 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       readiness,
       domainSuffix: settings.DOMAIN_SUFFIX,
       trustDomain: settings.TRUST_DOMAIN,
+      // A MeshConfig that cannot be read stops push at start, rather than serving without its providers.
+      ...(settings.MESH_CONFIG_FILE ? { meshConfig: loadMeshConfigFile(settings.MESH_CONFIG_FILE) } : {}),
       debounceAfterMs: settings.PUSH_DEBOUNCE_AFTER,
       debounceMaxMs: settings.PUSH_DEBOUNCE_MAX,
       onPush: (change, startedAt) => discovery.push(change, startedAt),

@@ -9,6 +9,7 @@ import type { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1be
 import type { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
 import { type ConfigKind, type ConfigSpecs, decodeStoredOfKind } from "@sextant/validation";
 import { DEFAULT_TRUST_DOMAIN, spiffeUri } from "./identity.js";
+import { EMPTY_MESH_CONFIG, type MeshConfig } from "./mesh-config.js";
 import {
   authorizationPoliciesFor,
   composePeerAuthentication,
@@ -29,6 +30,8 @@ export interface PushInputs {
   readonly trustDomain?: string;
   /** Istio's root namespace, whose policies apply mesh-wide; "istio-system" if not given. */
   readonly rootNamespace?: string;
+  /** Istio's MeshConfig (MESH_CONFIG_FILE): the extension providers of CUSTOM authorization; none if not given. */
+  readonly meshConfig?: MeshConfig;
 }
 
 const MESH_GATEWAY = "mesh";
@@ -45,6 +48,7 @@ export class PushContext {
   readonly configVersion: string;
   readonly trustDomain: string;
   readonly rootNamespace: string;
+  readonly meshConfig: MeshConfig;
   readonly servicesByHost: ReadonlyMap<string, Service>;
   readonly virtualServices: readonly TypedConfig<VirtualService>[];
   readonly destinationRules: readonly TypedConfig<DestinationRule>[];
@@ -67,6 +71,7 @@ export class PushContext {
     this.configVersion = parts.configVersion;
     this.trustDomain = parts.trustDomain;
     this.rootNamespace = parts.rootNamespace;
+    this.meshConfig = parts.meshConfig;
     this.servicesByHost = parts.servicesByHost;
     this.virtualServices = parts.virtualServices;
     this.destinationRules = parts.destinationRules;
@@ -91,7 +96,9 @@ export class PushContext {
     const trustDomain = inputs.trustDomain ?? DEFAULT_TRUST_DOMAIN;
     const rootNamespace = inputs.rootNamespace ?? DEFAULT_ROOT_NAMESPACE;
     const configHash = createHash("sha256");
+    const meshConfig = inputs.meshConfig ?? EMPTY_MESH_CONFIG;
     configHash.update(`${trustDomain}\u0000${rootNamespace}\u0001`);
+    if (meshConfig.extensionProviders.length > 0) configHash.update(`${JSON.stringify(meshConfig)}\u0001`);
     const sortedConfig = [...inputs.config].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     for (const [key, resource] of sortedConfig)
       configHash.update(`${key}\u0000${resource.generation}\u0000${JSON.stringify(resource.spec)}\u0001`);
@@ -113,6 +120,7 @@ export class PushContext {
       configVersion: configHash.digest("hex").slice(0, 16),
       trustDomain,
       rootNamespace,
+      meshConfig,
       servicesByHost,
       virtualServices: typed("VirtualService", (spec) => spec.hosts),
       destinationRules: typed("DestinationRule", (spec) => [spec.host]),
@@ -134,6 +142,7 @@ export class PushContext {
       configVersion: this.configVersion,
       trustDomain: this.trustDomain,
       rootNamespace: this.rootNamespace,
+      meshConfig: this.meshConfig,
       servicesByHost: this.servicesByHost as Map<string, Service>,
       virtualServices: this.virtualServices,
       destinationRules: this.destinationRules,
@@ -238,6 +247,7 @@ interface ContextParts {
   configVersion: string;
   trustDomain: string;
   rootNamespace: string;
+  meshConfig: MeshConfig;
   servicesByHost: Map<string, Service>;
   virtualServices: readonly TypedConfig<VirtualService>[];
   destinationRules: readonly TypedConfig<DestinationRule>[];

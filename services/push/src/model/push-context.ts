@@ -100,8 +100,12 @@ export class PushContext {
     configHash.update(`${trustDomain}\u0000${rootNamespace}\u0001`);
     if (meshConfig.extensionProviders.length > 0) configHash.update(`${JSON.stringify(meshConfig)}\u0001`);
     const sortedConfig = [...inputs.config].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    for (const [key, resource] of sortedConfig)
+    for (const [key, resource] of sortedConfig) {
       configHash.update(`${key}\u0000${resource.generation}\u0000${JSON.stringify(resource.spec)}\u0001`);
+      // Annotations change no generation, and one (istio.io/dry-run) changes what is built.
+      if (Object.keys(resource.annotations ?? {}).length > 0)
+        configHash.update(`${JSON.stringify(resource.annotations)}\u0001`);
+    }
     const servicesByHost = new Map<string, Service>();
     for (const [key, service] of [...inputs.services].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       configHash.update(`${key}\u0000${JSON.stringify(service)}\u0001`);
@@ -113,6 +117,7 @@ export class PushContext {
         ref: { kind, namespace: resource.namespace, name: resource.name },
         generation: resource.generation,
         spec,
+        ...(Object.keys(resource.annotations ?? {}).length > 0 ? { annotations: resource.annotations } : {}),
         hosts: hostsOf(spec).map((host) => resolveHost(host, resource.namespace, inputs.domainSuffix)),
       }));
     const { endpointsByHost, endpointVersions } = mergeShards(inputs.endpointShards);
@@ -183,7 +188,7 @@ export class PushContext {
     return composePeerAuthentication(this.peerAuthentications, this.rootNamespace, namespace, labels);
   }
 
-  /** The ALLOW and DENY AuthorizationPolicies that apply to a workload. */
+  /** The AuthorizationPolicies that apply to a workload, by action. */
   authorizationPoliciesFor(
     namespace: string,
     labels: Readonly<Record<string, string>>,

@@ -3,9 +3,7 @@ import {
   DownstreamTlsContext,
   HttpConnectionManager,
   HttpInspector,
-  HttpRBAC,
   Listener,
-  NetworkRBAC,
   OriginalDst,
   TlsInspector,
   TypeUrl,
@@ -13,25 +11,22 @@ import {
 import type { TransportSocket } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { TrafficDirection } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import type { Filter } from "@sextant/proto/gen/envoy/config/listener/v3/listener_components";
-import type { RBAC } from "@sextant/proto/gen/envoy/config/rbac/v3/rbac";
 import {
   HttpConnectionManager_PathWithEscapedSlashesAction as EscapedSlashes,
   HttpConnectionManager_ForwardClientCertDetails as ForwardClientCert,
   type HttpFilter,
 } from "@sextant/proto/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager";
 import { TlsParameters_TlsProtocol } from "@sextant/proto/gen/envoy/extensions/transport_sockets/tls/v3/common";
-import { AuthorizationPolicy_Action } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
-import { type MtlsMode, selectorMatches } from "../../model/security.js";
+import type { MtlsMode } from "../../model/security.js";
 import type { GeneratedResource } from "../../model/types.js";
-import { buildRbac, RBAC_FILTER_NAME } from "../common/rbac.js";
+import { authzHttpFilters, authzNetworkFilters, authzSources } from "./authz.js";
 import { SDS_DEFAULT_SECRET, SDS_ROOT_SECRET, sdsSecretConfig } from "./cluster-tls.js";
 import {
   BLACKHOLE_CLUSTER,
   HCM_FILTER_NAME,
   INBOUND_PASSTHROUGH_CLUSTER,
-  NETWORK_RBAC_FILTER_NAME,
   tcpProxyFilter,
   trailingHttpFilters,
 } from "./filters.js";
@@ -92,73 +87,9 @@ export function inboundPorts(push: PushContext, proxy: MeshProxy): InboundPort[]
   return [...byPort.values()].sort((a, b) => a.port - b.port);
 }
 
-/** The AuthorizationPolicies for a sidecar, by action: Istio's ListAuthorizationPolicies with AUDIT too. */
-export function sidecarAuthorizationPolicies(push: PushContext, proxy: MeshProxy) {
-  const { allow, deny } = push.authorizationPoliciesFor(proxy.namespace, proxy.labels);
-  const audit = push.authorizationPolicies
-    .filter((p) => p.spec.action === AuthorizationPolicy_Action.AUDIT)
-    .filter((p) => p.ref.namespace === push.rootNamespace || p.ref.namespace === proxy.namespace)
-    .filter((p) => !p.spec.targetRef && p.spec.targetRefs.length === 0)
-    .filter((p) => selectorMatches(p.spec.selector?.matchLabels, proxy.labels))
-    .sort(
-      (a, b) =>
-        Number(a.ref.namespace !== push.rootNamespace) - Number(b.ref.namespace !== push.rootNamespace) ||
-        (a.ref.name < b.ref.name ? -1 : a.ref.name > b.ref.name ? 1 : 0),
-    );
-  return { allow, deny, audit };
-}
-
-/** Istio's RBAC policy names on sidecars: `ns[<ns>]-policy[<name>]-rule[<index>]`. */
-const istioPolicyName = (namespace: string, name: string, index: number) =>
-  `ns[${namespace}]-policy[${name}]-rule[${index}]`;
-
-/**
- * The RBAC rule sets Istio's authz builder makes for a workload, in its
- * order: AUDIT (action LOG), DENY, ALLOW. DENY and AUDIT only with rules;
- * ALLOW whenever an ALLOW policy applies (one without rules allows nothing).
- */
-function rbacRuleSets(push: PushContext, proxy: MeshProxy, tcp: boolean): RBAC[] {
-  const { allow, deny, audit } = sidecarAuthorizationPolicies(push, proxy);
-  const options = { policyName: istioPolicyName, tcp };
-  const sets: RBAC[] = [];
-  const auditRules = buildRbac("AUDIT", audit, options);
-  if (Object.keys(auditRules.policies).length > 0) sets.push(auditRules);
-  const denyRules = buildRbac("DENY", deny, options);
-  if (Object.keys(denyRules.policies).length > 0) sets.push(denyRules);
-  if (allow.length > 0) sets.push(buildRbac("ALLOW", allow, options));
-  return sets;
-}
-
-/** The inbound HTTP filters: the RBAC filters (`envoy.filters.http.rbac`, AUDIT, DENY, ALLOW), then fault, CORS, router. */
+/** The inbound HTTP filters: authorization (CUSTOM, AUDIT, DENY, ALLOW: ./authz.ts), then fault, CORS, router. */
 export function inboundHttpFilters(push: PushContext, proxy: MeshProxy): HttpFilter[] {
-  const rbac = rbacRuleSets(push, proxy, false).map((rules) => ({
-    name: RBAC_FILTER_NAME,
-    typedConfig: packAny(
-      TypeUrl.RBAC,
-      HttpRBAC,
-      HttpRBAC.fromPartial({ rules, shadowRulesStatPrefix: "istio_dry_run_allow_" }),
-    ),
-  }));
-  return [...(rbac as HttpFilter[]), ...trailingHttpFilters()];
-}
-
-/** The network RBAC filters of a TCP chain (stat prefix `tcp.`), in the same order. */
-export function inboundNetworkRbacFilters(push: PushContext, proxy: MeshProxy): Filter[] {
-  return rbacRuleSets(push, proxy, true).map(
-    (rules) =>
-      ({
-        name: NETWORK_RBAC_FILTER_NAME,
-        typedConfig: packAny(
-          TypeUrl.NetworkRBAC,
-          NetworkRBAC,
-          NetworkRBAC.fromPartial({
-            rules,
-            statPrefix: "tcp.",
-            shadowRulesStatPrefix: "istio_dry_run_allow_",
-          }),
-        ),
-      }) as Filter,
-  );
+  return [...authzHttpFilters(push, proxy), ...trailingHttpFilters()];
 }
 
 /**
@@ -280,8 +211,7 @@ function inboundHcm(push: PushContext, proxy: MeshProxy, port: InboundPort, stat
  */
 export function buildVirtualInbound(push: PushContext, proxy: MeshProxy): GeneratedResource {
   const merged = push.peerAuthenticationFor(proxy.namespace, proxy.labels);
-  const { allow, deny, audit } = sidecarAuthorizationPolicies(push, proxy);
-  const sources: ConfigRef[] = [...merged.sources, ...[...audit, ...deny, ...allow].map((p) => p.ref)];
+  const sources: ConfigRef[] = [...merged.sources, ...authzSources(push, proxy)];
   const filterChains: Chain[] = [
     {
       name: "virtualInbound-blackhole",
@@ -294,12 +224,12 @@ export function buildVirtualInbound(push: PushContext, proxy: MeshProxy): Genera
     const mode = portMtlsMode(push, proxy, port.port);
     const filters = port.http
       ? () => [inboundHcm(push, proxy, port, `inbound_${name}`)]
-      : () => [...inboundNetworkRbacFilters(push, proxy), tcpProxyFilter(`inbound|${port.port}||`)];
+      : () => [...authzNetworkFilters(push, proxy), tcpProxyFilter(`inbound|${port.port}||`)];
     filterChains.push(...chainsForMode(mode, name, { destinationPort: port.port }, port.http, filters));
   }
   filterChains.push(
     ...chainsForMode(merged.mode, VIRTUAL_INBOUND, {}, false, () => [
-      ...inboundNetworkRbacFilters(push, proxy),
+      ...authzNetworkFilters(push, proxy),
       tcpProxyFilter(INBOUND_PASSTHROUGH_CLUSTER),
     ]),
   );

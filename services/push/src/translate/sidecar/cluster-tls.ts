@@ -20,12 +20,15 @@ export const SDS_ROOT_SECRET = "ROOTCA";
 /** The raw_buffer transport socket's name (plaintext). */
 export const RAW_BUFFER_TRANSPORT_SOCKET = "envoy.transport_sockets.raw_buffer";
 /**
- * ALPN of in-mesh mTLS clusters (Istio's ALPNInMeshWithMxc and
- * ALPNInMeshH2WithMxc): `istio-peer-exchange` first, as istiod sends it with
- * metadata exchange enabled (its default).
+ * ALPN of in-mesh mTLS clusters: Istio's ALPNInMesh and ALPNInMeshH2, the
+ * lists istiod sends when metadata exchange is off (PILOT_ENABLE_METADATA_EXCHANGE
+ * false or PILOT_DISABLE_MX_ALPN). With it on, istiod puts
+ * `istio-peer-exchange` first, which tells the server's metadata-exchange
+ * filter to expect the exchange; Sextant runs no such filter on either side,
+ * so offering it would promise a protocol nobody speaks.
  */
-export const ALPN_IN_MESH = ["istio-peer-exchange", "istio"] as const;
-export const ALPN_IN_MESH_H2 = ["istio-peer-exchange", "istio", "h2"] as const;
+const ALPN_IN_MESH = ["istio"] as const;
+const ALPN_IN_MESH_H2 = ["istio", "h2"] as const;
 /** The endpoint metadata key transport socket matches read (Envoy's, Istio's EnvoyTransportSocketMetadataKey). */
 export const TRANSPORT_SOCKET_MATCH_KEY = "envoy.transport_socket_match";
 
@@ -147,7 +150,7 @@ export interface UpstreamTlsOptions {
  *
  * - ISTIO_MUTUAL: TLS 1.2-1.3, the SDS secrets `default` and `ROOTCA` from
  *   `sds-grpc`, SANs matched exactly, the SNI (default: the cluster's name),
- *   ALPN `istio-peer-exchange`, `istio` (and `h2` on HTTP/2 clusters).
+ *   ALPN `istio` (and `h2` on HTTP/2 clusters), no `istio-peer-exchange`.
  * - SIMPLE/MUTUAL with credentialName: the `kubernetes://` secrets over ADS
  *   (the CA as `<name>-cacert`).
  * - SIMPLE/MUTUAL with files: istio-agent's file secrets `file-cert:<cert>~<key>`

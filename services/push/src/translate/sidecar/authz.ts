@@ -135,7 +135,7 @@ interface CustomFilters {
  * chain an HTTP provider cannot run and is skipped, as Istio skips it.
  *
  * Dry-run CUSTOM policies are left out: ext_authz has no dry-run mode, and
- * the marking RBAC filter's shadow rules are taken. (Istio 1.27 puts them
+ * the marking RBAC filter's shadow rules are taken. (Current istiod puts them
  * in that filter's enforced rules, which denies what they match.)
  */
 function customFilters(push: PushContext, custom: Policies, tcp: boolean): CustomFilters[] {

@@ -57,10 +57,11 @@ export const pushSettings = baseSettings.extend({
   /** Proxies pushed to at once (istiod: PILOT_PUSH_THROTTLE). */
   PUSH_CONCURRENCY: z.coerce.number().int().positive().default(100),
   /**
-   * Istio's MeshConfig as YAML (what Istio keeps under the key `mesh` of the
-   * ConfigMap `istio`), read once at start: its `extensionProviders` are the
-   * ext_authz servers of CUSTOM AuthorizationPolicies. Unset: no providers,
-   * so every CUSTOM policy denies what it matches.
+   * Istio's MeshConfig as YAML: the key `mesh` of the ConfigMap `istio`,
+   * mounted as a file as istiod reads it (`/etc/istio/config/mesh`), and
+   * followed. Its `extensionProviders` are the ext_authz servers of CUSTOM
+   * AuthorizationPolicies. Unset or missing: no providers, so every CUSTOM
+   * policy denies what it matches.
    */
   MESH_CONFIG_FILE: z.string().min(1).optional(),
   /** The cluster's DNS suffix. */

@@ -3,7 +3,10 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { loadMeshConfigFile, parseMeshConfig } from "../src/model/mesh-config.js";
+import { createLogger } from "@sextant/observability";
+import { MeshConfigFile } from "../src/inputs/mesh-config-file.js";
+import type { MeshConfig } from "../src/model/mesh-config.js";
+import { parseMeshConfig } from "../src/model/mesh-config.js";
 
 describe("MeshConfig (MESH_CONFIG_FILE)", () => {
   it("reads HTTP and gRPC ext_authz providers with Istio's field names, defaults for what is not written", () => {
@@ -94,13 +97,52 @@ extensionProviders:
     assert.throws(() => parseMeshConfig("- a\n- b\n"), /must be a YAML mapping/);
     assert.throws(() => parseMeshConfig("extensionProviders: x\n"), /must be a list/);
   });
+});
 
-  it("loads the file MESH_CONFIG_FILE names", () => {
+describe("MESH_CONFIG_FILE, followed as istiod follows /etc/istio/config/mesh", () => {
+  const logger = createLogger({ service: "test", level: "silent" });
+  const provider = (name: string) =>
+    `extensionProviders:\n- name: ${name}\n  envoyExtAuthzGrpc: {service: x.y.svc.cluster.local, port: 9000}\n`;
+  const names = (mesh: MeshConfig) => mesh.extensionProviders.map((p) => p.name);
+
+  it("reads the file at start; a missing file (an optional ConfigMap not created yet) is no providers", () => {
+    const dir = mkdtempSync(join(tmpdir(), "mesh-config-"));
+    assert.deepEqual(names(new MeshConfigFile(join(dir, "mesh"), logger).current), []);
+    writeFileSync(join(dir, "mesh"), provider("first"));
+    assert.deepEqual(names(new MeshConfigFile(join(dir, "mesh"), logger).current), ["first"]);
+  });
+
+  it("refuses to start on an invalid file", () => {
     const path = join(mkdtempSync(join(tmpdir(), "mesh-config-")), "mesh");
-    writeFileSync(
-      path,
-      "extensionProviders:\n- name: x\n  envoyExtAuthzGrpc: { service: x.y.svc.cluster.local, port: 9000 }\n",
-    );
-    assert.equal(loadMeshConfigFile(path).extensionProviders[0]?.name, "x");
+    writeFileSync(path, "- not a mapping\n");
+    assert.throws(() => new MeshConfigFile(path, logger), /must be a YAML mapping/);
+  });
+
+  it("reports a changed file, and keeps the last good MeshConfig when the new one is invalid", async () => {
+    const path = join(mkdtempSync(join(tmpdir(), "mesh-config-")), "mesh");
+    writeFileSync(path, provider("first"));
+    const file = new MeshConfigFile(path, logger);
+    const changes: string[][] = [];
+    await file.start();
+    try {
+      const changed = new Promise<void>((resolve) =>
+        file.onChange((mesh) => {
+          changes.push(names(mesh));
+          resolve();
+        }),
+      );
+      writeFileSync(path, provider("second"));
+      await changed; // the directory watch reloads it
+      assert.deepEqual(changes, [["second"]]);
+      writeFileSync(path, "extensionProviders: not-a-list\n");
+      file.reload();
+      assert.deepEqual(names(file.current), ["second"]);
+      assert.deepEqual(changes, [["second"]], "an invalid file is not reported");
+      writeFileSync(path, provider("second"));
+      file.reload();
+      assert.deepEqual(changes, [["second"]], "the same content is not reported again");
+    } finally {
+      await file.close();
+    }
   });
 });

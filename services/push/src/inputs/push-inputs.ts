@@ -14,7 +14,7 @@ export interface PushInputsOptions {
   domainSuffix: string;
   /** The SPIFFE trust domain (TRUST_DOMAIN) of the SANs and principals push writes; "cluster.local" if not given. */
   trustDomain?: string;
-  /** Istio's MeshConfig (MESH_CONFIG_FILE); none if not given. */
+  /** Istio's MeshConfig (MESH_CONFIG_FILE) at start; none if not given. {@link PushInputs.setMeshConfig} changes it. */
   meshConfig?: MeshConfig;
   debounceAfterMs: number;
   debounceMaxMs: number;
@@ -45,8 +45,17 @@ export class PushInputs implements Runner {
   #quietTimer: NodeJS.Timeout | undefined;
   #maxTimer: NodeJS.Timeout | undefined;
   #initialized = false;
+  #meshConfig: MeshConfig | undefined;
 
-  constructor(private readonly options: PushInputsOptions) {}
+  constructor(private readonly options: PushInputsOptions) {
+    this.#meshConfig = options.meshConfig;
+  }
+
+  /** A new MeshConfig (its file changed): a full push, as for a config change. */
+  setMeshConfig(meshConfig: MeshConfig): void {
+    this.#meshConfig = meshConfig;
+    this.changed(true);
+  }
 
   /** The current snapshot; undefined before the initial sync. */
   get context(): PushContext | undefined {
@@ -100,7 +109,7 @@ export class PushInputs implements Runner {
       endpointShards: this.#shards,
       domainSuffix: this.options.domainSuffix,
       ...(this.options.trustDomain ? { trustDomain: this.options.trustDomain } : {}),
-      ...(this.options.meshConfig ? { meshConfig: this.options.meshConfig } : {}),
+      ...(this.#meshConfig ? { meshConfig: this.#meshConfig } : {}),
     });
   }
 

@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs";
 import { StatusCode } from "@sextant/proto/gen/envoy/type/v3/http_status";
 import { type DurationValue, parseDuration } from "@sextant/validation";
 import { parse as parseYaml } from "yaml";
@@ -48,11 +47,6 @@ export interface ExtensionProvider {
 }
 
 const DEFAULT_TIMEOUT: DurationValue = { seconds: 600, nanos: 0 };
-
-/** Reads MeshConfig YAML from a file (MESH_CONFIG_FILE); a file that cannot be read or parsed throws. */
-export function loadMeshConfigFile(path: string): MeshConfig {
-  return parseMeshConfig(readFileSync(path, "utf8"));
-}
 
 /**
  * Parses MeshConfig YAML (the `mesh` key of Istio's ConfigMap `istio`).

@@ -30,6 +30,8 @@ export const ENVOY_ROOTS = [
   "envoy/extensions/filters/http/router/v3/router.proto",
   "envoy/extensions/filters/http/fault/v3/fault.proto",
   "envoy/extensions/filters/http/rbac/v3/rbac.proto",
+  "envoy/extensions/filters/http/ext_authz/v3/ext_authz.proto",
+  "envoy/extensions/filters/network/ext_authz/v3/ext_authz.proto",
   "envoy/extensions/transport_sockets/tls/v3/tls.proto",
   "envoy/extensions/filters/network/rbac/v3/rbac.proto",
   "envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto",

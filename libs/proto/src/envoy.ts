@@ -10,12 +10,14 @@ export { ClusterLoadAssignment } from "./gen/envoy/config/endpoint/v3/endpoint.j
 export { Listener } from "./gen/envoy/config/listener/v3/listener.js";
 export { RouteConfiguration } from "./gen/envoy/config/route/v3/route.js";
 export { Cors, CorsPolicy } from "./gen/envoy/extensions/filters/http/cors/v3/cors.js";
+export { ExtAuthz as HttpExtAuthz } from "./gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz.js";
 export { HTTPFault } from "./gen/envoy/extensions/filters/http/fault/v3/fault.js";
 export { RBAC as HttpRBAC } from "./gen/envoy/extensions/filters/http/rbac/v3/rbac.js";
 export { Router } from "./gen/envoy/extensions/filters/http/router/v3/router.js";
 export { HttpInspector } from "./gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector.js";
 export { OriginalDst } from "./gen/envoy/extensions/filters/listener/original_dst/v3/original_dst.js";
 export { TlsInspector } from "./gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector.js";
+export { ExtAuthz as NetworkExtAuthz } from "./gen/envoy/extensions/filters/network/ext_authz/v3/ext_authz.js";
 export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
 export { RBAC as NetworkRBAC } from "./gen/envoy/extensions/filters/network/rbac/v3/rbac.js";
 export { TcpProxy } from "./gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.js";
@@ -58,6 +60,8 @@ export const TypeUrl = {
   HTTPFault: typeUrlOf("envoy.extensions.filters.http.fault.v3.HTTPFault"),
   RBAC: typeUrlOf("envoy.extensions.filters.http.rbac.v3.RBAC"),
   NetworkRBAC: typeUrlOf("envoy.extensions.filters.network.rbac.v3.RBAC"),
+  ExtAuthz: typeUrlOf("envoy.extensions.filters.http.ext_authz.v3.ExtAuthz"),
+  NetworkExtAuthz: typeUrlOf("envoy.extensions.filters.network.ext_authz.v3.ExtAuthz"),
   TcpProxy: typeUrlOf("envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy"),
   UpstreamTlsContext: typeUrlOf("envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"),
   DownstreamTlsContext: typeUrlOf("envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"),

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { configKey } from "@sextant/model";
-import type { ConfigResource } from "@sextant/proto";
+import { type ConfigResource, Severity } from "@sextant/proto";
 import { AnalysisCodes, analyze } from "../src/analysis/analyzers.js";
 
 const resource = (
@@ -27,6 +27,29 @@ const codes = (result: ReturnType<typeof run>, r: ConfigResource) =>
   (result.get(configKey(r)) ?? []).map((m) => [m.code, m.field]);
 
 describe("analyzers", () => {
+  it("warns that a credentialName is not served, and says what sidecars do instead", () => {
+    const withSelector = resource("DestinationRule", "a", {
+      host: "reviews",
+      workloadSelector: { matchLabels: { app: "productpage" } },
+      trafficPolicy: { tls: { mode: "SIMPLE", credentialName: "reviews-ca" } },
+    });
+    const withoutSelector = resource("DestinationRule", "b", {
+      host: "ratings",
+      trafficPolicy: { tls: { mode: "SIMPLE", credentialName: "ratings-ca" } },
+    });
+    const result = run([withSelector, withoutSelector]);
+    const [served] = result.get(configKey(withSelector)) ?? [];
+    assert.equal(served?.severity, Severity.SEVERITY_WARNING);
+    assert.match(
+      served?.message ?? "",
+      /not served to sidecars yet .* clientCertificate\/privateKey\/caCertificates/,
+    );
+    assert.match(
+      result.get(configKey(withoutSelector))?.[0]?.message ?? "",
+      /without workloadSelector is ignored .* no TLS/,
+    );
+  });
+
   const reviewsRule = resource("DestinationRule", "reviews", {
     host: "reviews",
     subsets: [{ name: "v1" }, { name: "v2" }],
@@ -102,6 +125,32 @@ describe("analyzers", () => {
       ],
       1,
       [[AnalysisCodes.ConflictingMeshGatewayVirtualServiceHosts, "spec.hosts[0]"]],
+    ],
+    [
+      "credentialName on SIMPLE/MUTUAL TLS, wherever a DestinationRule sets TLS (not ISTIO_MUTUAL, not a configmap:// CA)",
+      [
+        resource("DestinationRule", "ratings", {
+          host: "ratings",
+          workloadSelector: { matchLabels: { app: "productpage" } },
+          trafficPolicy: {
+            tls: { mode: "MUTUAL", credentialName: "ratings-client" },
+            portLevelSettings: [
+              { port: { number: 9080 }, tls: { mode: "SIMPLE", credentialName: "configmap://ratings-ca" } },
+              { port: { number: 9443 }, tls: { mode: "SIMPLE", credentialName: "ratings-ca" } },
+            ],
+          },
+          subsets: [
+            { name: "v1", trafficPolicy: { tls: { mode: "ISTIO_MUTUAL", credentialName: "ignored" } } },
+            { name: "v2", trafficPolicy: { tls: { mode: "SIMPLE", credentialName: "v2-ca" } } },
+          ],
+        }),
+      ],
+      0,
+      [
+        [AnalysisCodes.CredentialNameNotServed, "spec.trafficPolicy.tls.credentialName"],
+        [AnalysisCodes.CredentialNameNotServed, "spec.trafficPolicy.portLevelSettings[1].tls.credentialName"],
+        [AnalysisCodes.CredentialNameNotServed, "spec.subsets[1].trafficPolicy.tls.credentialName"],
+      ],
     ],
   ];
   for (const [name, resources, index, expected] of cases) {

@@ -8,6 +8,7 @@ import { type Runner, runService, type ServiceDefinition } from "@sextant/runtim
 import { XdsCache } from "./cache/xds-cache.js";
 import { pushContract } from "./contract.js";
 import { identityRunner } from "./identity/identity-runner.js";
+import { MeshConfigFile } from "./inputs/mesh-config-file.js";
 import { PushInputs } from "./inputs/push-inputs.js";
 import { debugRoutes } from "./server/debug.js";
 import { DiscoveryServer } from "./server/discovery-server.js";
@@ -40,16 +41,22 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       context: () => inputs.context,
       metrics,
     });
+    // Istio's MeshConfig as istiod reads it: a file (mounted from ConfigMap `istio`), followed.
+    const meshConfig = settings.MESH_CONFIG_FILE
+      ? new MeshConfigFile(settings.MESH_CONFIG_FILE, logger)
+      : undefined;
     const inputs = new PushInputs({
       bus: () => nats.bus,
       logger,
       readiness,
       domainSuffix: settings.DOMAIN_SUFFIX,
       trustDomain: settings.TRUST_DOMAIN,
+      ...(meshConfig ? { meshConfig: meshConfig.current } : {}),
       debounceAfterMs: settings.PUSH_DEBOUNCE_AFTER,
       debounceMaxMs: settings.PUSH_DEBOUNCE_MAX,
       onPush: (change, startedAt) => discovery.push(change, startedAt),
     });
+    meshConfig?.onChange((mesh) => inputs.setMeshConfig(mesh));
     const discovery = new DiscoveryServer({
       logger,
       metrics: new XdsMetrics(metrics),
@@ -103,6 +110,8 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       status,
       // Follows sextant-config, sextant-services and sextant-endpoints; debounces changes into PushContexts.
       inputs,
+      // Follows MESH_CONFIG_FILE, if set: a change of its extension providers is a full push.
+      ...(meshConfig ? [meshConfig] : []),
       ...plaintext,
       ...mtls,
     ];

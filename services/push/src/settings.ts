@@ -56,6 +56,14 @@ export const pushSettings = baseSettings.extend({
   PUSH_DEBOUNCE_MAX: millisecondsSetting(10_000),
   /** Proxies pushed to at once (istiod: PILOT_PUSH_THROTTLE). */
   PUSH_CONCURRENCY: z.coerce.number().int().positive().default(100),
+  /**
+   * Istio's MeshConfig as YAML: the key `mesh` of the ConfigMap `istio`,
+   * mounted as a file as istiod reads it (`/etc/istio/config/mesh`), and
+   * followed. Its `extensionProviders` are the ext_authz servers of CUSTOM
+   * AuthorizationPolicies. Unset or missing: no providers, so every CUSTOM
+   * policy denies what it matches.
+   */
+  MESH_CONFIG_FILE: z.string().min(1).optional(),
   /** The cluster's DNS suffix. */
   DOMAIN_SUFFIX: z.string().min(1).default("cluster.local"),
   /** How often changed proxy sync states are written to sextant-proxy-status. */

@@ -5,6 +5,7 @@ import { configKey } from "@sextant/model";
 import { type Any, type ConfigResource, EndpointShard, Service } from "@sextant/proto";
 import { DownstreamTlsContext, HttpRBAC, TypeUrl, UpstreamTlsContext } from "@sextant/proto/envoy";
 import { decodeSpec, findKind, parseDocuments } from "@sextant/validation";
+import { parseMeshConfig } from "../src/model/mesh-config.js";
 import { PushContext } from "../src/model/push-context.js";
 import { configDumpDecoder } from "../src/server/debug.js";
 import { XDS_TYPES } from "../src/xds-types.js";
@@ -19,6 +20,8 @@ export interface GoldenInput {
   config?: string;
   /** The SPIFFE trust domain push is configured with (default cluster.local). */
   trustDomain?: string;
+  /** Istio's MeshConfig YAML push is configured with (MESH_CONFIG_FILE), if any. */
+  meshConfig?: string;
   subscribe: Partial<Record<"listeners" | "routes" | "clusters" | "endpoints", string[]>>;
 }
 
@@ -40,7 +43,7 @@ export function contextOf(input: Omit<GoldenInput, "subscribe" | "proxy">): Push
     const document = value as {
       kind: string;
       apiVersion: string;
-      metadata: { name: string; namespace?: string };
+      metadata: { name: string; namespace?: string; annotations?: Record<string, string> };
       spec: unknown;
     };
     const decoded = decodeSpec(document.kind, document.spec);
@@ -51,7 +54,7 @@ export function contextOf(input: Omit<GoldenInput, "subscribe" | "proxy">): Push
       namespace: document.metadata.namespace ?? "default",
       name: document.metadata.name,
       labels: {},
-      annotations: {},
+      annotations: document.metadata.annotations ?? {},
       generation: 1,
       revision: 0,
       spec: findKind(document.kind)!.codec.toJSON(decoded.value) as Record<string, unknown>,
@@ -76,6 +79,7 @@ export function contextOf(input: Omit<GoldenInput, "subscribe" | "proxy">): Push
     endpointShards: shards,
     domainSuffix: "cluster.local",
     ...(input.trustDomain ? { trustDomain: input.trustDomain } : {}),
+    ...(input.meshConfig ? { meshConfig: parseMeshConfig(input.meshConfig) } : {}),
   });
 }
 

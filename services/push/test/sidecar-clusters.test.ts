@@ -281,7 +281,7 @@ describe("sidecar CDS", () => {
     );
     const tls = tlsOf(cluster.transportSocketMatches[0]?.transportSocket);
     assert.equal(tls.sni, "outbound_.9080_._.reviews.default.svc.cluster.local");
-    assert.deepEqual(tls.commonTlsContext?.alpnProtocols, ["istio-peer-exchange", "istio"]);
+    assert.deepEqual(tls.commonTlsContext?.alpnProtocols, ["istio"]);
     assert.deepEqual(
       tls.commonTlsContext?.tlsCertificateSdsSecretConfigs.map((s) => [
         s.name,
@@ -381,7 +381,7 @@ spec:
     assert.deepEqual(main.transportSocketMatches, []);
     const mainTls = tlsOf(main.transportSocket);
     assert.equal(mainTls.sni, "outbound_.9080_._.reviews.default.svc.cluster.local");
-    assert.deepEqual(mainTls.commonTlsContext?.alpnProtocols, ["istio-peer-exchange", "istio", "h2"]);
+    assert.deepEqual(mainTls.commonTlsContext?.alpnProtocols, ["istio", "h2"]);
     assert.deepEqual(
       main.metadata?.filterMetadata.istio?.config,
       "/apis/networking.istio.io/v1/namespaces/default/destination-rule/reviews",

@@ -57,6 +57,8 @@ interface SidecarCase extends Registry {
   /** Files of Istio's samples/bookinfo/networking applied unchanged, before `config`. */
   bookinfo?: string[];
   config?: string;
+  /** Istio's MeshConfig YAML push reads from MESH_CONFIG_FILE (extension providers). */
+  meshConfig?: string;
 }
 
 type SidecarGenerate = (context: GenerationContext, watched: WatchedNames) => GeneratedResource[];
@@ -181,6 +183,7 @@ function renderCase(
     services: [...(registry.services ?? []), ...(testCase.services ?? [])],
     endpoints: [...endpoints].map(([hostname, list]) => ({ hostname, endpoints: list })),
     config: configOf(testCase),
+    ...(testCase.meshConfig ? { meshConfig: testCase.meshConfig } : {}),
   });
   const proxyPod = pods[testCase.proxy ?? "productpage-v1"];
   assert.ok(proxyPod, `no pod ${testCase.proxy} in the registry or the case`);

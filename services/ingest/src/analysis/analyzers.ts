@@ -1,5 +1,10 @@
 import { type ConfigRefLike, configKey, hostMatches, resolveHost } from "@sextant/model";
 import { type ConfigMessage, type ConfigResource, Severity } from "@sextant/proto";
+import {
+  type ClientTLSSettings,
+  ClientTLSSettings_TLSmode,
+  type TrafficPolicy,
+} from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { Destination } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { decodeStoredOfKind } from "@sextant/validation";
 
@@ -12,6 +17,8 @@ export const AnalysisCodes = {
   ReferencedResourceNotFound: "IST0101",
   /** Several VirtualServices bound to the mesh gateway claim one host. */
   ConflictingMeshGatewayVirtualServiceHosts: "IST0109",
+  /** A DestinationRule names a credentialName secret, which Sextant does not serve to sidecars yet. */
+  CredentialNameNotServed: "SXT0002",
 } as const;
 
 /** Everything analysis looks at. */
@@ -33,10 +40,16 @@ const MESH_GATEWAY = "mesh";
  */
 export function analyze(input: AnalysisInput): AnalysisResult {
   const result: AnalysisResult = new Map();
-  const report = (ref: ConfigRefLike, code: string, field: string, message: string) => {
+  const report = (
+    ref: ConfigRefLike,
+    code: string,
+    field: string,
+    message: string,
+    severity = Severity.SEVERITY_ERROR,
+  ) => {
     const key = configKey(ref);
     const messages = result.get(key) ?? [];
-    messages.push({ code, severity: Severity.SEVERITY_ERROR, field, message, origin: "analysis" });
+    messages.push({ code, severity, field, message, origin: "analysis" });
     result.set(key, messages);
   };
 
@@ -120,6 +133,18 @@ export function analyze(input: AnalysisInput): AnalysisResult {
     }
   }
 
+  // DestinationRule credentialName: push serves no SDS, so sidecars never get the secret.
+  for (const { resource, spec } of destinationRules) {
+    const selected = Object.keys(spec.workloadSelector?.matchLabels ?? {}).length > 0;
+    const message = selected
+      ? "credentialName is not served to sidecars yet (Sextant serves no SDS secrets): the cluster uses " +
+        "clientCertificate/privateKey/caCertificates if set, else the system roots and no client certificate"
+      : "credentialName on a DestinationRule without workloadSelector is ignored for sidecars, as in Istio: " +
+        "the cluster gets no TLS; add a workloadSelector and the certificate files";
+    for (const field of credentialNameFields(spec.trafficPolicy, spec.subsets))
+      report(resource, AnalysisCodes.CredentialNameNotServed, field, message, Severity.SEVERITY_WARNING);
+  }
+
   // Two VirtualServices bound to the mesh gateway claiming one host.
   const claims = new Map<string, Array<{ resource: ConfigResource; index: number }>>();
   for (const { resource, spec } of virtualServices) {
@@ -143,6 +168,35 @@ export function analyze(input: AnalysisInput): AnalysisResult {
     }
   }
   return result;
+}
+
+/**
+ * The SIMPLE and MUTUAL TLS settings of a DestinationRule that name a
+ * secret (credentialName other than a `configmap://` CA, which Istio lets
+ * anyone read): the field path of each credentialName.
+ */
+function credentialNameFields(
+  trafficPolicy: TrafficPolicy | undefined,
+  subsets: readonly { trafficPolicy?: TrafficPolicy | undefined }[],
+): string[] {
+  const found: string[] = [];
+  const visit = (policy: TrafficPolicy | undefined, path: string) => {
+    const check = (tls: ClientTLSSettings | undefined, field: string) => {
+      if (!tls?.credentialName || tls.credentialName.startsWith("configmap://")) return;
+      if (tls.mode !== ClientTLSSettings_TLSmode.SIMPLE && tls.mode !== ClientTLSSettings_TLSmode.MUTUAL)
+        return;
+      found.push(`${field}.tls.credentialName`);
+    };
+    check(policy?.tls, path);
+    policy?.portLevelSettings.forEach((port, index) => {
+      check(port.tls, `${path}.portLevelSettings[${index}]`);
+    });
+  };
+  visit(trafficPolicy, "spec.trafficPolicy");
+  subsets.forEach((subset, index) => {
+    visit(subset.trafficPolicy, `spec.subsets[${index}].trafficPolicy`);
+  });
+  return found;
 }
 
 /** "name" (the VirtualService's namespace), "ns/name" or the older "name.ns.svc..." form. */

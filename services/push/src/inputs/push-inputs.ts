@@ -2,6 +2,7 @@ import { Buckets, type Bus, type Mirror, type MirrorSubscription } from "@sextan
 import type { Logger, ReadinessGate } from "@sextant/observability";
 import type { ConfigResource, EndpointShard, Service } from "@sextant/proto";
 import type { Runner } from "@sextant/runtime";
+import type { MeshConfig } from "../model/mesh-config.js";
 import { PushContext } from "../model/push-context.js";
 import type { PushChange } from "../model/types.js";
 
@@ -13,6 +14,8 @@ export interface PushInputsOptions {
   domainSuffix: string;
   /** The SPIFFE trust domain (TRUST_DOMAIN) of the SANs and principals push writes; "cluster.local" if not given. */
   trustDomain?: string;
+  /** Istio's MeshConfig (MESH_CONFIG_FILE) at start; none if not given. {@link PushInputs.setMeshConfig} changes it. */
+  meshConfig?: MeshConfig;
   debounceAfterMs: number;
   debounceMaxMs: number;
   /** Called with each new snapshot and what changed; startedAt is when the first change of the burst arrived. */
@@ -42,8 +45,17 @@ export class PushInputs implements Runner {
   #quietTimer: NodeJS.Timeout | undefined;
   #maxTimer: NodeJS.Timeout | undefined;
   #initialized = false;
+  #meshConfig: MeshConfig | undefined;
 
-  constructor(private readonly options: PushInputsOptions) {}
+  constructor(private readonly options: PushInputsOptions) {
+    this.#meshConfig = options.meshConfig;
+  }
+
+  /** A new MeshConfig (its file changed): a full push, as for a config change. */
+  setMeshConfig(meshConfig: MeshConfig): void {
+    this.#meshConfig = meshConfig;
+    this.changed(true);
+  }
 
   /** The current snapshot; undefined before the initial sync. */
   get context(): PushContext | undefined {
@@ -97,6 +109,7 @@ export class PushInputs implements Runner {
       endpointShards: this.#shards,
       domainSuffix: this.options.domainSuffix,
       ...(this.options.trustDomain ? { trustDomain: this.options.trustDomain } : {}),
+      ...(this.#meshConfig ? { meshConfig: this.#meshConfig } : {}),
     });
   }
 

@@ -9,6 +9,7 @@ import type { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1bet
 import { type ConfigKind, type ConfigSpecs, decodeStoredOfKind } from "@sextant/validation";
 import { mergeDelegates, type RoutedVirtualService } from "./delegation.js";
 import { DEFAULT_TRUST_DOMAIN, spiffeUri } from "./identity.js";
+import { EMPTY_MESH_CONFIG, type MeshConfig } from "./mesh-config.js";
 import {
   authorizationPoliciesFor,
   composePeerAuthentication,
@@ -29,6 +30,8 @@ export interface PushInputs {
   readonly trustDomain?: string;
   /** Istio's root namespace, whose policies apply mesh-wide; "istio-system" if not given. */
   readonly rootNamespace?: string;
+  /** Istio's MeshConfig (MESH_CONFIG_FILE): the extension providers of CUSTOM authorization; none if not given. */
+  readonly meshConfig?: MeshConfig;
 }
 
 const MESH_GATEWAY = "mesh";
@@ -45,6 +48,7 @@ export class PushContext {
   readonly configVersion: string;
   readonly trustDomain: string;
   readonly rootNamespace: string;
+  readonly meshConfig: MeshConfig;
   readonly servicesByHost: ReadonlyMap<string, Service>;
   /** VirtualServices with hosts, their delegates merged in (delegates themselves are not listed). */
   readonly virtualServices: readonly RoutedVirtualService[];
@@ -68,6 +72,7 @@ export class PushContext {
     this.configVersion = parts.configVersion;
     this.trustDomain = parts.trustDomain;
     this.rootNamespace = parts.rootNamespace;
+    this.meshConfig = parts.meshConfig;
     this.servicesByHost = parts.servicesByHost;
     this.virtualServices = parts.virtualServices;
     this.destinationRules = parts.destinationRules;
@@ -92,10 +97,16 @@ export class PushContext {
     const trustDomain = inputs.trustDomain ?? DEFAULT_TRUST_DOMAIN;
     const rootNamespace = inputs.rootNamespace ?? DEFAULT_ROOT_NAMESPACE;
     const configHash = createHash("sha256");
+    const meshConfig = inputs.meshConfig ?? EMPTY_MESH_CONFIG;
     configHash.update(`${trustDomain}\u0000${rootNamespace}\u0001`);
+    if (meshConfig.extensionProviders.length > 0) configHash.update(`${JSON.stringify(meshConfig)}\u0001`);
     const sortedConfig = [...inputs.config].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    for (const [key, resource] of sortedConfig)
+    for (const [key, resource] of sortedConfig) {
       configHash.update(`${key}\u0000${resource.generation}\u0000${JSON.stringify(resource.spec)}\u0001`);
+      // Annotations change no generation, and one (istio.io/dry-run) changes what is built.
+      if (Object.keys(resource.annotations ?? {}).length > 0)
+        configHash.update(`${JSON.stringify(resource.annotations)}\u0001`);
+    }
     const servicesByHost = new Map<string, Service>();
     for (const [key, service] of [...inputs.services].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       configHash.update(`${key}\u0000${JSON.stringify(service)}\u0001`);
@@ -107,6 +118,7 @@ export class PushContext {
         ref: { kind, namespace: resource.namespace, name: resource.name },
         generation: resource.generation,
         spec,
+        ...(Object.keys(resource.annotations ?? {}).length > 0 ? { annotations: resource.annotations } : {}),
         hosts: hostsOf(spec).map((host) => resolveHost(host, resource.namespace, inputs.domainSuffix)),
       }));
     const { endpointsByHost, endpointVersions } = mergeShards(inputs.endpointShards);
@@ -114,6 +126,7 @@ export class PushContext {
       configVersion: configHash.digest("hex").slice(0, 16),
       trustDomain,
       rootNamespace,
+      meshConfig,
       servicesByHost,
       virtualServices: mergeDelegates(
         typed("VirtualService", (spec) => spec.hosts),
@@ -139,6 +152,7 @@ export class PushContext {
       configVersion: this.configVersion,
       trustDomain: this.trustDomain,
       rootNamespace: this.rootNamespace,
+      meshConfig: this.meshConfig,
       servicesByHost: this.servicesByHost as Map<string, Service>,
       virtualServices: this.virtualServices,
       destinationRules: this.destinationRules,
@@ -179,7 +193,7 @@ export class PushContext {
     return composePeerAuthentication(this.peerAuthentications, this.rootNamespace, namespace, labels);
   }
 
-  /** The ALLOW and DENY AuthorizationPolicies that apply to a workload. */
+  /** The AuthorizationPolicies that apply to a workload, by action. */
   authorizationPoliciesFor(
     namespace: string,
     labels: Readonly<Record<string, string>>,
@@ -243,6 +257,7 @@ interface ContextParts {
   configVersion: string;
   trustDomain: string;
   rootNamespace: string;
+  meshConfig: MeshConfig;
   servicesByHost: Map<string, Service>;
   virtualServices: readonly RoutedVirtualService[];
   destinationRules: readonly TypedConfig<DestinationRule>[];

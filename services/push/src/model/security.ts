@@ -26,10 +26,29 @@ export interface MergedPeerAuthentication {
   readonly sources: readonly ConfigRef[];
 }
 
-/** The AuthorizationPolicies that apply to one workload, split by the actions gRPC runs. */
+/**
+ * The AuthorizationPolicies that apply to one workload, by action, each
+ * list in Istio's order (root namespace first, then by name). Dry-run
+ * policies are in the lists too: {@link isDryRun} tells them apart.
+ */
 export interface WorkloadAuthorizationPolicies {
   readonly allow: readonly TypedConfig<AuthorizationPolicy>[];
   readonly deny: readonly TypedConfig<AuthorizationPolicy>[];
+  readonly audit: readonly TypedConfig<AuthorizationPolicy>[];
+  readonly custom: readonly TypedConfig<AuthorizationPolicy>[];
+}
+
+/** The annotation that makes an AuthorizationPolicy dry-run: evaluated and logged, never enforced. */
+export const DRY_RUN_ANNOTATION = "istio.io/dry-run";
+
+/**
+ * Istio's isDryRun: the annotation parsed as Go's strconv.ParseBool
+ * ("1", "t", "T", "true", "TRUE", "True"); any other value, or none, is not
+ * dry-run (Istio logs a value it cannot parse and enforces the policy).
+ */
+export function isDryRun(policy: TypedConfig<AuthorizationPolicy>): boolean {
+  const value = policy.annotations?.[DRY_RUN_ANNOTATION];
+  return value !== undefined && ["1", "t", "T", "true", "TRUE", "True"].includes(value);
 }
 
 /** The label istio-agent puts on workloads that have mesh certificates ("istio" means they take mTLS). */
@@ -107,8 +126,6 @@ function modeOf(mtls: PeerAuthentication_MutualTLS | undefined): MtlsMode | unde
  * selector is empty or matches its labels (a root-namespace selector
  * matches workloads of every namespace). Policies with targetRef(s) attach
  * to gateways and waypoints, never to a workload, so they are left out.
- * gRPC runs ALLOW and DENY only; AUDIT and CUSTOM are dropped, as istiod's
- * gRPC generator drops them.
  */
 export function authorizationPoliciesFor(
   policies: readonly TypedConfig<AuthorizationPolicy>[],
@@ -125,8 +142,12 @@ export function authorizationPoliciesFor(
   function rank(policy: TypedConfig<AuthorizationPolicy>) {
     return policy.ref.namespace === rootNamespace ? 0 : 1;
   }
+  const withAction = (action: AuthorizationPolicy_Action) =>
+    applicable.filter((policy) => policy.spec.action === action);
   return {
-    allow: applicable.filter((policy) => policy.spec.action === AuthorizationPolicy_Action.ALLOW),
-    deny: applicable.filter((policy) => policy.spec.action === AuthorizationPolicy_Action.DENY),
+    allow: withAction(AuthorizationPolicy_Action.ALLOW),
+    deny: withAction(AuthorizationPolicy_Action.DENY),
+    audit: withAction(AuthorizationPolicy_Action.AUDIT),
+    custom: withAction(AuthorizationPolicy_Action.CUSTOM),
   };
 }

@@ -9,6 +9,8 @@ export interface TypedConfig<T> {
   readonly ref: ConfigRef;
   readonly generation: number;
   readonly spec: T;
+  /** The resource's annotations (e.g. `istio.io/dry-run`), when it has any. */
+  readonly annotations?: Readonly<Record<string, string>>;
   /** Hosts of the resource resolved to FQDNs (relative to its namespace). */
   readonly hosts: readonly string[];
 }

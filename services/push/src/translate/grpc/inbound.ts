@@ -6,7 +6,7 @@ import type { PushContext } from "../../model/push-context.js";
 import { type MtlsMode, TLS_MODE_LABEL } from "../../model/security.js";
 import type { GeneratedResource } from "../../model/types.js";
 import { parseInboundListenerName } from "../names.js";
-import { buildRbac, RBAC_DENY_FILTER_NAME, RBAC_FILTER_NAME } from "./rbac.js";
+import { buildRbac, grpcAuthorizationPolicies, RBAC_DENY_FILTER_NAME, RBAC_FILTER_NAME } from "./rbac.js";
 import { downstreamMtlsSocket } from "./tls.js";
 
 /** The router filter, last in every HCM. */
@@ -107,7 +107,7 @@ export function buildInboundListener(
  * grpcgen drops an ALLOW filter without rules, which would allow all).
  */
 function httpFilters(push: PushContext, proxy: MeshProxy) {
-  const { allow, deny } = push.authorizationPoliciesFor(proxy.namespace, proxy.labels);
+  const { allow, deny } = grpcAuthorizationPolicies(push, proxy);
   const filters: Array<{ name: string; typedConfig: ReturnType<typeof packAny> }> = [];
   const rbacFilter = (filterName: string, rules: RBAC) => ({
     name: filterName,

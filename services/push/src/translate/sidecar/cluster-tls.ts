@@ -20,12 +20,15 @@ export const SDS_ROOT_SECRET = "ROOTCA";
 /** The raw_buffer transport socket's name (plaintext). */
 export const RAW_BUFFER_TRANSPORT_SOCKET = "envoy.transport_sockets.raw_buffer";
 /**
- * ALPN of in-mesh mTLS clusters (Istio's ALPNInMeshWithMxc and
- * ALPNInMeshH2WithMxc): `istio-peer-exchange` first, as istiod sends it with
- * metadata exchange enabled (its default).
+ * ALPN of in-mesh mTLS clusters: Istio's ALPNInMesh and ALPNInMeshH2, the
+ * lists istiod sends when metadata exchange is off (PILOT_ENABLE_METADATA_EXCHANGE
+ * false or PILOT_DISABLE_MX_ALPN). With it on, istiod puts
+ * `istio-peer-exchange` first, which tells the server's metadata-exchange
+ * filter to expect the exchange; Sextant runs no such filter on either side,
+ * so offering it would promise a protocol nobody speaks.
  */
-export const ALPN_IN_MESH = ["istio-peer-exchange", "istio"] as const;
-export const ALPN_IN_MESH_H2 = ["istio-peer-exchange", "istio", "h2"] as const;
+const ALPN_IN_MESH = ["istio"] as const;
+const ALPN_IN_MESH_H2 = ["istio", "h2"] as const;
 /** The endpoint metadata key transport socket matches read (Envoy's, Istio's EnvoyTransportSocketMetadataKey). */
 export const TRANSPORT_SOCKET_MATCH_KEY = "envoy.transport_socket_match";
 
@@ -54,20 +57,6 @@ export function sdsSecretConfig(name: string): SdsDraft {
       resourceApiVersion: ApiVersion.V3,
     },
   };
-}
-
-/**
- * A `credentialName` secret over ADS (istiod's
- * ConstructSdsSecretConfigForCredential): `kubernetes://<name>` unless the
- * name already carries a scheme.
- */
-export function credentialSecretConfig(name: string): SdsDraft {
-  const resource = name.startsWith("sds://")
-    ? name.slice("sds://".length)
-    : name.includes("://")
-      ? name
-      : `kubernetes://${name}`;
-  return { name: resource, sdsConfig: { ads: {}, resourceApiVersion: ApiVersion.V3 } };
 }
 
 /** Envoy's plaintext transport socket, as Istio's xdsfilters.RawBufferTransportSocket. */
@@ -147,12 +136,14 @@ export interface UpstreamTlsOptions {
  *
  * - ISTIO_MUTUAL: TLS 1.2-1.3, the SDS secrets `default` and `ROOTCA` from
  *   `sds-grpc`, SANs matched exactly, the SNI (default: the cluster's name),
- *   ALPN `istio-peer-exchange`, `istio` (and `h2` on HTTP/2 clusters).
- * - SIMPLE/MUTUAL with credentialName: the `kubernetes://` secrets over ADS
- *   (the CA as `<name>-cacert`).
- * - SIMPLE/MUTUAL with files: istio-agent's file secrets `file-cert:<cert>~<key>`
+ *   ALPN `istio` (and `h2` on HTTP/2 clusters), no `istio-peer-exchange`.
+ * - SIMPLE/MUTUAL: istio-agent's file secrets `file-cert:<cert>~<key>`
  *   and `file-root:<ca>` (`system`, the OS roots, when none is named), auto
  *   SNI and auto SAN validation when neither is set, ALPN `h2` on HTTP/2.
+ *   A credentialName (on a rule with a workloadSelector) is not served by
+ *   push: istiod would send `kubernetes://<name>` secrets over ADS; here the
+ *   file fields are used instead, and MUTUAL without them sends no client
+ *   certificate (see below).
  */
 export function upstreamTlsContext(
   wrapper: ClusterWrapper,
@@ -195,32 +186,32 @@ export function upstreamTlsContext(
   const subjectAltNames =
     options.external && tls.subjectAltNames.length === 0 ? options.serviceAccounts : tls.subjectAltNames;
   const common: CommonDraft = { tlsParams };
-  if (credential) {
-    if (mutual) common.tlsCertificateSdsSecretConfigs = [credentialSecretConfig(tls.credentialName)];
-    if (!tls.insecureSkipVerify)
-      common.combinedValidationContext = {
-        defaultValidationContext: { matchSubjectAltNames: exactMatches(subjectAltNames) },
-        validationContextSdsSecretConfig: credentialSecretConfig(`${tls.credentialName}-cacert`),
-      };
+  // A credentialName secret would come over ADS from istiod's secret generator
+  // (`kubernetes://<name>`, same-namespace secrets only). Push serves no SDS,
+  // so naming it would leave the cluster warming until Envoy's initial fetch
+  // timeout (15 s) and then without the secret. Instead the rule's file
+  // fields are used as if no credentialName were set: the client certificate
+  // only if both files are named (else none: the server's refusal is then
+  // visible at once), the CA file or the system roots. Ingest's analysis
+  // reports the credentialName as not served.
+  if (mutual && tls.clientCertificate && tls.privateKey) {
+    common.tlsCertificateSdsSecretConfigs = [
+      sdsSecretConfig(`file-cert:${tls.clientCertificate}~${tls.privateKey}`),
+    ];
+  } else if (mutual && !credential) {
+    // istiod: "client certificate and private key must not be empty"; the cluster gets no TLS.
+    return undefined;
+  }
+  if (tls.insecureSkipVerify) {
+    common.validationContext = {};
   } else {
-    if (mutual) {
-      // istiod: "client certificate and private key must not be empty"; the cluster gets no TLS.
-      if (!tls.clientCertificate || !tls.privateKey) return undefined;
-      common.tlsCertificateSdsSecretConfigs = [
-        sdsSecretConfig(`file-cert:${tls.clientCertificate}~${tls.privateKey}`),
-      ];
-    }
-    if (tls.insecureSkipVerify) {
-      common.validationContext = {};
-    } else {
-      common.combinedValidationContext = {
-        defaultValidationContext: {
-          matchSubjectAltNames: exactMatches(subjectAltNames),
-          ...(tls.caCrl ? { crl: { filename: tls.caCrl } } : {}),
-        },
-        validationContextSdsSecretConfig: sdsSecretConfig(`file-root:${tls.caCertificates || "system"}`),
-      };
-    }
+    common.combinedValidationContext = {
+      defaultValidationContext: {
+        matchSubjectAltNames: exactMatches(subjectAltNames),
+        ...(tls.caCrl ? { crl: { filename: tls.caCrl } } : {}),
+      },
+      validationContextSdsSecretConfig: sdsSecretConfig(`file-root:${tls.caCertificates || "system"}`),
+    };
   }
   if (wrapper.isHttp2()) common.alpnProtocols = ["h2"];
   return UpstreamTlsContext.fromPartial({ commonTlsContext: common, sni: tls.sni });

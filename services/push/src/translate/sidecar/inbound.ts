@@ -4,9 +4,7 @@ import {
   DownstreamTlsContext,
   HttpConnectionManager,
   HttpInspector,
-  HttpRBAC,
   Listener,
-  NetworkRBAC,
   OriginalDst,
   TlsInspector,
   TypeUrl,
@@ -18,7 +16,6 @@ import type {
   ListenerFilter,
   ListenerFilterChainMatchPredicate,
 } from "@sextant/proto/gen/envoy/config/listener/v3/listener_components";
-import type { RBAC } from "@sextant/proto/gen/envoy/config/rbac/v3/rbac";
 import {
   HttpConnectionManager_PathWithEscapedSlashesAction as EscapedSlashes,
   HttpConnectionManager_ForwardClientCertDetails as ForwardClientCert,
@@ -26,15 +23,14 @@ import {
 } from "@sextant/proto/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager";
 import { TlsParameters_TlsProtocol } from "@sextant/proto/gen/envoy/extensions/transport_sockets/tls/v3/common";
 import { CaptureMode, type Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
-import { AuthorizationPolicy_Action } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
-import { type MtlsMode, selectorMatches } from "../../model/security.js";
+import type { MtlsMode } from "../../model/security.js";
 import { applicableSidecar } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, TypedConfig } from "../../model/types.js";
-import { buildRbac, RBAC_FILTER_NAME } from "../common/rbac.js";
 import { TLS_TRANSPORT_SOCKET } from "../grpc/tls.js";
+import { authzHttpFilters, authzNetworkFilters, authzSources } from "./authz.js";
 import { serviceTargets } from "./cluster-rules.js";
 import { SDS_DEFAULT_SECRET, SDS_ROOT_SECRET, sdsSecretConfig } from "./cluster-tls.js";
 import { parseProtocol } from "./clusters.js";
@@ -42,7 +38,6 @@ import {
   BLACKHOLE_CLUSTER,
   HCM_FILTER_NAME,
   INBOUND_PASSTHROUGH_CLUSTER,
-  NETWORK_RBAC_FILTER_NAME,
   tcpProxyFilter,
   trailingHttpFilters,
 } from "./filters.js";
@@ -209,73 +204,9 @@ export function virtualInboundKey(push: PushContext, proxy: MeshProxy): string {
   return JSON.stringify([inboundPorts(push, proxy), inboundWildcards(proxy)]);
 }
 
-/** The AuthorizationPolicies for a sidecar, by action: Istio's ListAuthorizationPolicies with AUDIT too. */
-export function sidecarAuthorizationPolicies(push: PushContext, proxy: MeshProxy) {
-  const { allow, deny } = push.authorizationPoliciesFor(proxy.namespace, proxy.labels);
-  const audit = push.authorizationPolicies
-    .filter((p) => p.spec.action === AuthorizationPolicy_Action.AUDIT)
-    .filter((p) => p.ref.namespace === push.rootNamespace || p.ref.namespace === proxy.namespace)
-    .filter((p) => !p.spec.targetRef && p.spec.targetRefs.length === 0)
-    .filter((p) => selectorMatches(p.spec.selector?.matchLabels, proxy.labels))
-    .sort(
-      (a, b) =>
-        Number(a.ref.namespace !== push.rootNamespace) - Number(b.ref.namespace !== push.rootNamespace) ||
-        (a.ref.name < b.ref.name ? -1 : a.ref.name > b.ref.name ? 1 : 0),
-    );
-  return { allow, deny, audit };
-}
-
-/** Istio's RBAC policy names on sidecars: `ns[<ns>]-policy[<name>]-rule[<index>]`. */
-const istioPolicyName = (namespace: string, name: string, index: number) =>
-  `ns[${namespace}]-policy[${name}]-rule[${index}]`;
-
-/**
- * The RBAC rule sets Istio's authz builder makes for a workload, in its
- * order: AUDIT (action LOG), DENY, ALLOW. DENY and AUDIT only with rules;
- * ALLOW whenever an ALLOW policy applies (one without rules allows nothing).
- */
-function rbacRuleSets(push: PushContext, proxy: MeshProxy, tcp: boolean): RBAC[] {
-  const { allow, deny, audit } = sidecarAuthorizationPolicies(push, proxy);
-  const options = { policyName: istioPolicyName, tcp };
-  const sets: RBAC[] = [];
-  const auditRules = buildRbac("AUDIT", audit, options);
-  if (Object.keys(auditRules.policies).length > 0) sets.push(auditRules);
-  const denyRules = buildRbac("DENY", deny, options);
-  if (Object.keys(denyRules.policies).length > 0) sets.push(denyRules);
-  if (allow.length > 0) sets.push(buildRbac("ALLOW", allow, options));
-  return sets;
-}
-
-/** The inbound HTTP filters: the RBAC filters (`envoy.filters.http.rbac`, AUDIT, DENY, ALLOW), then fault, CORS, router. */
+/** The inbound HTTP filters: authorization (CUSTOM, AUDIT, DENY, ALLOW: ./authz.ts), then fault, CORS, router. */
 export function inboundHttpFilters(push: PushContext, proxy: MeshProxy): HttpFilter[] {
-  const rbac = rbacRuleSets(push, proxy, false).map((rules) => ({
-    name: RBAC_FILTER_NAME,
-    typedConfig: packAny(
-      TypeUrl.RBAC,
-      HttpRBAC,
-      HttpRBAC.fromPartial({ rules, shadowRulesStatPrefix: "istio_dry_run_allow_" }),
-    ),
-  }));
-  return [...(rbac as HttpFilter[]), ...trailingHttpFilters()];
-}
-
-/** The network RBAC filters of a TCP chain (stat prefix `tcp.`), in the same order. */
-export function inboundNetworkRbacFilters(push: PushContext, proxy: MeshProxy): Filter[] {
-  return rbacRuleSets(push, proxy, true).map(
-    (rules) =>
-      ({
-        name: NETWORK_RBAC_FILTER_NAME,
-        typedConfig: packAny(
-          TypeUrl.NetworkRBAC,
-          NetworkRBAC,
-          NetworkRBAC.fromPartial({
-            rules,
-            statPrefix: "tcp.",
-            shadowRulesStatPrefix: "istio_dry_run_allow_",
-          }),
-        ),
-      }) as Filter,
-  );
+  return [...authzHttpFilters(push, proxy), ...trailingHttpFilters()];
 }
 
 /**
@@ -501,7 +432,7 @@ function inboundHcm(push: PushContext, proxy: MeshProxy, route: InboundRoute, st
 
 /** The network filters of a TCP chain: the network RBAC filters, then tcp_proxy to the cluster. */
 function inboundTcpFilters(push: PushContext, proxy: MeshProxy, cluster: string): Filter[] {
-  return [...inboundNetworkRbacFilters(push, proxy), tcpProxyFilter(cluster)];
+  return [...authzNetworkFilters(push, proxy), tcpProxyFilter(cluster)];
 }
 
 /** The chains of an inbound port: `<bind>_<port>` to `inbound|<port>||`, with the port's mTLS mode. */
@@ -656,13 +587,12 @@ function listenerFilters(chains: readonly InboundChain[]): ListenerFilter[] {
 export function buildVirtualInbound(push: PushContext, proxy: MeshProxy): GeneratedResource | null {
   if (interceptionNone(proxy)) return null;
   const merged = push.peerAuthenticationFor(proxy.namespace, proxy.labels);
-  const { allow, deny, audit } = sidecarAuthorizationPolicies(push, proxy);
   const ports = inboundPorts(push, proxy);
   const sidecar = applicableSidecar(push, proxy);
   const sidecarIngress = sidecar && sidecar.spec.ingress.length > 0 ? sidecar : undefined;
   const sources: ConfigRef[] = [
     ...merged.sources,
-    ...[...audit, ...deny, ...allow].map((p) => p.ref),
+    ...authzSources(push, proxy),
     ...(sidecarIngress ? [sidecarIngress.ref] : []),
   ];
   // A port is declared by the Sidecar's ingress listeners when it has any, else by the services.

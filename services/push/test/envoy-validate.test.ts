@@ -203,6 +203,7 @@ describe("the validate-rule checker", () => {
         }),
       ),
     );
+    assert.equal(decoded?.[MESSAGE_TYPE], "envoy.config.listener.v3.Listener");
     assert.deepEqual(decoded, {
       name: "0.0.0.0_9080",
       address: { socket_address: { address: "0.0.0.0", port_value: 9080 } },
@@ -226,7 +227,6 @@ describe("the validate-rule checker", () => {
       bind_to_port: {},
       traffic_direction: "OUTBOUND",
     });
-    assert.equal(decoded?.[MESSAGE_TYPE], "envoy.config.listener.v3.Listener");
     assert.equal(decodeAny({ typeUrl: "type.googleapis.com/not.a.Type", value: Buffer.alloc(0) }), undefined);
   });
 });

@@ -396,7 +396,7 @@ describe("the xDS checker (snapshotViolations)", () => {
       );
     });
 
-    it("rejects an HTTP connection manager with two upgrade configs of one type, or HTTP/3 on TCP", () => {
+    it("rejects an HTTP connection manager with two upgrade configs of one type, HTTP/3 on TCP, or another codec on QUIC", () => {
       assert.deepEqual(
         listenerWith({
           filterChains: [
@@ -414,6 +414,24 @@ describe("the xDS checker (snapshotViolations)", () => {
       assert.deepEqual(listenerWith({ filterChains: [{ filters: [hcmFilter({ codecType: 3 })] }] }), [
         "listeners 0.0.0.0_9080: filter_chains[0].filters[0].typed_config(HttpConnectionManager).codec_type: HTTP/3 codec configured on non-QUIC listener",
       ]);
+      const quic = {
+        address: { socketAddress: { address: "0.0.0.0", portValue: 9080, protocol: 1 } }, // UDP
+        udpListenerConfig: { quicOptions: {} },
+      };
+      assert.deepEqual(
+        listenerWith({ ...quic, filterChains: [{ filters: [hcmFilter()] }] }).filter((v) =>
+          v.includes("codec_type"),
+        ),
+        [
+          "listeners 0.0.0.0_9080: filter_chains[0].filters[0].typed_config(HttpConnectionManager).codec_type: Non-HTTP/3 codec configured on QUIC listener",
+        ],
+      );
+      assert.deepEqual(
+        listenerWith({ ...quic, filterChains: [{ filters: [hcmFilter({ codecType: 3 })] }] }).filter((v) =>
+          v.includes("codec_type"),
+        ),
+        [],
+      );
     });
 
     it("checks a route configuration inline in an HTTP connection manager as one served over RDS", () => {

@@ -525,9 +525,15 @@ function connectionManagerViolations(
     }
     upgrades.add(type);
   });
-  const protocol = str(obj(obj(listener, "address"), "socket_address"), "protocol");
-  if (hcm.codec_type === "HTTP3" && protocol !== "UDP") {
+  // A QUIC listener is a UDP one with quic_options; HTTP/3 runs on it, and only HTTP/3 does.
+  const quic =
+    str(obj(obj(listener, "address"), "socket_address"), "protocol") === "UDP" &&
+    obj(obj(listener, "udp_listener_config"), "quic_options") !== undefined;
+  if (listener && hcm.codec_type === "HTTP3" && !quic) {
     out.push({ path: join(path, "codec_type"), rule: "HTTP/3 codec configured on non-QUIC listener" });
+  }
+  if (listener && hcm.codec_type !== "HTTP3" && quic) {
+    out.push({ path: join(path, "codec_type"), rule: "Non-HTTP/3 codec configured on QUIC listener" });
   }
   const inline = obj(hcm, "route_config");
   if (inline) out.push(...routeConfigurationViolations(inline, join(path, "route_config"), options, true));

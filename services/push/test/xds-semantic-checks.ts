@@ -107,6 +107,8 @@ function walk(node: unknown, path: string, visit: (node: Decoded, path: string) 
 // Rules shared by every resource type.
 
 const regexErrors = new Map<string, string | null>();
+/** The messages that hold an RE2 pattern in their `regex` field: Envoy's and the xDS matcher API's. */
+const REGEX_MATCHERS = new Set(["envoy.type.matcher.v3.RegexMatcher", "xds.type.matcher.v3.RegexMatcher"]);
 
 /** Why RE2 (the engine of Envoy's safe_regex) refuses a pattern, or null when it compiles. */
 export function re2Error(pattern: string): string | null {
@@ -131,7 +133,7 @@ export function re2Error(pattern: string): string | null {
 export function regexViolations(resource: Decoded): Violation[] {
   const out: Violation[] = [];
   walk(resource, "", (node, path) => {
-    if (node[MESSAGE_TYPE] !== "envoy.type.matcher.v3.RegexMatcher") return;
+    if (!REGEX_MATCHERS.has(node[MESSAGE_TYPE] ?? "")) return;
     const error = re2Error(str(node, "regex"));
     if (error !== null) out.push({ path: join(path, "regex"), rule: `RE2 does not compile it: ${error}` });
   });
@@ -594,7 +596,10 @@ export function listenerViolations(listener: Decoded, options: RuleOptions): Vio
   const hasTlsInspector = listenerFilters.has(TLS_INSPECTOR);
   const hasHttpInspector = listenerFilters.has(HTTP_INSPECTOR);
 
-  // Envoy: equal matches, then overlapping ones (the trie's leaves).
+  // Envoy: equal matches, then overlapping ones (the trie's leaves). Istio's validate.go checks
+  // equal matches only, and skips chains of inbound_ HCMs outside virtualInbound (listeners it
+  // builds before merging them into virtualInbound); no such listener is ever sent, so every chain
+  // is held to Envoy's rule here.
   const equal = new Map<string, number>();
   const leaves = new Map<string, number>();
   const names = new Set<string>();

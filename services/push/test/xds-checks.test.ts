@@ -163,6 +163,22 @@ describe("the xDS checker (snapshotViolations)", () => {
     ]);
   });
 
+  it("rejects a negative or out-of-range Duration anywhere (Envoy's DurationUtil)", () => {
+    const found = check({
+      clusters: [cluster({ commonHttpProtocolOptions: { idleTimeout: { seconds: -1, nanos: 0 } } })],
+      routes: [
+        oneRoute({
+          match: { prefix: "/" },
+          route: { cluster: CLUSTER, timeout: { seconds: 400_000_000_000, nanos: 0 } },
+        }),
+      ],
+    }).filter((v) => !v.includes("max_direct_response"));
+    assert.deepEqual(found, [
+      "routes 9080: virtual_hosts[0].routes[0].route.timeout: Duration out-of-range (got 400000000000s 0ns)",
+      `clusters ${CLUSTER}: common_http_protocol_options.idle_timeout: Expected positive duration (got -1s 0ns)`,
+    ]);
+  });
+
   describe("across the snapshot", () => {
     it("rejects two resources of one type with one name (Envoy: duplicate listener/cluster found)", () => {
       assert.deepEqual(check({ clusters: [cluster(), cluster()] }), [

@@ -21,7 +21,8 @@
 //   empty when the snapshot passes.
 //
 // What is checked, per resource: the protoc-gen-validate rules of Envoy's
-// protos (envoy-validate.ts), every safe_regex compiled by RE2, and the
+// protos (envoy-validate.ts), every safe_regex compiled by RE2, every
+// Duration one Envoy can read, and the
 // semantic rules of xds-semantic-checks.ts; across the snapshot: unique
 // names per type (Envoy: "duplicate listener … found"), unique listener
 // addresses, Istio's reserved proxy ports, and (sidecars) a listener that
@@ -33,6 +34,7 @@ import { type Decoded, decodeAny, formatViolation, type Violation, validateAny }
 import { type GoldenType, unacceptedGrpcViolations } from "./golden-inputs.js";
 import {
   clusterViolations,
+  durationViolations,
   listenerViolations,
   type RuleOptions,
   regexViolations,
@@ -109,6 +111,7 @@ export function snapshotViolations(snapshot: XdsSnapshot, options: SnapshotCheck
       if (!resource) return;
       decoded[type].push({ name, resource });
       report(regexViolations(resource));
+      report(durationViolations(resource));
       if (type === "listeners") report(listenerViolations(resource, rules));
       if (type === "routes") report(routeConfigurationViolations(resource, "", rules));
       if (type === "clusters") report(clusterViolations(resource));

@@ -140,6 +140,29 @@ export function regexViolations(resource: Decoded): Violation[] {
   return out;
 }
 
+/** protobuf's bound on a Duration's seconds (TimeUtil::kDurationMaxSeconds, 10,000 years). */
+const DURATION_MAX_SECONDS = 315_576_000_000;
+
+/**
+ * Every Duration anywhere in the resource must be one Envoy can read:
+ * DurationUtil rejects a negative one ("Expected positive duration") and one
+ * out of protobuf's range ("Duration out-of-range").
+ */
+export function durationViolations(resource: Decoded): Violation[] {
+  const out: Violation[] = [];
+  walk(resource, "", (node, path) => {
+    if (node[MESSAGE_TYPE] !== "google.protobuf.Duration") return;
+    const seconds = num(node, "seconds");
+    const nanos = num(node, "nanos");
+    if (seconds < 0 || nanos < 0)
+      out.push({ path, rule: `Expected positive duration (got ${seconds}s ${nanos}ns)` });
+    else if (nanos > 999_999_999 || seconds > DURATION_MAX_SECONDS) {
+      out.push({ path, rule: `Duration out-of-range (got ${seconds}s ${nanos}ns)` });
+    }
+  });
+  return out;
+}
+
 // ---------------------------------------------------------------------------
 // Route configurations.
 

@@ -59,7 +59,13 @@ describe("protocol inference, as Istio does it", () => {
     ["unknown name on a well-known port is TCP", { port: 3306, name: "db" }, Protocol.PROTOCOL_TCP],
     ["unnamed DNS port is TCP", { port: 53 }, Protocol.PROTOCOL_TCP],
     ["UDP port", { port: 53, name: "http", protocol: "UDP" }, Protocol.PROTOCOL_UDP],
-    ["udp name on a TCP port stays TCP", { port: 9, name: "udp-x" }, Protocol.PROTOCOL_TCP],
+    // Istio pkg/config/kube/conversion.go ConvertProtocol: after the UDP IP
+    // protocol and appProtocol, the name prefix goes through protocol.Parse,
+    // whose "udp" is UDP, whatever the IP protocol (TCP by default).
+    ["udp name on a TCP port is UDP", { port: 9, name: "udp-stats" }, Protocol.PROTOCOL_UDP],
+    ["udp name on an explicit TCP port is UDP", { port: 9, name: "udp", protocol: "TCP" }, Protocol.PROTOCOL_UDP],
+    ["appProtocol udp is UDP", { port: 9, name: "http", appProtocol: "udp" }, Protocol.PROTOCOL_UDP],
+    ["appProtocol wins over a udp name", { port: 9, name: "udp-x", appProtocol: "http" }, Protocol.PROTOCOL_HTTP],
     [
       "appProtocol wins over the name",
       { port: 80, name: "http", appProtocol: "grpc" },

@@ -16,7 +16,7 @@ import {
   type ServicePort as ServiceEntryPort,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/service_entry";
 import type { WorkloadEntry } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_entry";
-import { NETWORK_LABEL, networkOf, workloadNameOf } from "../kube/translate.js";
+import { networkOf, workloadNameOf } from "../kube/translate.js";
 import { serviceEntryShard } from "../registry/keys.js";
 import { parseProtocol } from "../registry/protocol.js";
 

@@ -228,10 +228,12 @@ function endpointIdentity(endpoint: Endpoint): string {
 }
 
 /**
- * A Pod selected by a ServiceEntry, as an endpoint: only a pod with an IP
- * that has not finished; its port per service port is its container port of
- * the same name, else the targetPort, else the number; health from its
- * Ready condition (a ready pod that is being deleted is draining).
+ * A Pod selected by a ServiceEntry, as an endpoint: only a pod istiod's pod
+ * cache hands to the ServiceEntry controller (kube/controller/pod.go
+ * PodCache.onEvent: shouldPodBeInEndpoints and IsPodReady), that is one with
+ * an IP, not finished, not being deleted, and Ready; its port per service
+ * port is its container port of the same name, else the targetPort, else
+ * the number.
  */
 function podEndpoint(
   pod: V1Pod,
@@ -248,7 +250,7 @@ function podEndpoint(
   for (const container of pod.spec?.containers ?? [])
     for (const port of container.ports ?? []) if (port.name) named[port.name] = port.containerPort;
   const ready = pod.status?.conditions?.find((condition) => condition.type === "Ready")?.status === "True";
-  const terminating = Boolean(pod.metadata?.deletionTimestamp);
+  if (!ready || pod.metadata?.deletionTimestamp) return undefined;
   const where = placement?.(pod) ?? {
     locality: { region: "", zone: "", subzone: "" },
     network: networkOf(pod.metadata?.labels, undefined, options.network),
@@ -261,11 +263,7 @@ function podEndpoint(
     workloadName: workloadNameOf(pod),
     namespace,
     locality: where.locality,
-    health: !ready
-      ? HealthStatus.HEALTH_STATUS_UNHEALTHY
-      : terminating
-        ? HealthStatus.HEALTH_STATUS_DRAINING
-        : HealthStatus.HEALTH_STATUS_HEALTHY,
+    health: HealthStatus.HEALTH_STATUS_HEALTHY,
     network: where.network,
     weight: 0,
   };

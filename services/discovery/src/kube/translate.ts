@@ -216,12 +216,14 @@ export function podDnsIdentity(pod: V1Pod | undefined): { hostname?: string; sub
  * The endpoints of a Service from its EndpointSlices, one per address with
  * its port per service port name, health (see {@link healthOf}; `draining`
  * when the service keeps persistent sessions), node name, and the pod's DNS
- * hostname and subdomain. An endpoint listed by two slices (it is
- * moving between them) appears once, as istiod de-duplicates it. An address
- * whose target pod the cache does not hold yet is left out until the pod
- * arrives, as istiod does, so that it never appears without its labels and
- * service account. FQDN slices are skipped (istiod does not support them).
- * Endpoints are sorted by address, so equal state gives an equal value.
+ * hostname and subdomain. An endpoint listed by two slices (it is moving
+ * between them) appears once, each service port taken from the first slice
+ * naming it, as istiod's endpointSliceCache.get keeps one endpoint per
+ * address and service port name. An address whose target pod the cache does
+ * not hold yet is left out until the pod arrives, as istiod does, so that it
+ * never appears without its labels and service account. FQDN slices are
+ * skipped (istiod does not support them). Endpoints are sorted by address,
+ * so equal state gives an equal value.
  */
 export function endpointsFromSlices(
   slices: readonly V1EndpointSlice[],

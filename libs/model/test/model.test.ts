@@ -3,6 +3,7 @@ import { describe, it } from "node:test";
 import {
   configKey,
   configKindFilter,
+  headlessDnsNames,
   hostMatches,
   parseConfigKey,
   registrationIdentityMismatch,
@@ -64,5 +65,34 @@ describe("registrationIdentityMismatch", () => {
       registrationIdentityMismatch({ namespace: "vms", serviceAccount: "other" }, group)?.reason,
       "service_account",
     );
+  });
+});
+
+describe("headless DNS names (Istio's pkg/dns/server/name_table.go BuildNameTable)", () => {
+  const service = { hostname: "db.ops.svc.cluster.local", headless: true, hasPorts: true };
+  const endpoints = [
+    { address: "10.1.1.1", healthy: true, hostname: "db-0", subdomain: "db" },
+    { address: "10.1.1.2", healthy: false, hostname: "primary", subdomain: "db" },
+    { address: "10.1.1.3", healthy: true },
+    { address: "10.1.1.3", healthy: true },
+    { address: "db.example.com", healthy: true },
+  ];
+
+  it("answers the service name with every ready IP, and each pod with a subdomain by its own name", () => {
+    assert.deepEqual(Object.fromEntries(headlessDnsNames(service, endpoints)), {
+      "db.ops.svc.cluster.local": ["10.1.1.1", "10.1.1.3"],
+      "db-0.db.ops.svc.cluster.local": ["10.1.1.1"],
+    });
+  });
+
+  it("includes not-ready endpoints when the service publishes them", () => {
+    const names = headlessDnsNames({ ...service, publishNotReadyAddresses: true }, endpoints);
+    assert.deepEqual(names.get("primary.db.ops.svc.cluster.local"), ["10.1.1.2"]);
+    assert.deepEqual(names.get("db.ops.svc.cluster.local"), ["10.1.1.1", "10.1.1.2", "10.1.1.3"]);
+  });
+
+  it("gives nothing for a service with a VIP or without ports", () => {
+    assert.equal(headlessDnsNames({ ...service, headless: false }, endpoints).size, 0);
+    assert.equal(headlessDnsNames({ ...service, hasPorts: false }, endpoints).size, 0);
   });
 });

@@ -38,6 +38,7 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
       domainSuffix: settings.DOMAIN_SUFFIX,
       clusterId: settings.CLUSTER_ID,
       network: settings.NETWORK,
+      systemNamespace: settings.SYSTEM_NAMESPACE,
     });
     let kube: KubeSource | undefined;
     if (kubernetesEnabled(settings)) {

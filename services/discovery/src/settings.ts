@@ -17,8 +17,14 @@ export const discoverySettings = baseSettings
     DOMAIN_SUFFIX: z.string().min(1).default("cluster.local"),
     /** Names this cluster in endpoint shards, `kubernetes/<CLUSTER_ID>` (istiod: CLUSTER_ID, default "Kubernetes"). */
     CLUSTER_ID: z.string().min(1).default("Kubernetes"),
-    /** The network of endpoints that no pod or namespace label places elsewhere; empty for the default network. */
+    /** The network of endpoints that no workload label or system-namespace label places elsewhere (istiod's meshNetworks); empty for the default network. */
     NETWORK: z.string().default(""),
+    /**
+     * The control plane's namespace (istiod: its own namespace, POD_NAMESPACE,
+     * istio-system by default): its `topology.istio.io/network` label is the
+     * network of every workload that does not name one.
+     */
+    SYSTEM_NAMESPACE: z.string().min(1).default("istio-system"),
     /**
      * Whether to read Kubernetes: "auto" reads it when KUBECONFIG is set or the
      * process runs in a pod (KUBERNETES_SERVICE_HOST), so a local mesh without

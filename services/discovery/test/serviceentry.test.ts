@@ -131,6 +131,46 @@ spec:
     assert.equal(service?.meshExternal, true);
   });
 
+  it("keeps two WorkloadEntries on one address with different ports as two endpoints (IstioEndpoint.Key)", async () => {
+    // pilot/pkg/model/service.go IstioEndpoint.Key: an endpoint is keyed by
+    // namespace, workload name, address and service port, so a VM running two
+    // versions (one WorkloadEntry each, one address) has two endpoints;
+    // serviceentry/conversion.go convertWorkloadInstanceToServiceInstance maps
+    // each entry's port by name.
+    await apply(
+      ingestUrl,
+      `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: orders, namespace: shop}
+spec:
+  hosts: [orders.shop.example]
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  workloadSelector: {labels: {app: orders}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: orders-v1, namespace: shop}
+spec: {address: 10.4.0.7, ports: {http: 8081}, labels: {app: orders, version: v1}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: orders-v2, namespace: shop}
+spec: {address: 10.4.0.7, ports: {http: 8082}, labels: {app: orders, version: v2}}
+`,
+    );
+    const key = endpointsKey("shop", "orders.shop.example", "serviceentry/shop/orders");
+    const endpoints = async () =>
+      (await client.endpoints())
+        .get(key)
+        ?.endpoints.map((e) => `${e.address}:${e.ports.http} ${e.workloadName} ${e.labels.version}`);
+    await eventually(
+      async () => (await endpoints())?.join() === "10.4.0.7:8081 orders-v1 v1,10.4.0.7:8082 orders-v2 v2",
+      { message: "both WorkloadEntries of one address, each with its port" },
+    );
+    await remove(ingestUrl, "ServiceEntry", "shop", "orders");
+  });
+
   it("selects WorkloadEntries with a workloadSelector, follows their changes, and removes the keys with the entry", async () => {
     await apply(
       ingestUrl,

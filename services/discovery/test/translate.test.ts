@@ -12,7 +12,10 @@ import {
   exportToOf,
   healthOf,
   localityOf,
+  networkOf,
+  podDnsIdentity,
   serviceFromKube,
+  supportsDraining,
   workloadNameOf,
 } from "../src/kube/translate.js";
 import { inferKubeProtocol, parseProtocol } from "../src/registry/protocol.js";
@@ -59,7 +62,21 @@ describe("protocol inference, as Istio does it", () => {
     ["unknown name on a well-known port is TCP", { port: 3306, name: "db" }, Protocol.PROTOCOL_TCP],
     ["unnamed DNS port is TCP", { port: 53 }, Protocol.PROTOCOL_TCP],
     ["UDP port", { port: 53, name: "http", protocol: "UDP" }, Protocol.PROTOCOL_UDP],
-    ["udp name on a TCP port stays TCP", { port: 9, name: "udp-x" }, Protocol.PROTOCOL_TCP],
+    // Istio pkg/config/kube/conversion.go ConvertProtocol: after the UDP IP
+    // protocol and appProtocol, the name prefix goes through protocol.Parse,
+    // whose "udp" is UDP, whatever the IP protocol (TCP by default).
+    ["udp name on a TCP port is UDP", { port: 9, name: "udp-stats" }, Protocol.PROTOCOL_UDP],
+    [
+      "udp name on an explicit TCP port is UDP",
+      { port: 9, name: "udp", protocol: "TCP" },
+      Protocol.PROTOCOL_UDP,
+    ],
+    ["appProtocol udp is UDP", { port: 9, name: "http", appProtocol: "udp" }, Protocol.PROTOCOL_UDP],
+    [
+      "appProtocol wins over a udp name",
+      { port: 9, name: "udp-x", appProtocol: "http" },
+      Protocol.PROTOCOL_HTTP,
+    ],
     [
       "appProtocol wins over the name",
       { port: 80, name: "http", appProtocol: "grpc" },
@@ -84,18 +101,61 @@ describe("protocol inference, as Istio does it", () => {
 });
 
 describe("Kubernetes translation helpers", () => {
-  it("reads health from EndpointSlice conditions", () => {
+  it("reads health from EndpointSlice conditions as Istio's endpointHealthStatus does", () => {
+    // pilot/pkg/serviceregistry/kube/controller/endpointslice.go,
+    // endpointHealthStatus: ready (or no ready condition) is Healthy; an absent
+    // serving/terminating condition counts as true; serving+terminating is
+    // Draining only when the Service SupportsDrainingEndpoints (persistent
+    // sessions), else any terminating endpoint is Terminating (model.Terminating,
+    // Istio >= 1.25); not ready and not terminating is UnHealthy.
     assert.equal(healthOf(undefined), HealthStatus.HEALTH_STATUS_HEALTHY);
     assert.equal(healthOf({ ready: true }), HealthStatus.HEALTH_STATUS_HEALTHY);
-    assert.equal(healthOf({ ready: false }), HealthStatus.HEALTH_STATUS_UNHEALTHY);
+    assert.equal(healthOf({ ready: true, terminating: true }), HealthStatus.HEALTH_STATUS_HEALTHY);
     assert.equal(
-      healthOf({ ready: false, serving: true, terminating: true }),
-      HealthStatus.HEALTH_STATUS_DRAINING,
-    );
-    assert.equal(
-      healthOf({ ready: false, serving: false, terminating: true }),
+      healthOf({ ready: false, serving: false, terminating: false }),
       HealthStatus.HEALTH_STATUS_UNHEALTHY,
     );
+    assert.equal(healthOf({ ready: false }), HealthStatus.HEALTH_STATUS_TERMINATING);
+    const servingTerminating = { ready: false, serving: true, terminating: true };
+    assert.equal(healthOf(servingTerminating), HealthStatus.HEALTH_STATUS_TERMINATING);
+    assert.equal(healthOf(servingTerminating, true), HealthStatus.HEALTH_STATUS_DRAINING);
+    assert.equal(
+      healthOf({ ready: false, serving: false, terminating: true }, true),
+      HealthStatus.HEALTH_STATUS_TERMINATING,
+    );
+    assert.equal(
+      healthOf({ ready: false, serving: true, terminating: false }, true),
+      HealthStatus.HEALTH_STATUS_UNHEALTHY,
+    );
+  });
+
+  it("drains only for Services with Istio's persistent-session labels (Service.SupportsDrainingEndpoints)", () => {
+    assert.equal(supportsDraining({ "istio.io/persistent-session": "JSESSIONID" }), true);
+    assert.equal(supportsDraining({ "istio.io/persistent-session-header": "x-session" }), true);
+    assert.equal(supportsDraining({ "istio.io/persistent-session": "" }), false);
+    assert.equal(supportsDraining({ app: "web" }), false);
+  });
+
+  it("places a workload on its own network label, then the system namespace's, then the default (Controller.Network)", () => {
+    const system = { metadata: { name: "istio-system", labels: { "topology.istio.io/network": "sys" } } };
+    assert.equal(networkOf({ "topology.istio.io/network": "own" }, system, "mesh"), "own");
+    assert.equal(networkOf({ "topology.istio.io/network": "" }, system, "mesh"), "sys");
+    assert.equal(networkOf({}, system, "mesh"), "sys");
+    assert.equal(networkOf({}, undefined, "mesh"), "mesh");
+  });
+
+  it("keeps a pod's DNS hostname only with a subdomain, as istiod's NewEndpointBuilder", () => {
+    const pod = (spec: Record<string, string>) => ({
+      metadata: { name: "web-0" },
+      spec: { containers: [], ...spec },
+    });
+    assert.deepEqual(podDnsIdentity(pod({ subdomain: "web" })), { hostname: "web-0", subdomain: "web" });
+    assert.deepEqual(podDnsIdentity(pod({ subdomain: "web", hostname: "db" })), {
+      hostname: "db",
+      subdomain: "web",
+    });
+    assert.deepEqual(podDnsIdentity(pod({ hostname: "db" })), {});
+    assert.deepEqual(podDnsIdentity(undefined), {});
   });
 
   it("reads locality from the pod label, else the node's labels, else the slice's zone", () => {
@@ -150,7 +210,11 @@ describe("golden translations", () => {
         node: (name: string) => nodes.get(name),
         namespace: (name: string) => namespaces.get(name),
       };
-      const options = { domainSuffix: "cluster.local", network: "default-net" };
+      const options = {
+        domainSuffix: "cluster.local",
+        network: "default-net",
+        systemNamespace: "istio-system",
+      };
       const services = of<V1Service>("Service");
       return {
         services: json(services.map((s) => Service.toJSON(serviceFromKube(s, options)))),
@@ -163,6 +227,7 @@ describe("golden translations", () => {
               ),
               lookup,
               options,
+              supportsDraining(s.metadata?.labels),
             ).map(
               (e) =>
                 (

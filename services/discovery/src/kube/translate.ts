@@ -15,7 +15,7 @@ import { inferKubeProtocol } from "../registry/protocol.js";
 export const EXPORT_TO_ANNOTATION = "networking.istio.io/exportTo";
 /** The label an EndpointSlice names its Service with. */
 export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
-/** Istio's label placing a pod or namespace on a network. */
+/** Istio's label placing a pod, WorkloadEntry or the system namespace on a network. */
 export const NETWORK_LABEL = "topology.istio.io/network";
 /** Istio's pod label overriding the node's locality: `region.zone.subzone` (dots, since labels cannot hold slashes). */
 export const LOCALITY_LABEL = "istio-locality";
@@ -26,11 +26,19 @@ export const ZONE_LABELS = ["topology.kubernetes.io/zone", "failure-domain.beta.
 /** See {@link REGION_LABELS}. */
 export const SUBZONE_LABEL = "topology.istio.io/subzone";
 
+/** Istio's Service labels that turn on persistent sessions (by cookie, by header): its endpoints may drain. */
+export const PERSISTENT_SESSION_LABELS = [
+  "istio.io/persistent-session",
+  "istio.io/persistent-session-header",
+];
+
 /** Options of the Kubernetes translation. */
 export interface KubeTranslateOptions {
   readonly domainSuffix: string;
-  /** The network of endpoints no label places elsewhere. */
+  /** The network of endpoints no label places elsewhere (stands in for istiod's meshNetworks). */
   readonly network: string;
+  /** The control plane's namespace, whose network label is the cluster's network (istiod: its own namespace, istio-system). */
+  readonly systemNamespace?: string;
 }
 
 /** What endpoint translation looks up besides the slices: the informers' caches. */
@@ -60,11 +68,14 @@ export function exportToOf(annotations: Record<string, string> | undefined): str
 }
 
 /**
- * A Kubernetes Service as a registry Service, as istiod converts it:
+ * A Kubernetes Service as a registry Service, as istiod's ConvertService
+ * (pilot/pkg/serviceregistry/kube/conversion.go) converts it:
  * ClusterIP services are resolved from their endpoints (STATIC), headless
  * ones (clusterIP None) pass traffic to the address asked for (PASSTHROUGH),
- * and ExternalName services resolve their alias by DNS and count as external
- * to the mesh.
+ * and ExternalName services are an ALIAS of their external name (Istio's
+ * model.Alias since 1.21: no endpoints, no cluster of their own) and count as
+ * external to the mesh. `internalTrafficPolicy: Local` makes the service
+ * node-local; `publishNotReadyAddresses` is kept for DNS.
  */
 export function serviceFromKube(service: V1Service, options: KubeTranslateOptions): Service {
   const name = service.metadata?.name ?? "";
@@ -91,14 +102,19 @@ export function serviceFromKube(service: V1Service, options: KubeTranslateOption
     labels: { ...(service.metadata?.labels ?? {}) },
     selector: { ...(spec.selector ?? {}) },
     exportTo: exportToOf(service.metadata?.annotations),
-    resolution: externalName
-      ? Resolution.RESOLUTION_DNS
-      : headless
-        ? Resolution.RESOLUTION_PASSTHROUGH
+    // As ConvertService: clusterIP None wins over ExternalName (Kubernetes
+    // gives an ExternalName Service no clusterIP, so only "None" is headless).
+    resolution: headless
+      ? Resolution.RESOLUTION_PASSTHROUGH
+      : externalName
+        ? Resolution.RESOLUTION_ALIAS
         : Resolution.RESOLUTION_STATIC,
     meshExternal: Boolean(externalName),
     externalName,
     registry: "kubernetes",
+    // Set only when true, so a value written before these fields existed stays equal.
+    ...(spec.internalTrafficPolicy === "Local" ? { nodeLocal: true } : {}),
+    ...(spec.publishNotReadyAddresses ? { publishNotReadyAddresses: true } : {}),
   };
 }
 
@@ -113,17 +129,26 @@ function numericTargetPort(targetPort: unknown): number {
   return 0;
 }
 
+/** True if the service keeps persistent sessions, so its shutting-down endpoints drain (Istio's Service.SupportsDrainingEndpoints). */
+export function supportsDraining(labels: Record<string, string> | undefined): boolean {
+  return PERSISTENT_SESSION_LABELS.some((label) => Boolean(labels?.[label]));
+}
+
 /**
- * Health of an EndpointSlice endpoint, as istiod reads its conditions: ready
- * (an absent `ready` counts as ready) is healthy; terminating but still
- * serving is draining (no new connections, existing ones finish); anything
- * else is unhealthy.
+ * Health of an EndpointSlice endpoint, as istiod's endpointHealthStatus
+ * (kube/controller/endpointslice.go) reads its conditions, where an absent
+ * condition counts as true: ready is HEALTHY; otherwise, in a service with
+ * persistent sessions, serving and terminating is DRAINING; otherwise
+ * terminating (serving or not) is TERMINATING; anything else UNHEALTHY.
  */
 export function healthOf(
   conditions: { ready?: boolean; serving?: boolean; terminating?: boolean } | undefined,
-) {
+  draining = false,
+): HealthStatus {
   if (conditions?.ready !== false) return HealthStatus.HEALTH_STATUS_HEALTHY;
-  if (conditions.terminating && conditions.serving) return HealthStatus.HEALTH_STATUS_DRAINING;
+  const terminating = conditions.terminating !== false;
+  if (draining && terminating && conditions.serving !== false) return HealthStatus.HEALTH_STATUS_DRAINING;
+  if (terminating) return HealthStatus.HEALTH_STATUS_TERMINATING;
   return HealthStatus.HEALTH_STATUS_UNHEALTHY;
 }
 
@@ -164,29 +189,49 @@ export function workloadNameOf(pod: V1Pod): string {
   return owner.name;
 }
 
-/** The network of a pod: its label, its namespace's label, or the default. */
+/**
+ * The network of a workload, in istiod's order (kube/controller
+ * controller.go, Controller.Network): the workload's own
+ * `topology.istio.io/network` label (a pod's, or a WorkloadEntry's), then
+ * the same label on the SYSTEM namespace (istio-system: the cluster's
+ * network), then the configured default (istiod's meshNetworks). The
+ * workload's own namespace's label plays no part.
+ */
 export function networkOf(
-  pod: V1Pod | undefined,
-  namespace: V1Namespace | undefined,
+  labels: Record<string, string> | undefined,
+  systemNamespace: V1Namespace | undefined,
   fallback: string,
 ): string {
-  return pod?.metadata?.labels?.[NETWORK_LABEL] ?? namespace?.metadata?.labels?.[NETWORK_LABEL] ?? fallback;
+  return labels?.[NETWORK_LABEL] || systemNamespace?.metadata?.labels?.[NETWORK_LABEL] || fallback;
+}
+
+/** The name of a pod in its headless service's DNS, as istiod's NewEndpointBuilder keeps it: only with a subdomain, and then spec.hostname or else the pod's name. */
+export function podDnsIdentity(pod: V1Pod | undefined): { hostname?: string; subdomain?: string } {
+  const subdomain = pod?.spec?.subdomain;
+  if (!pod || !subdomain) return {};
+  return { hostname: pod.spec?.hostname || pod.metadata?.name || "", subdomain };
 }
 
 /**
  * The endpoints of a Service from its EndpointSlices, one per address with
- * its port per service port name. An endpoint listed by two slices (it is
- * moving between them) appears once, as istiod de-duplicates it. An address
- * whose target pod the cache does not hold yet is left out until the pod
- * arrives, as istiod does, so that it never appears without its labels and
- * service account. FQDN slices are skipped (istiod does not support them).
- * Endpoints are sorted by address, so equal state gives an equal value.
+ * its port per service port name, health (see {@link healthOf}; `draining`
+ * when the service keeps persistent sessions), node name, and the pod's DNS
+ * hostname and subdomain. An endpoint listed by two slices (it is moving
+ * between them) appears once, each service port taken from the first slice
+ * naming it, as istiod's endpointSliceCache.get keeps one endpoint per
+ * address and service port name. An address whose target pod the cache does
+ * not hold yet is left out until the pod arrives, as istiod does, so that it
+ * never appears without its labels and service account. FQDN slices are
+ * skipped (istiod does not support them). Endpoints are sorted by address,
+ * so equal state gives an equal value.
  */
 export function endpointsFromSlices(
   slices: readonly V1EndpointSlice[],
   lookup: KubeLookup,
   options: KubeTranslateOptions,
+  draining = false,
 ): Endpoint[] {
+  const systemNamespace = options.systemNamespace ? lookup.namespace(options.systemNamespace) : undefined;
   const byAddress = new Map<string, Endpoint>();
   const ordered = [...slices].sort((a, b) => (a.metadata?.name ?? "").localeCompare(b.metadata?.name ?? ""));
   for (const slice of ordered) {
@@ -199,7 +244,8 @@ export function endpointsFromSlices(
       const pod =
         ref?.kind === "Pod" && ref.name ? lookup.pod(ref.namespace ?? namespace, ref.name) : undefined;
       if (ref?.kind === "Pod" && !pod) continue;
-      const nodeName = endpoint.nodeName ?? pod?.spec?.nodeName;
+      // istiod takes the pod's spec.nodeName; a slice without pods has only its own.
+      const nodeName = pod?.spec?.nodeName || endpoint.nodeName || "";
       const node = nodeName ? lookup.node(nodeName) : undefined;
       for (const address of endpoint.addresses) {
         const existing = byAddress.get(address);
@@ -215,9 +261,11 @@ export function endpointsFromSlices(
           workloadName: pod ? workloadNameOf(pod) : "",
           namespace,
           locality: localityOf(pod, node, endpoint.zone),
-          health: healthOf(endpoint.conditions),
-          network: networkOf(pod, lookup.namespace(namespace), options.network),
+          health: healthOf(endpoint.conditions, draining),
+          network: networkOf(pod?.metadata?.labels, systemNamespace, options.network),
           weight: 0,
+          ...(nodeName ? { nodeName } : {}),
+          ...podDnsIdentity(pod),
         });
       }
     }

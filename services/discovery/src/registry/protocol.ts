@@ -54,6 +54,8 @@ export interface KubePortLike {
  *    `kubernetes.io/wss` HTTPS);
  * 3. otherwise the port name's prefix before the first `-` (`http-web`,
  *    `grpc`), with `grpc-web` recognised whole since it contains a dash;
+ *    a `udp` prefix makes even a TCP port UDP (push then builds no listener
+ *    or cluster for it, as Istio does not proxy UDP);
  * 4. nothing recognised on a well-known server-first port is TCP, and
  *    anything else is left unspecified (auto-detected by the proxy).
  */
@@ -78,9 +80,9 @@ export function inferKubeProtocol(port: KubePortLike): Protocol {
     const dash = name.indexOf("-");
     protocol = parseProtocol(dash >= 0 ? name.slice(0, dash) : name);
   }
-  // A "udp" name on a TCP port is not UDP: only the IP protocol says so, and
-  // Istio keeps such a port TCP.
-  if (protocol === Protocol.PROTOCOL_UDP) return Protocol.PROTOCOL_TCP;
+  // A "udp" name is UDP even on a TCP port: Istio's kube.ConvertProtocol
+  // returns whatever protocol.Parse makes of the name (the IP protocol is
+  // only read to return UDP early).
   if (protocol === Protocol.PROTOCOL_UNSPECIFIED && WELL_KNOWN_TCP_PORTS.has(port.port))
     return Protocol.PROTOCOL_TCP;
   return protocol;

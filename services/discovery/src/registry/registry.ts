@@ -7,9 +7,11 @@ import {
   endpointsFromSlices,
   type KubeLookup,
   localityOf,
+  NETWORK_LABEL,
   networkOf,
   SERVICE_NAME_LABEL,
   serviceFromKube,
+  supportsDraining,
 } from "../kube/translate.js";
 import { type Named, translateServiceEntry } from "../serviceentry/translate.js";
 import { endpointsKey, kubernetesShard, serviceKey } from "./keys.js";
@@ -22,6 +24,8 @@ export interface RegistryOptions {
   readonly domainSuffix: string;
   readonly clusterId: string;
   readonly network: string;
+  /** The control plane's namespace: its `topology.istio.io/network` label is the network of workloads that name none. */
+  readonly systemNamespace?: string;
 }
 
 /** What one unit (a Kubernetes Service or a ServiceEntry) contributes, by key. */
@@ -184,13 +188,26 @@ export class Registry {
     for (const pod of this.#podsByNode.get(name) ?? []) this.#markPodDependents(pod, pod.split("/")[0] ?? "");
   }
 
-  /** A Namespace was added or changed, or deleted (its network label places endpoints). */
+  /**
+   * A Namespace was added or changed, or deleted. Only the system namespace
+   * matters to the registry: its network label is the network of every
+   * workload that names none, so a change of it recomputes everything (as
+   * istiod's onSystemNamespaceEvent does, on a network change).
+   */
   setNamespace(namespace: V1Namespace, deleted = false): void {
     const name = namespace.metadata?.name ?? "";
+    const before = this.#systemNetwork();
     if (deleted) this.#namespaces.delete(`/${name}`);
     else this.#namespaces.set(`/${name}`, namespace);
-    for (const key of this.#services.keys()) if (key.startsWith(`${name}/`)) this.#mark(`k8s/${key}`);
-    for (const unit of this.#serviceEntriesByNamespace.get(name) ?? []) this.#mark(unit);
+    if (name !== this.options.systemNamespace || this.#systemNetwork() === before) return;
+    for (const key of this.#services.keys()) this.#mark(`k8s/${key}`);
+    for (const key of this.#serviceEntries.keys()) this.#mark(`se/${key}`);
+  }
+
+  /** The network the system namespace's label names; empty without one. */
+  #systemNetwork(): string {
+    const system = this.options.systemNamespace;
+    return (system && this.#lookup.namespace(system)?.metadata?.labels?.[NETWORK_LABEL]) || "";
   }
 
   // --- config inputs ---
@@ -298,12 +315,13 @@ export class Registry {
         hostname: value.hostname,
         namespace,
         shard,
-        endpoints: endpointsFromSlices(slices, this.#lookup, this.options),
+        endpoints: endpointsFromSlices(slices, this.#lookup, this.options, supportsDraining(value.labels)),
       });
       return output;
     }
     const entry = this.#serviceEntries.get(`${namespace}/${name}`);
     if (!entry) return output;
+    const network = this.#systemNetwork() || this.options.network;
     const selecting = Object.keys(entry.spec.workloadSelector?.labels ?? {}).length > 0;
     const translated = translateServiceEntry(
       entry,
@@ -320,11 +338,11 @@ export class Registry {
           const node = pod.spec?.nodeName ? this.#lookup.node(pod.spec.nodeName) : undefined;
           return {
             locality: localityOf(pod, node),
-            network: networkOf(pod, this.#lookup.namespace(namespace), this.options.network),
+            network: networkOf(pod.metadata?.labels, undefined, network),
           };
         },
       },
-      this.options,
+      { network },
     );
     for (const service of translated.services)
       output.services.set(serviceKey(namespace, service.hostname), service);

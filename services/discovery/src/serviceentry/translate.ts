@@ -44,7 +44,7 @@ export interface ServiceEntryOutput {
 
 /** Options of the ServiceEntry translation. */
 export interface ServiceEntryTranslateOptions {
-  /** The network of workloads that name none. */
+  /** The network of workloads that name none: the system namespace's network label, else the configured default. */
   readonly network: string;
 }
 
@@ -131,7 +131,10 @@ export function translateServiceEntry(
     namespace: entry.namespace,
     locality: parseLocality(workload.locality),
     health: HealthStatus.HEALTH_STATUS_HEALTHY,
-    network: workload.network || options.network,
+    // Istio's workloadEntryNetwork (serviceentry/conversion.go): the entry's
+    // network, else its topology.istio.io/network label, else the system
+    // namespace's network or the default (Controller.Network).
+    network: workload.network || networkOf(workload.labels, undefined, options.network),
     weight: workload.weight,
   });
 
@@ -198,19 +201,39 @@ function shard(entry: Named<ServiceEntry>, hostname: string, endpoints: Endpoint
   };
 }
 
-/** One endpoint per address (the first wins), sorted, so equal state gives an equal value. */
+/**
+ * One endpoint per identity (the first wins), sorted by it, so equal state
+ * gives an equal value. The identity is what Istio's IstioEndpoint.Key
+ * (pilot/pkg/model/service.go) keys on, per service port: namespace,
+ * workload, address and port. Two workloads on one address (a VM running two
+ * versions, two WorkloadEntries with different ports) are two endpoints;
+ * only the same workload listed twice collapses.
+ */
 function dedupe(endpoints: Endpoint[]): Endpoint[] {
-  const byAddress = new Map<string, Endpoint>();
-  for (const endpoint of endpoints)
-    if (!byAddress.has(endpoint.address)) byAddress.set(endpoint.address, endpoint);
-  return [...byAddress.values()].sort((a, b) => a.address.localeCompare(b.address));
+  const byIdentity = new Map<string, Endpoint>();
+  for (const endpoint of endpoints) {
+    const key = endpointIdentity(endpoint);
+    if (!byIdentity.has(key)) byIdentity.set(key, endpoint);
+  }
+  return [...byIdentity].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, endpoint]) => endpoint);
+}
+
+/** An endpoint's identity: address first (so the order stays by address), then ports, workload and namespace. */
+function endpointIdentity(endpoint: Endpoint): string {
+  const ports = Object.entries(endpoint.ports)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([name, number]) => `${name}=${number}`)
+    .join(",");
+  return `${endpoint.address}\u0000${ports}\u0000${endpoint.workloadName}\u0000${endpoint.namespace}`;
 }
 
 /**
- * A Pod selected by a ServiceEntry, as an endpoint: only a pod with an IP
- * that has not finished; its port per service port is its container port of
- * the same name, else the targetPort, else the number; health from its
- * Ready condition (a ready pod that is being deleted is draining).
+ * A Pod selected by a ServiceEntry, as an endpoint: only a pod istiod's pod
+ * cache hands to the ServiceEntry controller (kube/controller/pod.go
+ * PodCache.onEvent: shouldPodBeInEndpoints and IsPodReady), that is one with
+ * an IP, not finished, not being deleted, and Ready; its port per service
+ * port is its container port of the same name, else the targetPort, else
+ * the number.
  */
 function podEndpoint(
   pod: V1Pod,
@@ -227,10 +250,10 @@ function podEndpoint(
   for (const container of pod.spec?.containers ?? [])
     for (const port of container.ports ?? []) if (port.name) named[port.name] = port.containerPort;
   const ready = pod.status?.conditions?.find((condition) => condition.type === "Ready")?.status === "True";
-  const terminating = Boolean(pod.metadata?.deletionTimestamp);
+  if (!ready || pod.metadata?.deletionTimestamp) return undefined;
   const where = placement?.(pod) ?? {
     locality: { region: "", zone: "", subzone: "" },
-    network: networkOf(pod, undefined, options.network),
+    network: networkOf(pod.metadata?.labels, undefined, options.network),
   };
   return {
     address,
@@ -240,11 +263,7 @@ function podEndpoint(
     workloadName: workloadNameOf(pod),
     namespace,
     locality: where.locality,
-    health: !ready
-      ? HealthStatus.HEALTH_STATUS_UNHEALTHY
-      : terminating
-        ? HealthStatus.HEALTH_STATUS_DRAINING
-        : HealthStatus.HEALTH_STATUS_HEALTHY,
+    health: HealthStatus.HEALTH_STATUS_HEALTHY,
     network: where.network,
     weight: 0,
   };

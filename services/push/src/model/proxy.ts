@@ -18,6 +18,12 @@ export interface MeshProxy {
   readonly instanceIps: readonly string[];
   readonly clusterId: string;
   readonly network: string;
+  /**
+   * The Kubernetes node the proxy's pod runs on (metadata NODE_NAME, which
+   * the injector sets from spec.nodeName; Istio's Proxy.GetNodeName); empty
+   * for a VM. EDS of a node-local service keeps only endpoints on this node.
+   */
+  readonly nodeName: string;
   /** The WorkloadGroup named for auto-registration (Istio's AUTO_REGISTER_GROUP). */
   readonly workloadGroup: string | undefined;
   readonly locality: { region: string; zone: string; subzone: string };
@@ -65,6 +71,7 @@ export function parseProxy(node: Node | undefined): MeshProxy {
     instanceIps: instanceIps.length > 0 ? instanceIps : [ip],
     clusterId: stringOf(metadata.CLUSTER_ID),
     network: stringOf(metadata.NETWORK),
+    nodeName: stringOf(metadata.NODE_NAME),
     workloadGroup: stringOf(metadata.AUTO_REGISTER_GROUP) || undefined,
     locality: {
       region: node.locality?.region ?? "",

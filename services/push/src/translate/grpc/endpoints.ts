@@ -2,16 +2,19 @@ import { type Endpoint, HealthStatus, packAny } from "@sextant/proto";
 import { ClusterLoadAssignment, TypeUrl } from "@sextant/proto/envoy";
 import { HealthStatus as EnvoyHealthStatus } from "@sextant/proto/gen/envoy/config/core/v3/health_check";
 import { cacheKey } from "../../cache/xds-cache.js";
+import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, PushChange, WatchedNames } from "../../model/types.js";
 import { type GenerationContext, generateByName } from "../generator.js";
 import { parseOutboundClusterName } from "../names.js";
+import { onProxyNode } from "../sidecar/cluster-endpoints.js";
 
 /**
  * Load assignments for proxyless gRPC clients, one per requested cluster:
- * the healthy endpoints of its host (those with the subset's labels), by
- * locality, each locality weighted by its endpoints (gRPC ignores a locality
- * of weight zero), IP literals only.
+ * the healthy endpoints of its host (those with the subset's labels; for a
+ * node-local service, those on the client's node), by locality, each
+ * locality weighted by its endpoints (gRPC ignores a locality of weight
+ * zero), IP literals only.
  */
 export function generateGrpcEndpoints(
   context: GenerationContext,
@@ -29,9 +32,11 @@ export function generateGrpcEndpoints(
         name,
         push.configVersion,
         push.endpointVersions.get(host) ?? "none",
+        // Only a node-local service's endpoints depend on the client's node.
+        push.serviceFor(host, proxy.namespace)?.nodeLocal ? `node=${proxy.nodeName}` : "",
       );
     },
-    (name) => buildLoadAssignment(push, proxy.namespace, name),
+    (name) => buildLoadAssignment(push, proxy, name),
   );
 }
 
@@ -49,9 +54,10 @@ export function endpointsChanged(change: PushChange, watched: WatchedNames): boo
 /** The load assignment of cluster `name`; an existing cluster with no endpoints gets an empty one. */
 export function buildLoadAssignment(
   push: PushContext,
-  namespace: string,
+  proxy: Pick<MeshProxy, "namespace" | "nodeName">,
   name: string,
 ): GeneratedResource | null {
+  const { namespace } = proxy;
   const parsed = parseOutboundClusterName(name);
   if (!parsed) return null;
   const service = push.serviceFor(parsed.host, namespace);
@@ -69,6 +75,7 @@ export function buildLoadAssignment(
     )
       continue;
     if (!isIpLiteral(endpoint.address)) continue;
+    if (!onProxyNode(service, endpoint, proxy)) continue;
     if (!Object.entries(subsetLabels).every(([label, value]) => endpoint.labels[label] === value)) continue;
     const locality = endpoint.locality ?? { region: "", zone: "", subzone: "" };
     const key = `${locality.region}/${locality.zone}/${locality.subzone}`;

@@ -45,8 +45,12 @@ export interface EndpointRequest {
  * - endpoints of the port (an endpoint naming its ports must name this one)
  *   with the subset's labels (an unknown subset has none: all endpoints, as
  *   in istiod);
- * - UNHEALTHY endpoints dropped; DRAINING ones kept only for services with
- *   persistent sessions (`istio.io/persistent-session`), with status DRAINING;
+ * - for a node-local service (`internalTrafficPolicy: Local`), only the
+ *   endpoints on the proxy's node (its NODE_NAME; as istiod's
+ *   filterIstioEndpoint, an empty node name matches an empty one);
+ * - UNHEALTHY and TERMINATING endpoints dropped (istiod never sends a
+ *   terminating one); DRAINING ones kept only for services with persistent
+ *   sessions (`istio.io/persistent-session`), with status DRAINING;
  *   for EDS, addresses that are not IPs dropped (a DNS ServiceEntry's hosts);
  * - each with its weight (default 1), the metadata `istio.workload`
  *   (`<workload>;<namespace>;<canonical name>;<canonical revision>;<cluster>`)
@@ -59,7 +63,7 @@ export interface EndpointRequest {
  */
 export function localityGroups(
   push: PushContext,
-  proxy: Pick<MeshProxy, "locality" | "labels">,
+  proxy: Pick<MeshProxy, "locality" | "labels"> & { readonly nodeName?: string },
   request: EndpointRequest,
 ): LocalityGroup[] {
   const { service, port, subset, rule, use } = request;
@@ -77,7 +81,9 @@ export function localityGroups(
     if (!selectorMatches(subsetLabels, endpoint.labels)) continue;
     if (!endpoint.address) continue;
     if (use === "eds" && isIP(endpoint.address) === 0) continue;
+    if (!onProxyNode(service, endpoint, proxy)) continue;
     if (endpoint.health === HealthStatus.HEALTH_STATUS_UNHEALTHY) continue;
+    if (endpoint.health === HealthStatus.HEALTH_STATUS_TERMINATING) continue;
     if (endpoint.health === HealthStatus.HEALTH_STATUS_DRAINING && !keepDraining) continue;
     const targetPort = targetPortOf(port, endpoint);
     const mtls = mtlsEnabled(push, service, endpoint, targetPort, drTlsMode);
@@ -129,6 +135,19 @@ export function localityGroups(
     localityLbSetting(policy?.loadBalancer),
     policy?.outlierDetection !== undefined,
   );
+}
+
+/**
+ * False for an endpoint of a node-local service (internalTrafficPolicy
+ * Local) on another node than the proxy's, as istiod's filterIstioEndpoint
+ * compares the endpoint's NodeName with the proxy's GetNodeName().
+ */
+export function onProxyNode(
+  service: Pick<Service, "nodeLocal">,
+  endpoint: Pick<Endpoint, "nodeName">,
+  proxy: { readonly nodeName?: string },
+): boolean {
+  return !service.nodeLocal || (endpoint.nodeName ?? "") === (proxy.nodeName ?? "");
 }
 
 /** The Envoy LocalityLbEndpoints of groups (the ClusterLoadAssignment's `endpoints`). */

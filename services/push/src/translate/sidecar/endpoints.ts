@@ -20,9 +20,10 @@ import { sidecarDestinationRule } from "./cluster-rules.js";
  * assignment, as istiod sends it, so that Envoy never waits for it.
  *
  * Cached by the cluster name, the config version, the host's endpoint
- * version, the DestinationRule chosen, the proxy's locality (priorities), and
- * its labels only when failoverPriority reads them: an endpoint change
- * rebuilds only its host's assignments.
+ * version, the DestinationRule chosen, the proxy's locality (priorities), its
+ * node only for a node-local service, and its labels only when
+ * failoverPriority reads them: an endpoint change rebuilds only its host's
+ * assignments.
  */
 export function generateSidecarEndpoints(
   context: GenerationContext,
@@ -54,6 +55,7 @@ export function generateSidecarEndpoints(
       service.namespace,
       rule ? `${rule.ref.namespace}/${rule.ref.name}` : "-",
       `${proxy.locality.region}/${proxy.locality.zone}/${proxy.locality.subzone}`,
+      service.nodeLocal ? `node=${proxy.nodeName}` : "",
       dependsOnProxyLabels(rule?.spec, parsed.subset, port.number) ? JSON.stringify(proxy.labels) : "",
     );
     const built = cache.get(key, () => {

@@ -39,8 +39,14 @@ describe("sidecar LDS", () => {
     );
     const outbound = all.get("virtualOutbound")!.json;
     assert.equal(outbound.useOriginalDst, true);
+    // As Istio: a blackhole chain for 15001 itself, then a catch-all chain (no default chain).
+    assert.deepEqual(
+      outbound.filterChains.map((c: { name: string }) => c.name),
+      ["virtualOutbound-blackhole", "virtualOutbound-catchall-tcp"],
+    );
+    assert.equal(outbound.defaultFilterChain, undefined);
     assert.equal(
-      inner(outbound.defaultFilterChain.filters[0].typedConfig, TcpProxy).cluster,
+      inner(outbound.filterChains[1].filters[0].typedConfig, TcpProxy).cluster,
       "PassthroughCluster",
     );
     const http = all.get("0.0.0.0_9080")!.json;
@@ -157,7 +163,7 @@ describe("sidecar LDS", () => {
     ]);
     const outbound = listeners(push, "10.1.0.4", { app: "productpage" }).get("virtualOutbound")!.json;
     assert.equal(
-      inner(outbound.defaultFilterChain.filters[0].typedConfig, TcpProxy).cluster,
+      inner(outbound.filterChains[1].filters[0].typedConfig, TcpProxy).cluster,
       "BlackHoleCluster",
     );
   });

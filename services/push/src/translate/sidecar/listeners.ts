@@ -104,10 +104,12 @@ export function generateSidecarListeners(
 /**
  * Istio's `virtualOutbound` on the proxy's wildcard address (`::` on an
  * IPv6-only proxy), port 15001: use_original_dst hands each connection to
- * the listener of its original destination; what matches none takes the
- * default chain `PassthroughFilterChain` (tcp_proxy to PassthroughCluster
- * under ALLOW_ANY, BlackHoleCluster under REGISTRY_ONLY); traffic addressed
- * to 15001 itself goes to BlackHoleCluster. A dual-stack proxy's gets no
+ * the listener of its original destination; traffic addressed to 15001
+ * itself goes to BlackHoleCluster (chain `virtualOutbound-blackhole`), what
+ * matches no listener to the chain `virtualOutbound-catchall-tcp` (tcp_proxy
+ * to PassthroughCluster under ALLOW_ANY, BlackHoleCluster under
+ * REGISTRY_ONLY), a chain without a match, as Istio builds it (no default
+ * chain). A dual-stack proxy's gets no
  * `::` additional address: Istio adds it only with ISTIO_DUAL_STACK, which
  * is off by default (and in Sextant).
  */
@@ -127,11 +129,11 @@ export function buildVirtualOutbound(
         filterChainMatch: { destinationPort: VIRTUAL_OUTBOUND_PORT },
         filters: [tcpProxyFilter(BLACKHOLE_CLUSTER)],
       },
+      {
+        name: "virtualOutbound-catchall-tcp",
+        filters: [tcpProxyFilter(policy === "REGISTRY_ONLY" ? BLACKHOLE_CLUSTER : PASSTHROUGH_CLUSTER)],
+      },
     ] as never,
-    defaultFilterChain: {
-      name: PASSTHROUGH_FILTER_CHAIN,
-      filters: [tcpProxyFilter(policy === "REGISTRY_ONLY" ? BLACKHOLE_CLUSTER : PASSTHROUGH_CLUSTER)],
-    } as never,
   });
   return {
     name: VIRTUAL_OUTBOUND,

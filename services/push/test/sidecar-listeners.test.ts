@@ -298,6 +298,14 @@ spec:
       );
       assert.ok(http.has("::_8000"));
       assert.equal(http.get("::_8000")!.additionalAddresses, undefined);
+      // A ServiceEntry without addresses takes the proxy's family, and its TLS port the host's SNI.
+      const tls = outbound(
+        [external("api.example.com", [{ name: "tls", number: 443, protocol: "PROTOCOL_TLS" }])],
+        {},
+        "fd00::9",
+      ).get("::_443")!;
+      assert.deepEqual(tls.filterChains[0].filterChainMatch, { serverNames: ["api.example.com"] });
+      assert.equal(tls.defaultFilterChain.name, "PassthroughFilterChain");
     });
 
     it("binds no HTTP listener on the proxy's status port, but a TCP one on its service's VIP", () => {

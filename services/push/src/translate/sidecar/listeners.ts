@@ -332,9 +332,20 @@ function portRequests(
   return requests;
 }
 
-/** The address a service's TCP listener binds: its first VIP, else the wildcard (Istio's GetAddressForProxy). */
+/** A service's first VIP, else the wildcard (Istio's GetAddressForProxy). */
 function serviceAddress(service: Service): string {
   return service.addresses.find((address) => address && address !== WILDCARD_IPV4) ?? WILDCARD_IPV4;
+}
+
+/**
+ * The address a service's TCP listener binds: its VIP; for a ServiceEntry
+ * without one on an IPv6-only proxy `::` (its addresses may be hostnames or
+ * absent, so the proxy's family decides).
+ */
+function listenAddress(proxy: MeshProxy, service: Service): string {
+  const address = serviceAddress(service);
+  const external = service.registry === "serviceentry";
+  return external && address === WILDCARD_IPV4 && ipMode(proxy) === "ipv6" ? WILDCARD_IPV6 : address;
 }
 
 /** Places one service port on its listener, creating it or merging into the one there (Istio's buildSidecarOutboundListener). */
@@ -354,15 +365,12 @@ function placePort(
   if (request.bind) binds = [request.bind];
   else if (protocol === "http") binds = wildcards;
   else {
-    let address = serviceAddress(service);
-    const external = service.registry === "serviceentry";
-    const mode = ipMode(proxy);
-    // A ServiceEntry's addresses may be hostnames or absent: the listener then takes the proxy's family.
-    if (external && address === WILDCARD_IPV4 && mode === "ipv6") address = WILDCARD_IPV6;
+    const address = listenAddress(proxy, service);
     if (address.includes("/")) {
       binds = wildcards;
       cidrs = [address];
-    } else if (external && address === WILDCARD_IPV4 && mode === "dual") binds = [address, WILDCARD_IPV6];
+    } else if (service.registry === "serviceentry" && address === WILDCARD_IPV4 && ipMode(proxy) === "dual")
+      binds = [address, WILDCARD_IPV6];
     else binds = [address];
   }
   const name = `${binds[0]}_${port.number}`;
@@ -555,9 +563,8 @@ function tcpChainPlans(
     }
     if (chains.length > 0) return chains;
     // Without a VIP the listener is the wildcard one every such service shares: only SNI tells them apart.
-    const address = serviceAddress(service);
-    const shared =
-      cidrs.length > 0 || ((address === WILDCARD_IPV4 || address === WILDCARD_IPV6) && bind === address);
+    const wildcard = ipMode(proxy) === "ipv6" ? WILDCARD_IPV6 : WILDCARD_IPV4;
+    const shared = cidrs.length > 0 || (listenAddress(proxy, service) === wildcard && bind === wildcard);
     return [chain({ cluster: serviceCluster }, shared ? { sniHosts: [service.hostname] } : {})];
   }
 

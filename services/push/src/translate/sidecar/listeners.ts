@@ -222,16 +222,6 @@ interface PortRequest {
   bind?: string;
 }
 
-/** How a port's chains combine with a listener that already exists on its address (Istio's conflict types). */
-type Conflict =
-  | "none"
-  | "http-over-tcp"
-  | "tcp-over-http"
-  | "tcp-over-tcp"
-  | "tcp-over-auto"
-  | "auto-over-http"
-  | "auto-over-tcp";
-
 /**
  * The outbound listeners of the proxy's scope by name, as Istio's
  * buildSidecarOutboundListeners places them: every port of every service of
@@ -277,8 +267,9 @@ function outboundPlans(
  * Istio's conflictWithReservedListener for a listener without an explicit
  * bind: an HTTP port (which binds the wildcard) equal to the proxy's
  * outbound or inbound capture port, or to its status, Prometheus or secure
- * metrics port. A TCP or sniffed port binds its service's own address, so
- * it is kept.
+ * metrics port. TCP and sniffed ports are not checked (they normally bind
+ * their service's VIP, where they conflict with nothing; Istio checks them
+ * before it knows the address, so a TCP port without a VIP is kept too).
  */
 function conflictsWithProxyPort(proxy: MeshProxy, port: ServicePort): boolean {
   if (!isHttpProtocol(port.protocol)) return false;
@@ -375,7 +366,6 @@ function placePort(
   }
   const name = `${binds[0]}_${port.number}`;
   const current = plans.get(name);
-  const onWildcard = binds[0] === wildcards[0];
   const httpChain = (rds: string): ChainPlan => ({
     sniHosts: [],
     cidrs: [],
@@ -386,47 +376,36 @@ function placePort(
   const tcpChains = () =>
     tcpChainPlans(push, proxy, request, binds[0]!, cidrs, hostConfigs(service.hostname, virtualServices));
 
-  let conflict: Conflict = "none";
+  // What is there already is TCP (one protocol's chains) or sniffing (an HTTP chain on ALPN, TCP chains):
+  // HTTP binds the wildcard, where non-HTTP traffic to the port falls through, so HTTP sniffs too.
+  const currentIsTcp = current !== undefined && isTcpProtocol(current.protocol);
   let chains: ChainPlan[];
-  let entryProtocol = port.protocol;
   if (protocol === "http") {
-    if (current) {
-      // An HTTP listener takes every HTTP service of the port by RDS: only a TCP one there changes.
-      if (!isTcpProtocol(current.protocol)) return;
-      conflict = "http-over-tcp";
-    }
+    // A sniffing listener has its HTTP chain, which serves every HTTP service of the port by RDS.
+    if (current && !currentIsTcp) return;
     chains = [httpChain(String(port.number))];
-    // On the wildcard, non-HTTP traffic to the port falls through: the listener sniffs.
-    if (onWildcard) entryProtocol = Protocol.PROTOCOL_UNSPECIFIED;
-    else chains[0] = { ...chains[0]!, applicationProtocols: [], transportProtocol: "" };
-  } else if (protocol === "tcp") {
-    chains = tcpChains();
-    if (current)
-      conflict = isHttpProtocol(current.protocol)
-        ? "tcp-over-http"
-        : isTcpProtocol(current.protocol)
-          ? "tcp-over-tcp"
-          : "tcp-over-auto";
-  } else if (current && !isHttpProtocol(current.protocol) && !isTcpProtocol(current.protocol)) {
-    // Another sniffed port on the same address: its HTTP chain is there already.
-    conflict = "tcp-over-auto";
+  } else if (protocol === "tcp" || (current && !currentIsTcp)) {
     chains = tcpChains();
   } else {
-    if (current) conflict = isHttpProtocol(current.protocol) ? "auto-over-http" : "auto-over-tcp";
     // A sniffed service on its own VIP has a route configuration of its own.
-    const rds = onWildcard ? String(port.number) : `${service.hostname}:${port.number}`;
+    const rds = binds[0] === wildcards[0] ? String(port.number) : `${service.hostname}:${port.number}`;
     chains = [...tcpChains(), httpChain(rds)];
   }
-
-  // Server-first protocols (MongoDB, MySQL) share a port with nothing else: an inspector would stall them.
-  if (current && conflict !== "none" && !sharesWellKnownPort(port.protocol, current.protocol)) return;
-  if (!current || conflict === "auto-over-http") {
-    plans.set(name, { name, binds, port: port.number, protocol: entryProtocol, chains });
+  if (!current) {
+    const sniffing = protocol !== "tcp";
+    plans.set(name, {
+      name,
+      binds,
+      port: port.number,
+      protocol: sniffing ? Protocol.PROTOCOL_UNSPECIFIED : port.protocol,
+      chains,
+    });
     return;
   }
+  // Server-first protocols (MongoDB, MySQL) share a port with nothing else: an inspector would stall them.
+  if (!sharesWellKnownPort(port.protocol, current.protocol)) return;
   mergeChains(current, chains);
-  if (conflict === "http-over-tcp" || conflict === "tcp-over-http" || conflict === "auto-over-tcp")
-    current.protocol = Protocol.PROTOCOL_UNSPECIFIED;
+  if (currentIsTcp && protocol !== "tcp") current.protocol = Protocol.PROTOCOL_UNSPECIFIED;
 }
 
 /** Istio's isConflictWithWellKnownPort: MongoDB and MySQL ports share a listener only with their own protocol. */

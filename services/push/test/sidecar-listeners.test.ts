@@ -287,6 +287,33 @@ spec:
       assert.equal(clusterOf(listener.defaultFilterChain), "outbound|5432||db.default.svc.cluster.local");
     });
 
+    it("keeps the first of equal SNI matches, VirtualServices by name then namespace (Istio: creation time first)", () => {
+      const vs = (name: string, namespace: string, destination: string) => `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ${name}, namespace: ${namespace}}
+spec:
+  hosts: [secure.default.svc.cluster.local]
+  tls:
+  - match:
+    - sniHosts: [secure.default.svc.cluster.local]
+    route:
+    - destination: {host: ${destination}.default.svc.cluster.local}
+`;
+      const listeners = outbound(
+        [
+          kube("secure", "10.96.0.30", [{ name: "tls", number: 8443, protocol: "PROTOCOL_TLS" }]),
+          kube("one", "10.96.0.31", [{ name: "tls", number: 8443, protocol: "PROTOCOL_TLS" }]),
+          kube("two", "10.96.0.32", [{ name: "tls", number: 8443, protocol: "PROTOCOL_TLS" }]),
+        ],
+        {},
+        "10.1.0.9",
+        [vs("b", "alpha", "two"), vs("a", "zeta", "one")].join("---\n"),
+      );
+      const listener = listeners.get("10.96.0.30_8443")!;
+      assert.equal(listener.filterChains.length, 1);
+      assert.equal(clusterOf(listener.filterChains[0]), "outbound|8443||one.default.svc.cluster.local");
+    });
+
     it("binds an IPv6-only proxy's wildcard listeners to ::", () => {
       const listeners = outbound([], {}, "fd00::9");
       assert.deepEqual([...listeners.keys()], ["virtualInbound", "virtualOutbound"]);

@@ -468,12 +468,19 @@ function cidrRange(value: string): { addressPrefix: string; prefixLen: number } 
   };
 }
 
-/** The VirtualServices of the egress listener whose hosts match host, in their order (Istio's getConfigsForHost). */
+/**
+ * The VirtualServices of the egress listener whose hosts match host (Istio's
+ * getConfigsForHost), in Istio's order: by creation time, then name, then
+ * namespace. Ingest keeps no creation time, so by name, then namespace.
+ */
 function hostConfigs(
   host: string,
   virtualServices: readonly TypedConfig<VirtualService>[],
 ): TypedConfig<VirtualService>[] {
-  return virtualServices.filter((config) => config.hosts.some((pattern) => hostMatches(pattern, host)));
+  const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  return virtualServices
+    .filter((config) => config.hosts.some((pattern) => hostMatches(pattern, host)))
+    .sort((a, b) => compare(a.ref.name, b.ref.name) || compare(a.ref.namespace, b.ref.namespace));
 }
 
 /**

@@ -284,6 +284,8 @@ spec:
         prefixRanges: [{ addressPrefix: "10.96.0.0", prefixLen: 16 }],
       });
       assert.equal(clusterOf(listener.filterChains[0]), "outbound|5432|v2|db.default.svc.cluster.local");
+      // As Istio: a chain on a route's destination subnets carries no config metadata.
+      assert.equal(listener.filterChains[0].metadata, undefined);
       assert.equal(clusterOf(listener.defaultFilterChain), "outbound|5432||db.default.svc.cluster.local");
     });
 
@@ -312,6 +314,10 @@ spec:
       const listener = listeners.get("10.96.0.30_8443")!;
       assert.equal(listener.filterChains.length, 1);
       assert.equal(clusterOf(listener.filterChains[0]), "outbound|8443||one.default.svc.cluster.local");
+      assert.equal(
+        listener.filterChains[0].metadata.filterMetadata.istio.config,
+        "/apis/networking.istio.io/v1/namespaces/zeta/virtual-service/a",
+      );
     });
 
     it("binds an IPv6-only proxy's wildcard listeners to ::", () => {

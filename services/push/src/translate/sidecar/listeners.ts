@@ -201,6 +201,8 @@ interface ChainPlan {
   tcp?: TcpTarget;
   /** The VirtualService whose route the chain is. */
   source?: ConfigRef;
+  /** Whether the chain names its VirtualService in its metadata (Istio's config info; not on subnet chains). */
+  tagged?: boolean;
 }
 
 /** One outbound listener being planned (Istio's outboundListenerEntry). */
@@ -542,6 +544,7 @@ function tcpChainPlans(
               sniHosts: [...match.sniHosts],
               cidrs: match.destinationSubnets.length > 0 ? [...match.destinationSubnets] : cidrs,
               source: config.ref,
+              tagged: true,
             }),
           );
         }
@@ -558,14 +561,14 @@ function tcpChainPlans(
     for (const route of config.spec.tcp) {
       if (route.route.length === 0) continue;
       if (route.match.length === 0) {
-        chains.push(chain(target(config, route.route), { source: config.ref }));
+        chains.push(chain(target(config, route.route), { source: config.ref, tagged: true }));
         return chains;
       }
       const subnets: string[] = [];
       for (const match of route.match) {
         if (!applies(match)) continue;
         if (match.destinationSubnets.length === 0) {
-          chains.push(chain(target(config, route.route), { source: config.ref }));
+          chains.push(chain(target(config, route.route), { source: config.ref, tagged: true }));
           return chains;
         }
         subnets.push(...match.destinationSubnets);
@@ -635,9 +638,12 @@ function buildOutboundListener(
   let defaultFilterChain: Record<string, unknown> | undefined;
   for (const chain of plan.chains) {
     addSource(chain.source);
-    const filters = chain.http ? [hcmFilter(plan, chain.http)] : [tcpFilter(chain.tcp!)];
-    if (matchesAll(chain)) defaultFilterChain = { filters };
-    else filterChains.push({ filterChainMatch: filterChainMatch(chain), filters });
+    const built: Record<string, unknown> = {
+      filters: chain.http ? [hcmFilter(plan, chain.http)] : [tcpFilter(chain.tcp!)],
+      ...(chain.tagged && chain.source ? { metadata: configMetadata(chain.source) } : {}),
+    };
+    if (matchesAll(chain)) defaultFilterChain = built;
+    else filterChains.push({ filterChainMatch: filterChainMatch(chain), ...built });
   }
   if (defaultFilterChain && filterChains.length === 0) {
     filterChains.push(defaultFilterChain);
@@ -662,6 +668,12 @@ function buildOutboundListener(
     ...(defaultFilterChain ? { defaultFilterChain: defaultFilterChain as never } : {}),
   });
   return { name: plan.name, resource: packAny(TypeUrl.Listener, Listener, listener), sources };
+}
+
+/** Istio's config info metadata: the VirtualService a chain comes from, as its Kubernetes API path. */
+function configMetadata(ref: ConfigRef): Record<string, unknown> {
+  const config = `/apis/networking.istio.io/v1/namespaces/${ref.namespace}/virtual-service/${ref.name}`;
+  return { filterMetadata: { istio: { config } } };
 }
 
 /** Istio's toFilterChainMatch: ALPN and transport protocol, the SNI hosts sorted, the destination CIDRs sorted. */

@@ -22,6 +22,7 @@ export {
   type ParseResult,
   parseDocuments,
 } from "./parse.js";
+export { regexProblem } from "./rules/common.js";
 export type { RuleContext, SpecValidator } from "./rules/context.js";
 export { type DecodedConfig, decodeStoredOfKind, decodeStoredSpec } from "./stored.js";
 export { type DecodeResult, decodeSpec, type ResourceInput, validateResource } from "./validate.js";

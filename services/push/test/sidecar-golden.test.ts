@@ -32,6 +32,8 @@ const testdata = fileURLToPath(new URL("./testdata/sidecar", import.meta.url));
 /** A pod of the registry: an injected Bookinfo workload, and a possible proxy of a case. */
 interface Pod {
   ip: string;
+  /** Its further addresses, after ip in INSTANCE_IPS (a dual-stack pod's IPv6 address). */
+  moreIps?: string[];
   pod: string;
   /** The service whose endpoint it is (in its namespace). */
   service?: string;
@@ -123,7 +125,7 @@ function sidecarNode(pod: Pod) {
       CLUSTER_ID: "Kubernetes",
       ENVOY_PROMETHEUS_PORT: 15090,
       ENVOY_STATUS_PORT: 15021,
-      INSTANCE_IPS: pod.ip,
+      INSTANCE_IPS: [pod.ip, ...(pod.moreIps ?? [])].join(","),
       ISTIO_VERSION: "sextant",
       LABELS: podLabels(pod),
       MESH_ID: "cluster.local",

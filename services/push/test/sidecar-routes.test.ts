@@ -62,7 +62,9 @@ describe("sidecar RDS", () => {
       ratings.routes[0].route.retryPolicy.retryHostPredicate[0].name,
       "envoy.retry_host_predicates.previous_hosts",
     );
-    assert.deepEqual(ratings.routes[0].route.retryPolicy.retriableStatusCodes, [503]);
+    // Istio >= 1.24: no retriable status codes by default (a 503 is not retried).
+    assert.equal(ratings.routes[0].route.retryPolicy.retriableStatusCodes, undefined);
+    assert.deepEqual(ratings.routes[0].route.maxGrpcTimeout, {});
     assert.equal(ratings.routes[0].decorator.operation, "ratings.default.svc.cluster.local:9080/*");
   });
 
@@ -150,6 +152,7 @@ describe("sidecar RDS", () => {
     assert.equal(jason.route.cluster, "outbound|9080|v1|ratings.default.svc.cluster.local");
     assert.deepEqual(jason.route.timeout, { seconds: 2 });
     assert.equal(jason.route.maxStreamDuration, undefined);
+    assert.deepEqual(jason.route.maxGrpcTimeout, { seconds: 2 });
     assert.equal(jason.route.retryPolicy.numRetries, 3);
     assert.equal(jason.route.retryPolicy.retryOn, "5xx,retriable-status-codes");
     assert.deepEqual(jason.route.retryPolicy.retriableStatusCodes, [503]);

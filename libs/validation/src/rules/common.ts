@@ -93,8 +93,22 @@ export function checkPercentage(issues: Issues, path: string, value: number | un
   if (!(value >= 0 && value <= 100)) issues.error(path, `percentage ${value} must be between 0 and 100`);
 }
 
-/** Why `pattern` is not a valid RE2 expression, or undefined if it is. */
+/**
+ * Istio's longest accepted regex: Envoy caps an RE2 program's size, which is
+ * always larger than the pattern's length, so Istio bounds the length.
+ */
+const MAX_REGEX_LENGTH = 1024;
+
+/**
+ * Why `pattern` is not a regex Envoy accepts, or undefined if it is: empty
+ * (Envoy's RegexMatcher requires one), longer than Istio's 1024, or not
+ * compiled by RE2 (re2js, a port of RE2's parser; JavaScript's RegExp
+ * accepts lookarounds and backreferences RE2 refuses).
+ */
 export function regexProblem(pattern: string): string | undefined {
+  if (pattern === "") return "a regex must not be empty";
+  if (pattern.length > MAX_REGEX_LENGTH)
+    return `regex is too large: ${pattern.length} characters, at most ${MAX_REGEX_LENGTH} allowed`;
   try {
     RE2JS.compile(pattern);
     return undefined;

@@ -79,6 +79,13 @@ export function validateVirtualService(vs: VirtualService, ctx: RuleContext): vo
   if (isDelegate && vs.gateways.length > 0) {
     issues.error(`${path}.gateways`, "a delegate VirtualService (one without hosts) must not set gateways");
   }
+  // Only HTTP routes are delegated (Istio merges nothing else into the root).
+  if (isDelegate && vs.tcp.length > 0) {
+    issues.error(`${path}.tcp`, "a delegate VirtualService (one without hosts) must not set tcp routes");
+  }
+  if (isDelegate && vs.tls.length > 0) {
+    issues.error(`${path}.tls`, "a delegate VirtualService (one without hosts) must not set tls routes");
+  }
   vs.hosts.forEach((host, i) => {
     const p = at(`${path}.hosts`, i);
     if (host === "*") {
@@ -208,6 +215,17 @@ function validateHttpRoute(issues: Issues, p: string, http: HTTPRoute, isDelegat
     if (status < 200 || status > 599) {
       issues.error(`${p}.directResponse.status`, `status ${status} must be between 200 and 599`);
     }
+    const body = http.directResponse.body;
+    const size =
+      body?.string !== undefined ? new TextEncoder().encode(body.string).length : (body?.bytes?.length ?? 0);
+    if (size > MAX_DIRECT_RESPONSE_BODY_BYTES) {
+      issues.error(
+        `${p}.directResponse.body`,
+        `a direct response body must be at most 1 MiB (it has ${size} bytes)`,
+      );
+    } else if (size > LARGE_DIRECT_RESPONSE_BODY_BYTES) {
+      issues.warn(`${p}.directResponse.body`, "a direct response body over 100 KiB burdens every proxy");
+    }
   }
   checkRetries(issues, `${p}.retries`, http.retries);
   if (http.rewrite) {
@@ -299,28 +317,39 @@ function checkHeaderOperations(issues: Issues, p: string, headers: Headers | und
     const base = `${p}.${side}`;
     for (const op of ["set", "add"] as const) {
       for (const name of Object.keys(ops[op])) {
+        // A request's Host (or :authority) is set as the route's host rewrite, as in Istio.
         const authority =
           side === "request" && (name.toLowerCase() === "host" || name.toLowerCase() === ":authority");
-        if (!authority && !isModifiableHeader(name)) {
-          issues.error(
-            key(`${base}.${op}`, name),
-            `header "${name}" is not a valid or modifiable header name`,
-          );
-        }
+        const problem = authority ? undefined : headerOperationProblem(name);
+        if (problem) issues.error(key(`${base}.${op}`, name), problem);
       }
     }
     ops.remove.forEach((name, i) => {
-      if (!isModifiableHeader(name)) {
-        issues.error(at(`${base}.remove`, i), `header "${name}" is not a valid or modifiable header name`);
-      }
+      const problem = headerOperationProblem(name);
+      if (problem) issues.error(at(`${base}.remove`, i), problem);
     });
   }
 }
 
-// Pseudo-headers (":path") and Host are owned by the proxy.
-function isModifiableHeader(name: string): boolean {
-  return isHeaderName(name) && name.toLowerCase() !== "host";
+/**
+ * Why a route may not modify header `name` (Istio's
+ * ValidateHTTPHeaderOperationName), or undefined if it may. Envoy refuses to
+ * modify pseudo-headers (":path") and Host, and rejects the whole route
+ * configuration that tries.
+ */
+function headerOperationProblem(name: string): string | undefined {
+  if (name.startsWith(":"))
+    return `header "${name}" cannot be modified: ":"-prefixed pseudo-headers are the proxy's (only a request's ":authority" or "host" may be set or added, as the host rewrite)`;
+  if (name.toLowerCase() === "host")
+    return `header "${name}" cannot be modified here (only a request's "host" may be set or added, as the host rewrite)`;
+  if (!isHeaderName(name)) return `"${name}" is not a valid header name`;
+  return undefined;
 }
+
+/** Istio's limit of a direct response body: bigger ones burden the control plane and every proxy. */
+const MAX_DIRECT_RESPONSE_BODY_BYTES = 1024 * 1024;
+/** Istio warns above this size. */
+const LARGE_DIRECT_RESPONSE_BODY_BYTES = 100 * 1024;
 
 function checkCors(issues: Issues, p: string, cors: CorsPolicy | undefined): void {
   if (!cors) return;

@@ -3,11 +3,11 @@ import { hostMatches, resolveHost } from "@sextant/model";
 import type { ConfigResource, Endpoint, Service } from "@sextant/proto";
 import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
-import type { VirtualService } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import type { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_group";
 import type { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import type { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
 import { type ConfigKind, type ConfigSpecs, decodeStoredOfKind } from "@sextant/validation";
+import { mergeDelegates, type RoutedVirtualService } from "./delegation.js";
 import { DEFAULT_TRUST_DOMAIN, spiffeUri } from "./identity.js";
 import {
   authorizationPoliciesFor,
@@ -46,7 +46,8 @@ export class PushContext {
   readonly trustDomain: string;
   readonly rootNamespace: string;
   readonly servicesByHost: ReadonlyMap<string, Service>;
-  readonly virtualServices: readonly TypedConfig<VirtualService>[];
+  /** VirtualServices with hosts, their delegates merged in (delegates themselves are not listed). */
+  readonly virtualServices: readonly RoutedVirtualService[];
   readonly destinationRules: readonly TypedConfig<DestinationRule>[];
   readonly peerAuthentications: readonly TypedConfig<PeerAuthentication>[];
   readonly authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
@@ -114,7 +115,11 @@ export class PushContext {
       trustDomain,
       rootNamespace,
       servicesByHost,
-      virtualServices: typed("VirtualService", (spec) => spec.hosts),
+      virtualServices: mergeDelegates(
+        typed("VirtualService", (spec) => spec.hosts),
+        inputs.domainSuffix,
+        visible,
+      ),
       destinationRules: typed("DestinationRule", (spec) => [spec.host]),
       peerAuthentications: typed("PeerAuthentication", () => []),
       authorizationPolicies: typed("AuthorizationPolicy", () => []),
@@ -188,8 +193,8 @@ export class PushContext {
    * an exact host before a wildcard, then by namespace/name (istiod uses
    * creation time, which ingest does not keep).
    */
-  virtualServiceFor(host: string, namespace: string): TypedConfig<VirtualService> | undefined {
-    let best: { config: TypedConfig<VirtualService>; exact: boolean } | undefined;
+  virtualServiceFor(host: string, namespace: string): RoutedVirtualService | undefined {
+    let best: { config: RoutedVirtualService; exact: boolean } | undefined;
     for (const config of this.virtualServices) {
       if (!visible(config.spec.exportTo, config.ref.namespace, namespace)) continue;
       const gateways = config.spec.gateways;
@@ -239,7 +244,7 @@ interface ContextParts {
   trustDomain: string;
   rootNamespace: string;
   servicesByHost: Map<string, Service>;
-  virtualServices: readonly TypedConfig<VirtualService>[];
+  virtualServices: readonly RoutedVirtualService[];
   destinationRules: readonly TypedConfig<DestinationRule>[];
   peerAuthentications: readonly TypedConfig<PeerAuthentication>[];
   authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];

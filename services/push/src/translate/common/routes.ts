@@ -7,6 +7,7 @@ import type {
   HTTPMatchRequest,
   StringMatch,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+import { regexProblem } from "@sextant/validation";
 
 /** The fault filter's name in the HCM; routes override its config under this key. */
 export const FAULT_FILTER_NAME = "envoy.filters.http.fault";
@@ -47,15 +48,42 @@ export function translateMatch(match: HTTPMatchRequest | undefined): Record<stri
   }
   const headers: Partial<HeaderMatcher>[] = [];
   for (const [name, value] of Object.entries(match?.headers ?? {}).sort(([a], [b]) => a.localeCompare(b))) {
-    headers.push(headerMatcher(name, value, false));
+    headers.push(headerMatcher(name, presentIfStar(value), false));
   }
   for (const [name, value] of Object.entries(match?.withoutHeaders ?? {}).sort(([a], [b]) =>
     a.localeCompare(b),
   )) {
-    headers.push(headerMatcher(name, value, true));
+    headers.push(headerMatcher(name, presentIfStar(value), true));
   }
   if (headers.length > 0) result.headers = headers;
   return result;
+}
+
+/**
+ * Istio's canBeConvertedToPresentMatch: a header (or query parameter) regex of
+ * exactly "*" is not an RE2 pattern but "the header is present", so it becomes
+ * the empty StringMatch headerMatcher turns into a present match.
+ */
+export function presentIfStar(value: StringMatch): StringMatch {
+  return value.regex === "*" ? {} : value;
+}
+
+/**
+ * True if every regex an HTTPMatchRequest carries is one Envoy's RE2 compiles
+ * (after the "*" present-match conversion). Ingest's validation refuses the
+ * others; push checks again so one bad pattern never makes Envoy reject the
+ * whole RouteConfiguration it would sit in.
+ */
+export function matchRegexesValid(match: HTTPMatchRequest | undefined): boolean {
+  if (!match) return true;
+  const patterns: Array<string | undefined> = [match.uri?.regex];
+  for (const value of [match.scheme, match.method, match.authority]) {
+    if (value) patterns.push(presentIfStar(value).regex);
+  }
+  for (const values of [match.headers, match.withoutHeaders, match.queryParams]) {
+    for (const value of Object.values(values)) patterns.push(presentIfStar(value).regex);
+  }
+  return patterns.every((pattern) => pattern === undefined || regexProblem(pattern) === undefined);
 }
 
 /** An empty StringMatch means "header present", as in Istio. */
@@ -74,27 +102,37 @@ export function headerMatcher(name: string, value: StringMatch, invert: boolean)
   return matcher;
 }
 
-/** Istio's fault injection as the fault filter's per-route config: delay and abort (HTTP or gRPC status), 100 % unless a percentage is given. */
-export function translateFault(fault: HTTPFaultInjection): HTTPFault {
+/**
+ * Istio's TranslateFault as the fault filter's per-route config. A delay
+ * needs fixedDelay (exponential delays are not supported) and takes its
+ * percentage, else the deprecated integer `percent` (0 when unset: no
+ * delay). An abort needs an HTTP or gRPC status and takes its percentage,
+ * else none (Envoy then aborts no request). Undefined when neither is left.
+ */
+export function translateFault(fault: HTTPFaultInjection): HTTPFault | undefined {
   const partial: Record<string, unknown> = {};
-  if (fault.delay?.fixedDelay) {
+  const delay = fault.delay;
+  if (delay?.fixedDelay) {
     partial.delay = {
-      fixedDelay: fault.delay.fixedDelay,
-      percentage: fraction(fault.delay.percentage?.value ?? fault.delay.percent ?? 100),
+      fixedDelay: delay.fixedDelay,
+      percentage: delay.percentage
+        ? fraction(delay.percentage.value)
+        : { numerator: delay.percent, denominator: FractionalPercent_DenominatorType.HUNDRED },
     };
   }
-  if (fault.abort) {
-    const abort: Record<string, unknown> = { percentage: fraction(fault.abort.percentage?.value ?? 100) };
-    if (fault.abort.grpcStatus !== undefined) {
-      const code = /^\d+$/.test(fault.abort.grpcStatus)
-        ? Number(fault.abort.grpcStatus)
-        : GRPC_STATUS[fault.abort.grpcStatus];
-      abort.grpcStatus = code ?? GRPC_STATUS.UNKNOWN;
-    } else if (fault.abort.httpStatus !== undefined) {
-      abort.httpStatus = fault.abort.httpStatus;
+  const abort = fault.abort;
+  if (abort && (abort.grpcStatus !== undefined || abort.httpStatus !== undefined)) {
+    const out: Record<string, unknown> = {};
+    if (abort.percentage) out.percentage = fraction(abort.percentage.value);
+    if (abort.grpcStatus !== undefined) {
+      const code = /^\d+$/.test(abort.grpcStatus) ? Number(abort.grpcStatus) : GRPC_STATUS[abort.grpcStatus];
+      out.grpcStatus = code ?? GRPC_STATUS.UNKNOWN;
+    } else {
+      out.httpStatus = abort.httpStatus;
     }
-    partial.abort = abort;
+    partial.abort = out;
   }
+  if (!partial.delay && !partial.abort) return undefined;
   return HTTPFault.fromPartial(partial);
 }
 

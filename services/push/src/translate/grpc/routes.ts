@@ -10,7 +10,13 @@ import type {
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../../model/types.js";
-import { FAULT_FILTER_NAME, millis, translateFault, translateMatch } from "../common/routes.js";
+import {
+  FAULT_FILTER_NAME,
+  matchRegexesValid,
+  millis,
+  translateFault,
+  translateMatch,
+} from "../common/routes.js";
 import { type GenerationContext, generateByName } from "../generator.js";
 import { outboundClusterName, parseHostPort, resolveClientHost } from "../names.js";
 
@@ -55,7 +61,7 @@ export function buildRouteConfiguration(
   const sources: ConfigRef[] = [];
   let routes: PartialRoute[];
   if (virtualService) {
-    sources.push(virtualService.ref);
+    sources.push(virtualService.ref, ...virtualService.delegates);
     const onlyPort = service.ports.length === 1 ? service.ports[0]?.number : undefined;
     routes = virtualService.spec.http.flatMap((route, index) =>
       translateHttpRoute(
@@ -101,7 +107,13 @@ type RouteInput = NonNullable<
   NonNullable<Parameters<typeof RouteConfiguration.fromPartial>[0]["virtualHosts"]>[number]["routes"]
 >[number];
 
-/** One Istio HTTPRoute becomes one Envoy route per match (matches are ORed), or one catch-all. */
+/**
+ * One Istio HTTPRoute becomes one Envoy route per match (matches are ORed),
+ * or one catch-all. None for a root route whose delegate was not merged, a
+ * route without a destination (a gRPC client has no redirect or direct
+ * response), or a match with a regex RE2 does not compile: the client would
+ * reject the whole route configuration.
+ */
 function translateHttpRoute(
   push: PushContext,
   route: HTTPRoute,
@@ -112,8 +124,13 @@ function translateHttpRoute(
   onlyServicePort: number | undefined,
   sources: ConfigRef[],
 ): PartialRoute[] {
+  if (route.delegate) return [];
+  const weighted = route.route.filter((destination) => route.route.length === 1 || destination.weight > 0);
+  if (weighted.length === 0 || weighted.some((destination) => !destination.destination?.host)) return [];
   const matches = route.match.length > 0 ? route.match : [undefined];
-  const applicable = matches.filter((match) => !match?.port || match.port === listenerPort);
+  const applicable = matches.filter(
+    (match) => (!match?.port || match.port === listenerPort) && matchRegexesValid(match),
+  );
   const action = buildAction(
     push,
     route,
@@ -123,8 +140,9 @@ function translateHttpRoute(
     onlyServicePort,
     sources,
   );
-  const typedPerFilterConfig = route.fault
-    ? { [FAULT_FILTER_NAME]: packAny(TypeUrl.HTTPFault, HTTPFault, translateFault(route.fault)) }
+  const fault = route.fault ? translateFault(route.fault) : undefined;
+  const typedPerFilterConfig = fault
+    ? { [FAULT_FILTER_NAME]: packAny(TypeUrl.HTTPFault, HTTPFault, fault) }
     : {};
   return applicable.map((match, matchIndex) => ({
     name: route.name || `route-${index}${matches.length > 1 ? `-${matchIndex}` : ""}`,

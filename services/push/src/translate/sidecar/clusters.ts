@@ -686,7 +686,7 @@ function buildIngressListenerCluster(
 }
 
 /** Istio's protocol.Parse (case-insensitive names). */
-function parseProtocol(name: string): Protocol {
+export function parseProtocol(name: string): Protocol {
   switch (name.toUpperCase()) {
     case "HTTP":
       return Protocol.PROTOCOL_HTTP;

@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { type ConfigRef, packAny } from "@sextant/proto";
 import {
   DownstreamTlsContext,
@@ -12,7 +13,11 @@ import {
 } from "@sextant/proto/envoy";
 import type { TransportSocket } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { TrafficDirection } from "@sextant/proto/gen/envoy/config/core/v3/base";
-import type { Filter } from "@sextant/proto/gen/envoy/config/listener/v3/listener_components";
+import type {
+  Filter,
+  ListenerFilter,
+  ListenerFilterChainMatchPredicate,
+} from "@sextant/proto/gen/envoy/config/listener/v3/listener_components";
 import type { RBAC } from "@sextant/proto/gen/envoy/config/rbac/v3/rbac";
 import {
   HttpConnectionManager_PathWithEscapedSlashesAction as EscapedSlashes,
@@ -20,13 +25,19 @@ import {
   type HttpFilter,
 } from "@sextant/proto/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager";
 import { TlsParameters_TlsProtocol } from "@sextant/proto/gen/envoy/extensions/transport_sockets/tls/v3/common";
+import { CaptureMode, type Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import { AuthorizationPolicy_Action } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
+import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { type MtlsMode, selectorMatches } from "../../model/security.js";
-import type { GeneratedResource } from "../../model/types.js";
+import { applicableSidecar } from "../../model/sidecar-scope.js";
+import type { GeneratedResource, TypedConfig } from "../../model/types.js";
 import { buildRbac, RBAC_FILTER_NAME } from "../common/rbac.js";
+import { TLS_TRANSPORT_SOCKET } from "../grpc/tls.js";
+import { serviceTargets } from "./cluster-rules.js";
 import { SDS_DEFAULT_SECRET, SDS_ROOT_SECRET, sdsSecretConfig } from "./cluster-tls.js";
+import { parseProtocol } from "./clusters.js";
 import {
   BLACKHOLE_CLUSTER,
   HCM_FILTER_NAME,
@@ -40,56 +51,162 @@ import { isHttpProtocol } from "./routes.js";
 /** The inbound capture listener's name and port (iptables redirects inbound traffic there). */
 export const VIRTUAL_INBOUND = "virtualInbound";
 export const VIRTUAL_INBOUND_PORT = 15006;
-/** The TLS transport socket. */
-export const TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls";
-/** The ALPN values Istio's clients send over mTLS, which the inbound mTLS chains match. */
-export const ISTIO_MTLS_ALPNS = [
-  "istio",
-  "istio-peer-exchange",
-  "istio-http/1.0",
-  "istio-http/1.1",
-  "istio-h2",
-];
+/** The catch-all chains' names: HTTP found by sniffing, and everything else (Istio's names). */
+const CATCH_ALL_HTTP_CHAIN = "virtualInbound-catchall-http";
+const CATCH_ALL_TCP_CHAIN = VIRTUAL_INBOUND;
+const BLACKHOLE_CHAIN = "virtualInbound-blackhole";
 
-/** One inbound port of the proxy: a port some service of its workload targets. */
+/**
+ * The ALPN values inbound chains match (Istio's, less `istio-peer-exchange`:
+ * that value asks for the metadata-exchange filter, which Sextant's
+ * sidecars do not run, so no chain claims it). Istio's client sidecars
+ * send `istio` on mTLS, or `istio-http/<version>` when they know the traffic
+ * is HTTP (Sextant's send `istio`); plaintext HTTP is recognized by the HTTP
+ * inspector.
+ */
+const MTLS_HTTP_ALPNS = ["istio-http/1.0", "istio-http/1.1", "istio-h2"];
+const MTLS_TCP_ALPNS = ["istio"];
+const ALL_MTLS_ALPNS = ["istio", ...MTLS_HTTP_ALPNS];
+const PLAINTEXT_HTTP_ALPNS = ["http/1.1", "h2c"];
+
+/**
+ * How a port's chains carry traffic (Istio's ListenerProtocol): HTTP or TCP
+ * when the port declares it, `auto` (both, chosen by protocol sniffing) when
+ * it declares nothing Istio knows.
+ */
+type PortProtocol = "http" | "tcp" | "auto";
+
+/** Istio's ModelProtocolToListenerProtocol. UDP has no chains of its own in Istio; it gets TCP's. */
+export function portProtocol(protocol: Protocol): PortProtocol {
+  if (isHttpProtocol(protocol)) return "http";
+  if (protocol === Protocol.PROTOCOL_UNSPECIFIED || protocol === Protocol.UNRECOGNIZED) return "auto";
+  return "tcp";
+}
+
+/** One inbound port of the proxy: a port some service of its workload targets, or a Sidecar ingress listener's. */
 export interface InboundPort {
   /** The workload (target) port. */
   readonly port: number;
-  readonly http: boolean;
-  /** The service (first by hostname) and its port number, for the route's decorator. */
+  readonly protocol: PortProtocol;
+  /** HTTP/2, gRPC or gRPC-Web: the HCM is told to expect HTTP/2. */
+  readonly http2: boolean;
+  /** The address in the chains' names (`<bind>_<port>`). */
+  readonly bind: string;
+  /** The decorator's host and port: the service (first by hostname) and its port, or `<sidecar>.<namespace>` and the port. */
   readonly hostname: string;
   readonly servicePort: number;
+  /** The Sidecar whose ingress listener declares the port. */
+  readonly sidecar?: ConfigRef;
+}
+
+function http2(protocol: Protocol): boolean {
+  return (
+    protocol === Protocol.PROTOCOL_HTTP2 ||
+    protocol === Protocol.PROTOCOL_GRPC ||
+    protocol === Protocol.PROTOCOL_GRPC_WEB
+  );
+}
+
+/** Whether the proxy's traffic is not redirected to it (INTERCEPTION_MODE NONE): it has no virtualInbound then. */
+function interceptionNone(proxy: MeshProxy): boolean {
+  return proxy.metadata.INTERCEPTION_MODE === "NONE";
 }
 
 /**
- * The proxy's inbound ports (Istio's service instances): for every endpoint
- * at one of the proxy's instance IPs, each port of its service, delivered to
- * the endpoint's port of that name (else the service's target port, else the
- * port number). Sorted by port; on a port several services target, the first
- * by hostname decides.
+ * The proxy's inbound ports (Istio's inbound chain configs): with a
+ * Sidecar that has ingress listeners, one per listener (those with
+ * captureMode NONE bind a port of their own in Istio and get no chain
+ * here); otherwise one per workload port of its service targets (the same
+ * ones the inbound clusters are built for; on a port several services
+ * target, the first by hostname decides). Sorted by port.
  */
 export function inboundPorts(push: PushContext, proxy: MeshProxy): InboundPort[] {
-  const ips = new Set(proxy.instanceIps);
+  const sidecar = applicableSidecar(push, proxy);
+  const ports =
+    sidecar && sidecar.spec.ingress.length > 0
+      ? sidecarIngressPorts(proxy, sidecar)
+      : serviceTargetPorts(push, proxy);
+  return ports.sort((a, b) => a.port - b.port);
+}
+
+function serviceTargetPorts(push: PushContext, proxy: MeshProxy): InboundPort[] {
+  const [bind = WILDCARD_IPV4] = inboundWildcards(proxy);
   const byPort = new Map<number, InboundPort>();
-  const hosts = [...push.endpointsByHost.keys()].sort();
-  for (const host of hosts) {
-    const service = push.servicesByHost.get(host);
-    if (!service) continue;
-    for (const endpoint of push.endpointsByHost.get(host) ?? []) {
-      if (!ips.has(endpoint.address)) continue;
-      for (const port of service.ports) {
-        const target = endpoint.ports[port.name] || port.targetPort || port.number;
-        if (byPort.has(target)) continue;
-        byPort.set(target, {
-          port: target,
-          http: isHttpProtocol(port.protocol),
-          hostname: service.hostname,
-          servicePort: port.number,
-        });
-      }
-    }
+  for (const target of serviceTargets(push, proxy)) {
+    if (byPort.has(target.targetPort)) continue;
+    byPort.set(target.targetPort, {
+      port: target.targetPort,
+      protocol: portProtocol(target.port.protocol),
+      http2: http2(target.port.protocol),
+      bind,
+      hostname: target.service.hostname,
+      servicePort: target.port.number,
+    });
   }
-  return [...byPort.values()].sort((a, b) => a.port - b.port);
+  return [...byPort.values()];
+}
+
+/**
+ * A Sidecar's ingress listeners as inbound ports: the listener's port and
+ * protocol, named after its bind, else the proxy's first global unicast
+ * address, else the wildcard (Istio's getSidecarInboundBindIPs); traced as
+ * `<sidecar>.<namespace>:<port>` (Istio has no service for them). The
+ * first listener of a port wins.
+ */
+function sidecarIngressPorts(proxy: MeshProxy, sidecar: TypedConfig<Sidecar>): InboundPort[] {
+  const [wildcard = WILDCARD_IPV4] = inboundWildcards(proxy);
+  const unicast = proxy.instanceIps.find(isGlobalUnicast);
+  const byPort = new Map<number, InboundPort>();
+  for (const listener of sidecar.spec.ingress) {
+    const number = listener.port?.number;
+    if (!number || listener.captureMode === CaptureMode.NONE || byPort.has(number)) continue;
+    const protocol = parseProtocol(listener.port?.protocol ?? "");
+    byPort.set(number, {
+      port: number,
+      protocol: portProtocol(protocol),
+      http2: http2(protocol),
+      bind: listener.bind || unicast || wildcard,
+      hostname: `${sidecar.ref.name}.${sidecar.ref.namespace}`,
+      servicePort: number,
+      sidecar: { kind: sidecar.ref.kind, namespace: sidecar.ref.namespace, name: sidecar.ref.name },
+    });
+  }
+  return [...byPort.values()];
+}
+
+/** Go's netip IsGlobalUnicast: not unspecified, loopback, link-local, multicast or the IPv4 broadcast address. */
+function isGlobalUnicast(ip: string): boolean {
+  const family = isIP(ip);
+  if (family === 4) {
+    const [a = 0, b = 0] = ip.split(".").map(Number);
+    return !(a === 0 || a === 127 || a >= 224 || (a === 169 && b === 254));
+  }
+  if (family === 6) {
+    const lower = ip.toLowerCase();
+    return !(lower === "::" || lower === "::1" || /^fe[89ab]/.test(lower) || lower.startsWith("ff"));
+  }
+  return false;
+}
+
+const WILDCARD_IPV4 = "0.0.0.0";
+
+/**
+ * The addresses virtualInbound binds, primary first (Istio's wildcards by
+ * IP mode, with ISTIO_DUAL_STACK on): `0.0.0.0` for an IPv4 proxy, `::` for
+ * an IPv6 one, both for a proxy with instance IPs of both families. Its
+ * chains match no address, so they take either family.
+ */
+export function inboundWildcards(proxy: MeshProxy): string[] {
+  const families = proxy.instanceIps.map((ip) => isIP(ip));
+  if (families.every((family) => family === 4)) return [WILDCARD_IPV4];
+  if (families.every((family) => family === 6)) return ["::"];
+  return [WILDCARD_IPV4, "::"];
+}
+
+/** What virtualInbound is built from beyond config: whether it exists, its ports and addresses (for the cache key). */
+export function virtualInboundKey(push: PushContext, proxy: MeshProxy): string {
+  if (interceptionNone(proxy)) return "none";
+  return JSON.stringify([inboundPorts(push, proxy), inboundWildcards(proxy)]);
 }
 
 /** The AuthorizationPolicies for a sidecar, by action: Istio's ListAuthorizationPolicies with AUDIT too. */
@@ -162,19 +279,36 @@ export function inboundNetworkRbacFilters(push: PushContext, proxy: MeshProxy): 
 }
 
 /**
- * Istio's inbound mTLS transport socket: the workload's certificate (SDS
- * `default`) and the mesh roots (SDS `ROOTCA`), client certificates
- * required, TLS 1.2 at least; ALPN h2/http1.1 for HTTP, with
- * istio-peer-exchange first for TCP.
+ * The cipher suites of inbound mTLS (Istio's SupportedCiphers, used when
+ * MeshConfig's meshMTLS sets none): AEAD only, ECDHE first. They bind TLS
+ * 1.2; TLS 1.3 has its own fixed suites.
  */
-export function inboundMtlsSocket(http: boolean): TransportSocket {
+const MESH_MTLS_CIPHER_SUITES = [
+  "ECDHE-ECDSA-AES256-GCM-SHA384",
+  "ECDHE-RSA-AES256-GCM-SHA384",
+  "ECDHE-ECDSA-AES128-GCM-SHA256",
+  "ECDHE-RSA-AES128-GCM-SHA256",
+  "AES256-GCM-SHA384",
+  "AES128-GCM-SHA256",
+];
+
+/**
+ * Istio's inbound mTLS transport socket (BuildInboundTLS): the workload's
+ * certificate (SDS `default`) and the mesh roots (SDS `ROOTCA`), client
+ * certificates required, TLS 1.2 at least with the mesh's cipher suites,
+ * ALPN h2 and http/1.1. Istio offers `istio-peer-exchange` first on TCP
+ * chains when it runs metadata exchange; without it (as here) TCP chains
+ * offer the same as HTTP ones.
+ */
+function inboundMtlsSocket(): TransportSocket {
   const context = DownstreamTlsContext.fromPartial({
     commonTlsContext: {
       tlsParams: {
         tlsMinimumProtocolVersion: TlsParameters_TlsProtocol.TLSv1_2,
         tlsMaximumProtocolVersion: TlsParameters_TlsProtocol.TLSv1_3,
+        cipherSuites: MESH_MTLS_CIPHER_SUITES,
       },
-      alpnProtocols: http ? ["h2", "http/1.1"] : ["istio-peer-exchange", "h2", "http/1.1"],
+      alpnProtocols: ["h2", "http/1.1"],
       tlsCertificateSdsSecretConfigs: [sdsSecretConfig(SDS_DEFAULT_SECRET)],
       combinedValidationContext: {
         defaultValidationContext: {},
@@ -195,58 +329,151 @@ export function portMtlsMode(push: PushContext, proxy: MeshProxy, port: number):
   return merged.perPort.get(port) ?? merged.mode;
 }
 
-type Chain = Record<string, unknown>;
+/** One filter chain's match on virtualInbound (no address match: every chain takes IPv4 and IPv6). */
+interface ChainMatch {
+  destinationPort?: number;
+  transportProtocol?: "tls" | "raw_buffer";
+  applicationProtocols?: readonly string[];
+}
+
+/** One chain to build: what it carries, what it matches, whether it terminates mTLS (Istio's FilterChainMatchOptions). */
+interface ChainOption {
+  protocol: "http" | "tcp";
+  transportProtocol: "tls" | "raw_buffer";
+  applicationProtocols?: readonly string[];
+  mtls?: true;
+}
+
+const mtlsHttp: ChainOption = {
+  protocol: "http",
+  transportProtocol: "tls",
+  applicationProtocols: MTLS_HTTP_ALPNS,
+  mtls: true,
+};
+const plaintextHttp: ChainOption = {
+  protocol: "http",
+  transportProtocol: "raw_buffer",
+  applicationProtocols: PLAINTEXT_HTTP_ALPNS,
+};
+const plaintextTcp: ChainOption = { protocol: "tcp", transportProtocol: "raw_buffer" };
+/** TLS the sidecar does not terminate (a client's own TLS), passed through as TCP. */
+const passthroughTls: ChainOption = { protocol: "tcp", transportProtocol: "tls" };
 
 /**
- * The filter chains one mode gives, as Istio's inbound chains: STRICT one
- * mTLS chain (transport protocol tls); PERMISSIVE an mTLS chain for Istio's
- * ALPNs, for TCP also a chain for other TLS (passed through as is), and a
- * plaintext chain (raw_buffer); DISABLE one plaintext chain matching all.
+ * The chains of a port by its protocol and mTLS mode, in Istio's order
+ * (getFilterChainMatchOptions). STRICT takes only TLS; PERMISSIVE tells
+ * mTLS from the mesh (Istio's ALPNs) apart from plaintext and other TLS;
+ * DISABLE takes only plaintext (with no inspector on such a port, a
+ * client's own TLS counts as raw_buffer: bytes to a TCP port). A sniffed (`auto`) port has an HTTP chain for what
+ * the HTTP inspector or the client's ALPN says is HTTP, and TCP chains for
+ * the rest.
  */
-function chainsForMode(
-  mode: MtlsMode,
-  name: string,
-  match: Chain,
-  http: boolean,
-  filters: () => unknown[],
-): Chain[] {
-  const mtls = (extra: Chain) => ({
-    name,
-    filterChainMatch: { ...match, transportProtocol: "tls", ...extra },
-    filters: filters(),
-    transportSocket: inboundMtlsSocket(http),
+const CHAIN_OPTIONS: Record<PortProtocol, Record<MtlsMode, readonly ChainOption[]>> = {
+  http: {
+    STRICT: [{ protocol: "http", transportProtocol: "tls", mtls: true }],
+    PERMISSIVE: [
+      { protocol: "http", transportProtocol: "tls", applicationProtocols: ALL_MTLS_ALPNS, mtls: true },
+      { protocol: "http", transportProtocol: "raw_buffer" },
+    ],
+    DISABLE: [{ protocol: "http", transportProtocol: "raw_buffer" }],
+  },
+  tcp: {
+    STRICT: [{ protocol: "tcp", transportProtocol: "tls", mtls: true }],
+    PERMISSIVE: [
+      { protocol: "tcp", transportProtocol: "tls", applicationProtocols: ALL_MTLS_ALPNS, mtls: true },
+      passthroughTls,
+      plaintextTcp,
+    ],
+    DISABLE: [plaintextTcp],
+  },
+  auto: {
+    STRICT: [mtlsHttp, { protocol: "tcp", transportProtocol: "tls", mtls: true }],
+    PERMISSIVE: [
+      mtlsHttp,
+      plaintextHttp,
+      { protocol: "tcp", transportProtocol: "tls", applicationProtocols: MTLS_TCP_ALPNS, mtls: true },
+      plaintextTcp,
+      passthroughTls,
+    ],
+    DISABLE: [plaintextHttp, plaintextTcp],
+  },
+};
+
+/** One filter chain of virtualInbound. */
+interface InboundChain {
+  name: string;
+  filterChainMatch: ChainMatch;
+  filters: Filter[];
+  transportSocket?: TransportSocket;
+  metadata?: { filterMetadata: { istio: { config: string } } };
+}
+
+/** What the chains of one port (or of the catch-all) are made of, by the protocol a chain carries. */
+interface ChainSource {
+  /** The port the chains match; none for the catch-all. */
+  port?: number;
+  name: Record<"http" | "tcp", string>;
+  filters: Record<"http" | "tcp", () => Filter[]>;
+  /** The config that declared the chains (a Sidecar), as Istio's chain metadata names it. */
+  config?: string;
+}
+
+function buildChains(source: ChainSource, protocol: PortProtocol, mode: MtlsMode): InboundChain[] {
+  return CHAIN_OPTIONS[protocol][mode].map((option) => {
+    const filterChainMatch: ChainMatch = {
+      ...(source.port !== undefined && { destinationPort: source.port }),
+      transportProtocol: option.transportProtocol,
+      ...(option.applicationProtocols && { applicationProtocols: option.applicationProtocols }),
+    };
+    return {
+      name: source.name[option.protocol],
+      filterChainMatch,
+      filters: source.filters[option.protocol](),
+      ...(option.mtls && { transportSocket: inboundMtlsSocket() }),
+      ...(source.config && { metadata: { filterMetadata: { istio: { config: source.config } } } }),
+    };
   });
-  if (mode === "STRICT") return [mtls({})];
-  if (mode === "DISABLE") return [{ name, filterChainMatch: match, filters: filters() }];
-  const chains: Chain[] = [mtls({ applicationProtocols: ISTIO_MTLS_ALPNS })];
-  if (!http)
-    chains.push({ name, filterChainMatch: { ...match, transportProtocol: "tls" }, filters: filters() });
-  chains.push({ name, filterChainMatch: { ...match, transportProtocol: "raw_buffer" }, filters: filters() });
-  return chains;
 }
 
 const ZERO = { seconds: 0, nanos: 0 };
+const MAX_CONNECTIONS_PER_SOCKET_EVENT = 1;
+const INBOUND_SERVER_NAME = "istio-envoy";
 
-function inboundHcm(push: PushContext, proxy: MeshProxy, port: InboundPort, statPrefix: string): Filter {
-  const cluster = `inbound|${port.port}||`;
+/** Where an inbound HCM sends every request, and how the route is named and traced. */
+interface InboundRoute {
+  cluster: string;
+  /** The service port in the virtual host's name (`inbound|http|<port>`); 0 for the catch-all. */
+  servicePort: number;
+  /** The trace decorator: `<host>:<service port>/*`, `:0/*` for the catch-all. */
+  operation: string;
+  http2: boolean;
+}
+
+/**
+ * Istio's inbound HCM: the inline route config named after the cluster, one
+ * virtual host `inbound|http|<service port>` for every domain, a route to
+ * the cluster without timeouts; the authorization filters before the
+ * router; client certificate details forwarded; Server `istio-envoy`.
+ */
+function inboundHcm(push: PushContext, proxy: MeshProxy, route: InboundRoute, statPrefix: string): Filter {
   const manager = HttpConnectionManager.fromPartial({
     statPrefix,
     routeConfig: {
-      name: cluster,
+      name: route.cluster,
       virtualHosts: [
         {
-          name: `inbound|http|${port.port}`,
+          name: `inbound|http|${route.servicePort}`,
           domains: ["*"],
           routes: [
             {
               name: "default",
               match: { prefix: "/" },
               route: {
-                cluster,
+                cluster: route.cluster,
                 timeout: ZERO,
                 maxStreamDuration: { maxStreamDuration: ZERO, grpcTimeoutHeaderMax: ZERO },
               },
-              decorator: { operation: `${port.hostname}:${port.servicePort}/*` },
+              decorator: { operation: route.operation },
             },
           ],
         },
@@ -254,6 +481,9 @@ function inboundHcm(push: PushContext, proxy: MeshProxy, port: InboundPort, stat
       validateClusters: false,
     },
     httpFilters: inboundHttpFilters(push, proxy),
+    // Istio's inbound Server header (outbound keeps Envoy's "envoy"), and 100-continue proxied as is.
+    serverName: INBOUND_SERVER_NAME,
+    proxy100Continue: true,
     useRemoteAddress: false,
     forwardClientCertDetails: ForwardClientCert.APPEND_FORWARD,
     setCurrentClientCertDetails: { subject: true, dns: true, uri: true },
@@ -261,6 +491,7 @@ function inboundHcm(push: PushContext, proxy: MeshProxy, port: InboundPort, stat
     normalizePath: true,
     pathWithEscapedSlashesAction: EscapedSlashes.KEEP_UNCHANGED,
     streamIdleTimeout: ZERO,
+    ...(route.http2 && { http2ProtocolOptions: {} }),
   } as never);
   return {
     name: HCM_FILTER_NAME,
@@ -268,61 +499,195 @@ function inboundHcm(push: PushContext, proxy: MeshProxy, port: InboundPort, stat
   } as Filter;
 }
 
+/** The network filters of a TCP chain: the network RBAC filters, then tcp_proxy to the cluster. */
+function inboundTcpFilters(push: PushContext, proxy: MeshProxy, cluster: string): Filter[] {
+  return [...inboundNetworkRbacFilters(push, proxy), tcpProxyFilter(cluster)];
+}
+
+/** The chains of an inbound port: `<bind>_<port>` to `inbound|<port>||`, with the port's mTLS mode. */
+function portChains(push: PushContext, proxy: MeshProxy, port: InboundPort): InboundChain[] {
+  const name = `${port.bind}_${port.port}`;
+  const cluster = `inbound|${port.port}||`;
+  const route: InboundRoute = {
+    cluster,
+    servicePort: port.servicePort,
+    operation: `${port.hostname}:${port.servicePort}/*`,
+    http2: port.http2,
+  };
+  const source: ChainSource = {
+    port: port.port,
+    name: { http: name, tcp: name },
+    ...(port.sidecar && {
+      config: `/apis/networking.istio.io/v1/namespaces/${port.sidecar.namespace}/sidecar/${port.sidecar.name}`,
+    }),
+    filters: {
+      http: () => [inboundHcm(push, proxy, route, `inbound_${name}`)],
+      tcp: () => inboundTcpFilters(push, proxy, cluster),
+    },
+  };
+  return buildChains(source, port.protocol, portMtlsMode(push, proxy, port.port));
+}
+
 /**
- * Istio's `virtualInbound` on 0.0.0.0:15006 (the inbound capture port):
- * listener filters original_dst, tls_inspector, http_inspector; a chain
- * `virtualInbound-blackhole` for traffic addressed to 15006 itself; per
- * inbound port chains `0.0.0.0_<port>` (HTTP: an HCM with the inline route
- * config `inbound|<port>||`; TCP: network RBAC then tcp_proxy to
- * `inbound|<port>||`) with the port's PeerAuthentication TLS; and the
- * `virtualInbound` passthrough chains (tcp_proxy to InboundPassthroughCluster)
- * for ports no service targets, with the workload's mode.
+ * Istio's passthrough chains, for traffic to ports no service declares:
+ * sniffed, to InboundPassthroughCluster (HTTP as `virtualInbound-catchall-http`
+ * through an HCM, so HTTP AuthorizationPolicy applies there too; the rest
+ * as `virtualInbound` through tcp_proxy). First for every port, with the
+ * workload's mode; then, for each port a PeerAuthentication sets a mode
+ * for that no service declares, the same chains matching that port with
+ * its mode.
  */
-export function buildVirtualInbound(push: PushContext, proxy: MeshProxy): GeneratedResource {
+function catchAllChains(push: PushContext, proxy: MeshProxy, declared: ReadonlySet<number>): InboundChain[] {
+  const merged = push.peerAuthenticationFor(proxy.namespace, proxy.labels);
+  const route: InboundRoute = {
+    cluster: INBOUND_PASSTHROUGH_CLUSTER,
+    servicePort: 0,
+    operation: ":0/*",
+    http2: false,
+  };
+  const source = (port?: number): ChainSource => ({
+    port,
+    name: { http: CATCH_ALL_HTTP_CHAIN, tcp: CATCH_ALL_TCP_CHAIN },
+    filters: {
+      http: () => [inboundHcm(push, proxy, route, INBOUND_PASSTHROUGH_CLUSTER)],
+      tcp: () => inboundTcpFilters(push, proxy, INBOUND_PASSTHROUGH_CLUSTER),
+    },
+  });
+  const chains = buildChains(source(), "auto", merged.mode);
+  const undeclared = [...merged.perPort].filter(([port]) => !declared.has(port)).sort(([a], [b]) => a - b);
+  for (const [port, mode] of undeclared) chains.push(...buildChains(source(port), "auto", mode));
+  return chains;
+}
+
+/** Traffic addressed to 15006 itself would loop back into this listener: it goes to BlackHoleCluster. */
+function blackholeChain(): InboundChain {
+  return {
+    name: BLACKHOLE_CHAIN,
+    filterChainMatch: { destinationPort: VIRTUAL_INBOUND_PORT },
+    filters: [tcpProxyFilter(BLACKHOLE_CLUSTER)],
+  };
+}
+
+const ORIGINAL_DST: ListenerFilter = {
+  name: "envoy.filters.listener.original_dst",
+  typedConfig: packAny(TypeUrl.OriginalDst, OriginalDst, OriginalDst.fromPartial({})),
+  filterDisabled: undefined,
+};
+
+/** Istio reads at most 512 bytes for the ClientHello (Envoy's default is 64 KiB). */
+const TLS_INSPECTOR_CONFIG = packAny(
+  TypeUrl.TlsInspector,
+  TlsInspector,
+  TlsInspector.fromPartial({ initialReadBufferSize: 512 }),
+);
+const HTTP_INSPECTOR_CONFIG = packAny(TypeUrl.HttpInspector, HttpInspector, HttpInspector.fromPartial({}));
+
+/** A predicate that matches connections to any of ports (Envoy's ranges are [start, end)). */
+function anyOfPorts(ports: readonly number[]): ListenerFilterChainMatchPredicate {
+  const ranges = ports.map((port) => ({ destinationPortRange: { start: port, end: port + 1 } }));
+  // An or_match needs two rules at least.
+  return ranges.length === 1
+    ? (ranges[0] as ListenerFilterChainMatchPredicate)
+    : { orMatch: { rules: ranges } };
+}
+
+/**
+ * The listener filters, as Istio's populateListenerFilters: original_dst,
+ * then tls_inspector where some chain matches a transport protocol of
+ * `tls`, and http_inspector where some chain matches the plaintext HTTP
+ * ALPNs, judged per destination port (port 0: the catch-all chains, which
+ * match any port). An inspector waits for the client's first bytes, so on
+ * a port that has no use for it (a DISABLE TCP port, where the server may
+ * speak first, as MySQL does) it is turned off by `filter_disabled` on that
+ * port's range.
+ */
+function listenerFilters(chains: readonly InboundChain[]): ListenerFilter[] {
+  const needs = new Map<number, { tls: boolean; http: boolean }>();
+  for (const { filterChainMatch: match } of chains) {
+    const port = match.destinationPort ?? 0;
+    const need = needs.get(port) ?? { tls: false, http: false };
+    need.tls ||= match.transportProtocol === "tls";
+    need.http ||= (match.applicationProtocols ?? []).some((alpn) => PLAINTEXT_HTTP_ALPNS.includes(alpn));
+    needs.set(port, need);
+  }
+  const ports = [...needs.keys()].sort((a, b) => a - b);
+  const specific = ports.filter((port) => port !== 0);
+  const filters = [ORIGINAL_DST];
+  if (ports.some((port) => needs.get(port)?.tls)) {
+    // With the catch-all needing it, it runs everywhere but the ports that do
+    // not; otherwise only on the ports that do.
+    const everywhere = needs.get(0)?.tls ?? false;
+    const off = specific.filter((port) => needs.get(port)?.tls !== everywhere);
+    filters.push({
+      name: "envoy.filters.listener.tls_inspector",
+      typedConfig: TLS_INSPECTOR_CONFIG,
+      filterDisabled:
+        off.length === 0 ? undefined : everywhere ? anyOfPorts(off) : { notMatch: anyOfPorts(off) },
+    });
+  }
+  // After tls_inspector: on a connection it found TLS on, http_inspector does not look.
+  if (ports.some((port) => needs.get(port)?.http)) {
+    // Istio lists the ports that need no HTTP sniffing, the catch-all's 0 among them
+    // when it needs none (a range no connection has, so it changes nothing).
+    const off = ports.filter((port) => !needs.get(port)?.http);
+    filters.push({
+      name: "envoy.filters.listener.http_inspector",
+      typedConfig: HTTP_INSPECTOR_CONFIG,
+      filterDisabled: off.length === 0 ? undefined : anyOfPorts(off),
+    });
+  }
+  return filters;
+}
+
+/**
+ * Istio's `virtualInbound` on port 15006 (the inbound capture port), bound
+ * to the proxy's wildcard addresses (`::` as an additional address on a
+ * dual-stack proxy). Its chains, in Istio's order: `virtualInbound-blackhole`
+ * for traffic addressed to 15006 itself; the catch-all chains for ports
+ * nothing declares; then per inbound port `<bind>_<port>` chains (HTTP: an
+ * HCM with the inline route config `inbound|<port>||`; TCP: network RBAC
+ * then tcp_proxy to `inbound|<port>||`; both for a port that declares no
+ * protocol) with the port's PeerAuthentication mode. Listener filters as
+ * the chains need them; no protocol detection timeout (Istio's mesh default
+ * protocolDetectionTimeout of 0s): a connection is never classified by
+ * having been slow. None when the proxy's traffic is not redirected
+ * (INTERCEPTION_MODE NONE), as in Istio.
+ */
+export function buildVirtualInbound(push: PushContext, proxy: MeshProxy): GeneratedResource | null {
+  if (interceptionNone(proxy)) return null;
   const merged = push.peerAuthenticationFor(proxy.namespace, proxy.labels);
   const { allow, deny, audit } = sidecarAuthorizationPolicies(push, proxy);
-  const sources: ConfigRef[] = [...merged.sources, ...[...audit, ...deny, ...allow].map((p) => p.ref)];
-  const filterChains: Chain[] = [
-    {
-      name: "virtualInbound-blackhole",
-      filterChainMatch: { destinationPort: VIRTUAL_INBOUND_PORT },
-      filters: [tcpProxyFilter(BLACKHOLE_CLUSTER)],
-    },
+  const ports = inboundPorts(push, proxy);
+  const sidecar = applicableSidecar(push, proxy);
+  const sidecarIngress = sidecar && sidecar.spec.ingress.length > 0 ? sidecar : undefined;
+  const sources: ConfigRef[] = [
+    ...merged.sources,
+    ...[...audit, ...deny, ...allow].map((p) => p.ref),
+    ...(sidecarIngress ? [sidecarIngress.ref] : []),
   ];
-  for (const port of inboundPorts(push, proxy)) {
-    const name = `0.0.0.0_${port.port}`;
-    const mode = portMtlsMode(push, proxy, port.port);
-    const filters = port.http
-      ? () => [inboundHcm(push, proxy, port, `inbound_${name}`)]
-      : () => [...inboundNetworkRbacFilters(push, proxy), tcpProxyFilter(`inbound|${port.port}||`)];
-    filterChains.push(...chainsForMode(mode, name, { destinationPort: port.port }, port.http, filters));
-  }
-  filterChains.push(
-    ...chainsForMode(merged.mode, VIRTUAL_INBOUND, {}, false, () => [
-      ...inboundNetworkRbacFilters(push, proxy),
-      tcpProxyFilter(INBOUND_PASSTHROUGH_CLUSTER),
-    ]),
+  // A port is declared by the Sidecar's ingress listeners when it has any, else by the services.
+  const declared = new Set(
+    sidecarIngress
+      ? sidecarIngress.spec.ingress.map((listener) => listener.port?.number ?? 0)
+      : ports.map((port) => port.port),
   );
+  const [bind = WILDCARD_IPV4, ...extraBinds] = inboundWildcards(proxy);
+  const filterChains: InboundChain[] = [
+    blackholeChain(),
+    ...catchAllChains(push, proxy, declared),
+    ...ports.flatMap((port) => portChains(push, proxy, port)),
+  ];
+  const address = (host: string) => ({ socketAddress: { address: host, portValue: VIRTUAL_INBOUND_PORT } });
   const listener = Listener.fromPartial({
     name: VIRTUAL_INBOUND,
-    address: { socketAddress: { address: "0.0.0.0", portValue: VIRTUAL_INBOUND_PORT } },
-    listenerFilters: [
-      {
-        name: "envoy.filters.listener.original_dst",
-        typedConfig: packAny(TypeUrl.OriginalDst, OriginalDst, OriginalDst.fromPartial({})),
-      },
-      {
-        name: "envoy.filters.listener.tls_inspector",
-        typedConfig: packAny(TypeUrl.TlsInspector, TlsInspector, TlsInspector.fromPartial({})),
-      },
-      {
-        name: "envoy.filters.listener.http_inspector",
-        typedConfig: packAny(TypeUrl.HttpInspector, HttpInspector, HttpInspector.fromPartial({})),
-      },
-    ],
-    listenerFiltersTimeout: { seconds: 5, nanos: 0 },
+    address: address(bind),
+    additionalAddresses: extraBinds.map((host) => ({ address: address(host) })),
+    listenerFilters: listenerFilters(filterChains),
+    listenerFiltersTimeout: ZERO,
     continueOnListenerFiltersTimeout: true,
     trafficDirection: TrafficDirection.INBOUND,
+    // Istio's MAX_CONNECTIONS_PER_SOCKET_EVENT_LOOP default: one accept per wakeup spreads connections over Envoy's workers.
+    maxConnectionsToAcceptPerSocketEvent: MAX_CONNECTIONS_PER_SOCKET_EVENT,
     filterChains: filterChains as never,
   });
   return { name: VIRTUAL_INBOUND, resource: packAny(TypeUrl.Listener, Listener, listener), sources };

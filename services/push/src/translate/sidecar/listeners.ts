@@ -38,7 +38,7 @@ import {
   trailingHttpFilters,
   weightedTcpProxyFilter,
 } from "./filters.js";
-import { buildVirtualInbound, inboundPorts, VIRTUAL_INBOUND, VIRTUAL_INBOUND_PORT } from "./inbound.js";
+import { buildVirtualInbound, VIRTUAL_INBOUND, VIRTUAL_INBOUND_PORT, virtualInboundKey } from "./inbound.js";
 import { isHttpProtocol, labelsKey } from "./routes.js";
 
 /** The outbound capture listener's name and port (iptables redirects outbound traffic there). */
@@ -78,7 +78,7 @@ export function generateSidecarListeners(
     if (!wanted(name)) continue;
     let resource: GeneratedResource | null;
     if (name === VIRTUAL_INBOUND) {
-      const ports = JSON.stringify(inboundPorts(push, proxy));
+      const ports = virtualInboundKey(push, proxy);
       resource = cache.get(
         cacheKey("lds-sidecar-inbound", proxy.namespace, labels, ports, push.configVersion),
         () => buildVirtualInbound(push, proxy),

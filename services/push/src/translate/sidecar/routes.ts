@@ -15,6 +15,7 @@ import type { LoadBalancerSettings_ConsistentHashLB } from "@sextant/proto/gen/i
 import type {
   Destination,
   Headers_HeaderOperations,
+  HTTPBody,
   HTTPMatchRequest,
   HTTPRetry,
   HTTPRoute,
@@ -24,7 +25,9 @@ import type {
   VirtualService,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
+import { regexProblem } from "@sextant/validation";
 import { cacheKey } from "../../cache/xds-cache.js";
+import type { RoutedVirtualService } from "../../model/delegation.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
@@ -34,6 +37,8 @@ import {
   FAULT_FILTER_NAME,
   fraction,
   headerMatcher,
+  matchRegexesValid,
+  presentIfStar,
   translateFault,
   translateMatch,
 } from "../common/routes.js";
@@ -45,6 +50,13 @@ import { CORS_FILTER_NAME, PASSTHROUGH_CLUSTER } from "./filters.js";
 type Plain = Record<string, unknown>;
 
 const ZERO = { seconds: 0, nanos: 0 };
+
+/**
+ * Istio's DefaultMaxDirectResponseBodySizeBytes (1 MiB, the body size its
+ * validation allows), set on every outbound route configuration: Envoy's own
+ * limit is 4 KiB and it rejects a route configuration with a larger body.
+ */
+export const MAX_DIRECT_RESPONSE_BODY_SIZE_BYTES = 1024 * 1024;
 
 /** Ports Istio serves through an HCM (its Protocol.IsHTTP); every other protocol is TCP. */
 export function isHttpProtocol(protocol: Protocol): boolean {
@@ -106,21 +118,28 @@ export function buildSidecarRouteConfiguration(
   };
   if (scope.sidecar) addSource(scope.sidecar.ref);
   const virtualHosts: Plain[] = [];
+  const claimed = new Set<string>();
   const services = scope.services
     .filter((service) => service.ports.some((p) => p.number === port && isHttpProtocol(p.protocol)))
     .sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
+  const knownHosts = new Set(
+    services.flatMap((service) => [service.hostname, `${service.hostname}:${port}`]),
+  );
   for (const service of services) {
+    const domains = uniqueDomains(service, port, proxy.namespace, claimed, knownHosts);
+    if (domains.length === 0) continue;
     const virtualService = push.virtualServiceFor(service.hostname, proxy.namespace);
     let routes: Plain[];
     if (virtualService) {
       addSource(virtualService.ref);
+      for (const delegate of virtualService.delegates) addSource(delegate);
       routes = buildHttpRoutes(push, proxy, virtualService, port, addSource);
     } else {
       routes = [defaultRoute(push, proxy, service, port, addSource)];
     }
     virtualHosts.push({
       name: `${service.hostname}:${port}`,
-      domains: virtualHostDomains(service, port, proxy.namespace),
+      domains,
       routes,
       includeRequestAttemptCount: true,
     });
@@ -140,11 +159,7 @@ export function buildSidecarRouteConfiguration(
             {
               name: "allow_any",
               match: { prefix: "/" },
-              route: {
-                cluster: PASSTHROUGH_CLUSTER,
-                timeout: ZERO,
-                maxStreamDuration: { maxStreamDuration: ZERO, grpcTimeoutHeaderMax: ZERO },
-              },
+              route: { cluster: PASSTHROUGH_CLUSTER, timeout: ZERO, maxGrpcTimeout: ZERO },
             },
           ],
           includeRequestAttemptCount: true,
@@ -154,6 +169,7 @@ export function buildSidecarRouteConfiguration(
     name,
     virtualHosts: virtualHosts as never,
     validateClusters: false,
+    maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_SIZE_BYTES,
   });
   return { name, resource: packAny(TypeUrl.RouteConfiguration, RouteConfiguration, configuration), sources };
 }
@@ -182,6 +198,33 @@ export function virtualHostDomains(service: Service, port: number, proxyNamespac
   return names.flatMap((name) => [name, `${name}:${port}`]);
 }
 
+/**
+ * Istio's dedupeDomains: a domain (case-insensitively) belongs to the first
+ * virtual host that claims it, and a short name generated for one service
+ * that is another service's own hostname (a ServiceEntry host
+ * `reviews.default` beside the Kubernetes service `reviews` of namespace
+ * default) is left to that service. Envoy rejects a route configuration
+ * with a domain in two virtual hosts. Claims the domains it returns.
+ */
+function uniqueDomains(
+  service: Service,
+  port: number,
+  proxyNamespace: string,
+  claimed: Set<string>,
+  knownHosts: ReadonlySet<string>,
+): string[] {
+  const own = new Set([service.hostname, `${service.hostname}:${port}`]);
+  const kept: string[] = [];
+  for (const domain of virtualHostDomains(service, port, proxyNamespace)) {
+    const lower = domain.toLowerCase();
+    if (claimed.has(lower)) continue;
+    if (!own.has(domain) && knownHosts.has(domain)) continue;
+    kept.push(domain);
+    claimed.add(lower);
+  }
+  return kept;
+}
+
 /** Istio's BuildDefaultHTTPOutboundRoute: everything to `outbound|<port>||<fqdn>`, the default retry policy. */
 function defaultRoute(
   push: PushContext,
@@ -198,7 +241,7 @@ function defaultRoute(
       cluster: outboundClusterName(port, "", service.hostname),
       timeout: ZERO,
       retryPolicy: defaultRetryPolicy(hashPolicy.length > 0),
-      maxStreamDuration: { maxStreamDuration: ZERO, grpcTimeoutHeaderMax: ZERO },
+      maxGrpcTimeout: ZERO,
       ...(hashPolicy.length > 0 ? { hashPolicy } : {}),
     },
     decorator: { operation: `${service.hostname}:${port}/*` },
@@ -214,17 +257,22 @@ function defaultRoute(
 export function buildHttpRoutes(
   push: PushContext,
   proxy: MeshProxy,
-  virtualService: TypedConfig<VirtualService>,
+  virtualService: RoutedVirtualService,
   port: number,
   addSource: (ref: ConfigRef) => void,
 ): Plain[] {
   const routes: Plain[] = [];
   for (const route of virtualService.spec.http) {
+    // A root route whose delegate was not merged has nothing to route to (Istio drops it).
+    if (route.delegate || !routeRegexesValid(route)) continue;
     const matches: Array<HTTPMatchRequest | undefined> = route.match.length > 0 ? route.match : [undefined];
     let catchAll = false;
     for (const match of matches) {
       if (match && !matchApplies(match, proxy, port)) continue;
-      routes.push(translateRoute(push, proxy, virtualService, route, match, port, addSource));
+      if (!matchRegexesValid(match)) continue;
+      const translated = translateRoute(push, proxy, virtualService, route, match, port, addSource);
+      if (!translated) break;
+      routes.push(translated);
       if (isCatchAll(match)) {
         catchAll = true;
         break;
@@ -233,6 +281,16 @@ export function buildHttpRoutes(
     if (catchAll) break;
   }
   return routes;
+}
+
+/**
+ * True if the regexes of a route outside its matches (the uri regex rewrite)
+ * are ones Envoy's RE2 compiles; ingest refuses the others, and push never
+ * emits one, since Envoy would reject the whole route configuration.
+ */
+function routeRegexesValid(route: HTTPRoute): boolean {
+  const rewrite = route.rewrite?.uriRegexRewrite;
+  return !rewrite || regexProblem(rewrite.match) === undefined;
 }
 
 function matchApplies(match: HTTPMatchRequest, proxy: MeshProxy, port: number): boolean {
@@ -258,6 +316,10 @@ function isCatchAll(match: HTTPMatchRequest | undefined): boolean {
   return match.uri.prefix === "/" || match.uri.regex === "*" || match.uri.regex === ".*";
 }
 
+/**
+ * One Envoy route; undefined where Envoy would reject it: forwarding without
+ * a cluster (no destination), or a direct response body over the limit.
+ */
 function translateRoute(
   push: PushContext,
   proxy: MeshProxy,
@@ -266,7 +328,7 @@ function translateRoute(
   match: HTTPMatchRequest | undefined,
   port: number,
   addSource: (ref: ConfigRef) => void,
-): Plain {
+): Plain | undefined {
   const vsNamespace = virtualService.ref.namespace;
   const out: Plain = {};
   const name = match?.name ? `${route.name}.${match.name}` : route.name;
@@ -288,6 +350,8 @@ function translateRoute(
   } else if (route.directResponse) {
     const response = route.directResponse;
     const body = response.body;
+    // Validation refuses a bigger body; Envoy would reject the route configuration for it.
+    if (bodySize(body) > MAX_DIRECT_RESPONSE_BODY_SIZE_BYTES) return undefined;
     out.directResponse = {
       status: response.status,
       ...(body?.string !== undefined
@@ -298,18 +362,24 @@ function translateRoute(
     };
   } else {
     const destinations = route.route.filter((d) => route.route.length === 1 || d.weight > 0);
+    if (destinations.length === 0 || destinations.some((d) => !d.destination?.host)) return undefined;
     const clusterOf = (destination: Destination | undefined) =>
       destinationCluster(push, destination, vsNamespace, port);
     const action: Plain = {};
+    let destinationAuthority = "";
     if (destinations.length === 1) {
       const only = destinations[0]!;
       action.cluster = clusterOf(only.destination);
       // A single destination's header operations join the route's, as in Istio.
-      requestOps.add.push(...headerOperations(only.headers?.request).add);
-      requestOps.remove.push(...headerOperations(only.headers?.request).remove);
-      responseOps.add.push(...headerOperations(only.headers?.response).add);
-      responseOps.remove.push(...headerOperations(only.headers?.response).remove);
-    } else if (destinations.length > 1) {
+      const request = headerOperations(only.headers?.request);
+      const response = headerOperations(only.headers?.response);
+      requestOps.add.push(...request.add);
+      requestOps.remove.push(...request.remove);
+      responseOps.add.push(...response.add);
+      responseOps.remove.push(...response.remove);
+      // Its authority applies only where the route sets none (Istio's processDestination).
+      destinationAuthority = request.authority;
+    } else {
       action.weightedClusters = {
         clusters: destinations.map((destination) => {
           const request = headerOperations(destination.headers?.request);
@@ -321,6 +391,7 @@ function translateRoute(
             ...(request.remove.length > 0 ? { requestHeadersToRemove: request.remove } : {}),
             ...(response.add.length > 0 ? { responseHeadersToAdd: response.add } : {}),
             ...(response.remove.length > 0 ? { responseHeadersToRemove: response.remove } : {}),
+            ...(request.authority ? { hostRewriteLiteral: request.authority } : {}),
           };
         }),
       };
@@ -332,11 +403,14 @@ function translateRoute(
         substitution: route.rewrite.uriRegexRewrite.rewrite,
       };
     }
-    if (route.rewrite?.authority) action.hostRewriteLiteral = route.rewrite.authority;
-    // Istio's setTimeout: the VirtualService's timeout or 0s (none); max_stream_duration only for "none".
+    // Istio: rewrite.authority, else a `host`/`:authority` header set on the route, else on its one destination.
+    const authority = route.rewrite?.authority || requestOps.authority || destinationAuthority;
+    if (authority) action.hostRewriteLiteral = authority;
+    // Istio's setTimeout: the VirtualService's timeout or 0s (none), and the
+    // same as max_grpc_timeout so a gRPC request's grpc-timeout header is
+    // bounded by it (0s: the header alone decides).
     action.timeout = route.timeout ?? ZERO;
-    if (!route.timeout || (route.timeout.seconds === 0 && route.timeout.nanos === 0))
-      action.maxStreamDuration = { maxStreamDuration: action.timeout, grpcTimeoutHeaderMax: action.timeout };
+    action.maxGrpcTimeout = action.timeout;
     const hashPolicy =
       destinations.length === 1 && destinations[0]?.destination
         ? hashPolicyFor(
@@ -352,8 +426,8 @@ function translateRoute(
     if (mirrors.length > 0) action.requestMirrorPolicies = mirrors;
     if (hashPolicy.length > 0) action.hashPolicy = hashPolicy;
     out.route = action;
-    if (route.fault)
-      perFilter[FAULT_FILTER_NAME] = packAny(TypeUrl.HTTPFault, HTTPFault, translateFault(route.fault));
+    const fault = route.fault ? translateFault(route.fault) : undefined;
+    if (fault) perFilter[FAULT_FILTER_NAME] = packAny(TypeUrl.HTTPFault, HTTPFault, fault);
   }
   if (route.corsPolicy) {
     const cors = translateCors(route.corsPolicy);
@@ -368,6 +442,11 @@ function translateRoute(
   return out;
 }
 
+function bodySize(body: HTTPBody | undefined): number {
+  if (body?.string !== undefined) return Buffer.byteLength(body.string);
+  return body?.bytes?.length ?? 0;
+}
+
 /**
  * Istio's TranslateRouteMatch: the uri, headers and withoutHeaders as every
  * client runs them (shared with gRPC), then `:method`, `:authority` and
@@ -377,9 +456,9 @@ function envoyMatch(match: HTTPMatchRequest | undefined): Plain {
   const out = translateMatch(match);
   if (!match) return out;
   const headers = [...((out.headers as unknown[]) ?? [])];
-  if (match.method) headers.push(headerMatcher(":method", match.method, false));
-  if (match.authority) headers.push(headerMatcher(":authority", match.authority, false));
-  if (match.scheme) headers.push(headerMatcher(":scheme", match.scheme, false));
+  if (match.method) headers.push(headerMatcher(":method", presentIfStar(match.method), false));
+  if (match.authority) headers.push(headerMatcher(":authority", presentIfStar(match.authority), false));
+  if (match.scheme) headers.push(headerMatcher(":scheme", presentIfStar(match.scheme), false));
   if (headers.length > 0) out.headers = headers;
   const queryParameters = Object.entries(match.queryParams)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
@@ -388,8 +467,9 @@ function envoyMatch(match: HTTPMatchRequest | undefined): Plain {
   return out;
 }
 
-/** Istio's query parameter match: exact (an empty exact means "present"), prefix or regex. */
+/** Istio's query parameter match: exact (an empty exact means "present"), prefix or regex (a regex "*" means "present"). */
 function queryParameterMatcher(name: string, value: StringMatch): Plain {
+  if (value.regex === "*") return { name, presentMatch: true };
   if (value.exact !== undefined && value.exact !== "")
     return { name, stringMatch: { exact: value.exact, ignoreCase: false } };
   if (value.prefix !== undefined) return { name, stringMatch: { prefix: value.prefix, ignoreCase: false } };
@@ -437,10 +517,27 @@ function routeOperation(route: Plain, vsName: string, port: number): string {
   return `${vsName}:${port}${path}`;
 }
 
-/** Istio's header operations: `set` overwrites (or adds), `add` appends; each sorted by name; `remove` as given. */
-function headerOperations(ops: Headers_HeaderOperations | undefined): { add: Plain[]; remove: string[] } {
+/**
+ * Istio's TranslateHeadersOperations: `set` overwrites (or adds), `add`
+ * appends; each sorted by name; `remove` as given. Envoy refuses to modify
+ * `:`-prefixed pseudo-headers and Host (it rejects the whole route
+ * configuration), so those keys are never emitted: a `host` or `:authority`
+ * value (case-insensitive; `set` over `add`) is returned as the authority,
+ * which becomes the route's host rewrite; other pseudo-headers are dropped
+ * (validation refuses them). Response operations go through the same
+ * function; their authority is ignored.
+ */
+function headerOperations(ops: Headers_HeaderOperations | undefined): {
+  add: Plain[];
+  remove: string[];
+  authority: string;
+} {
   const sorted = (map: Record<string, string>) =>
-    Object.entries(map).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    Object.entries(map)
+      .filter(([key]) => !isInternalHeader(key))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const authorityIn = (map: Record<string, string>) =>
+    Object.entries(map).findLast(([key]) => isAuthorityHeader(key))?.[1] ?? "";
   const add: Plain[] = [
     ...sorted(ops?.set ?? {}).map(([key, value]) => ({
       header: { key, value },
@@ -451,7 +548,22 @@ function headerOperations(ops: Headers_HeaderOperations | undefined): { add: Pla
       appendAction: AppendAction.APPEND_IF_EXISTS_OR_ADD,
     })),
   ];
-  return { add, remove: [...(ops?.remove ?? [])] };
+  return {
+    add,
+    remove: (ops?.remove ?? []).filter((key) => !isInternalHeader(key)),
+    authority: authorityIn(ops?.set ?? {}) || authorityIn(ops?.add ?? {}),
+  };
+}
+
+/** Istio's isInternalHeader: headers Envoy does not let a route modify. */
+function isInternalHeader(key: string): boolean {
+  return key.startsWith(":") || key.toLowerCase() === "host";
+}
+
+/** Istio's isAuthorityHeader. */
+function isAuthorityHeader(key: string): boolean {
+  const lower = key.toLowerCase();
+  return lower === ":authority" || lower === "host";
 }
 
 function redirectCode(code: number): RedirectCode {
@@ -469,7 +581,12 @@ function redirectCode(code: number): RedirectCode {
   }
 }
 
-/** Istio's retry.DefaultPolicy for sidecars (without the previous-hosts predicate under consistent hashing). */
+/**
+ * Istio's retry.DefaultPolicy for sidecars (without the previous-hosts
+ * predicate under consistent hashing). Since Istio 1.24 it lists no
+ * retriable status codes: "retriable-status-codes" stays in retryOn but,
+ * with no codes, retries no HTTP status (a 503 is not retried by default).
+ */
 export function defaultRetryPolicy(consistentHash: boolean): Plain {
   return {
     retryOn: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes",
@@ -489,7 +606,6 @@ export function defaultRetryPolicy(consistentHash: boolean): Plain {
           ],
         }),
     hostSelectionRetryMaxAttempts: 5,
-    retriableStatusCodes: [503],
   };
 }
 
@@ -517,7 +633,6 @@ function retryPolicy(retries: HTTPRetry | undefined, consistentHash: boolean): P
       conditions.push("retriable-status-codes");
     out.retryOn = conditions.join(",");
     if (codes.length > 0) out.retriableStatusCodes = codes;
-    else delete out.retriableStatusCodes;
   }
   if (retries.perTryTimeout) out.perTryTimeout = retries.perTryTimeout;
   if (retries.retryIgnorePreviousHosts === false) delete out.retryHostPredicate;
@@ -599,11 +714,14 @@ function hashPolicyFor(
 
 /** Istio's translateCORSPolicy (per-route CorsPolicy of the CORS filter). */
 function translateCors(policy: IstioCorsPolicy): CorsPolicy | undefined {
-  const origins = policy.allowOrigins.map((origin) => {
-    if (origin.exact !== undefined) return { exact: origin.exact, ignoreCase: false };
-    if (origin.prefix !== undefined) return { prefix: origin.prefix, ignoreCase: false };
-    return { safeRegex: { regex: origin.regex ?? "" }, ignoreCase: false };
-  });
+  const origins: Plain[] = [];
+  for (const origin of policy.allowOrigins) {
+    if (origin.exact !== undefined) origins.push({ exact: origin.exact, ignoreCase: false });
+    else if (origin.prefix !== undefined) origins.push({ prefix: origin.prefix, ignoreCase: false });
+    // An origin regex RE2 does not compile (validation refuses it) would make Envoy reject the route configuration.
+    else if (origin.regex !== undefined && regexProblem(origin.regex) === undefined)
+      origins.push({ safeRegex: { regex: origin.regex }, ignoreCase: false });
+  }
   // The deprecated allowOrigin: exact strings.
   for (const origin of policy.allowOrigin) origins.push({ exact: origin, ignoreCase: false });
   return CorsPolicy.fromPartial({

@@ -44,6 +44,7 @@ export const ENVOY_ROOTS = [
   "envoy/extensions/retry/host/previous_hosts/v3/previous_hosts.proto",
   "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
   "envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer.proto",
+  "envoy/extensions/filters/http/grpc_web/v3/grpc_web.proto",
 ];
 
 const xdsDeps = join(dirname(require.resolve("@grpc/grpc-js-xds/package.json")), "deps");

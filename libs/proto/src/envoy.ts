@@ -12,6 +12,7 @@ export { RouteConfiguration } from "./gen/envoy/config/route/v3/route.js";
 export { Cors, CorsPolicy } from "./gen/envoy/extensions/filters/http/cors/v3/cors.js";
 export { ExtAuthz as HttpExtAuthz } from "./gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz.js";
 export { HTTPFault } from "./gen/envoy/extensions/filters/http/fault/v3/fault.js";
+export { GrpcWeb } from "./gen/envoy/extensions/filters/http/grpc_web/v3/grpc_web.js";
 export { RBAC as HttpRBAC } from "./gen/envoy/extensions/filters/http/rbac/v3/rbac.js";
 export { Router } from "./gen/envoy/extensions/filters/http/router/v3/router.js";
 export { HttpInspector } from "./gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector.js";
@@ -58,6 +59,7 @@ export const TypeUrl = {
   ),
   Router: typeUrlOf("envoy.extensions.filters.http.router.v3.Router"),
   HTTPFault: typeUrlOf("envoy.extensions.filters.http.fault.v3.HTTPFault"),
+  GrpcWeb: typeUrlOf("envoy.extensions.filters.http.grpc_web.v3.GrpcWeb"),
   RBAC: typeUrlOf("envoy.extensions.filters.http.rbac.v3.RBAC"),
   NetworkRBAC: typeUrlOf("envoy.extensions.filters.network.rbac.v3.RBAC"),
   ExtAuthz: typeUrlOf("envoy.extensions.filters.http.ext_authz.v3.ExtAuthz"),

@@ -9,7 +9,9 @@ import {
   TypeUrl,
 } from "@sextant/proto/envoy";
 import { XdsCache } from "../src/cache/xds-cache.js";
-import { generateSidecarListeners } from "../src/translate/sidecar/listeners.js";
+import { parseProxy } from "../src/model/proxy.js";
+import { generateSidecarListeners, type OutboundOptions } from "../src/translate/sidecar/listeners.js";
+import { contextOf } from "./golden-inputs.js";
 import { bookinfo, decode, sidecarProxy } from "./sidecar-routes.fixtures.test.js";
 
 function listeners(push: ReturnType<typeof bookinfo>, ip: string, labels: Record<string, string>) {
@@ -37,8 +39,14 @@ describe("sidecar LDS", () => {
     );
     const outbound = all.get("virtualOutbound")!.json;
     assert.equal(outbound.useOriginalDst, true);
+    // As Istio: a blackhole chain for 15001 itself, then a catch-all chain (no default chain).
+    assert.deepEqual(
+      outbound.filterChains.map((c: { name: string }) => c.name),
+      ["virtualOutbound-blackhole", "virtualOutbound-catchall-tcp"],
+    );
+    assert.equal(outbound.defaultFilterChain, undefined);
     assert.equal(
-      inner(outbound.defaultFilterChain.filters[0].typedConfig, TcpProxy).cluster,
+      inner(outbound.filterChains[1].filters[0].typedConfig, TcpProxy).cluster,
       "PassthroughCluster",
     );
     const http = all.get("0.0.0.0_9080")!.json;
@@ -155,8 +163,195 @@ describe("sidecar LDS", () => {
     ]);
     const outbound = listeners(push, "10.1.0.4", { app: "productpage" }).get("virtualOutbound")!.json;
     assert.equal(
-      inner(outbound.defaultFilterChain.filters[0].typedConfig, TcpProxy).cluster,
+      inner(outbound.filterChains[1].filters[0].typedConfig, TcpProxy).cluster,
       "BlackHoleCluster",
     );
+  });
+
+  describe("outbound listeners", () => {
+    const kube = (name: string, vip: string | undefined, ports: Array<Record<string, unknown>>) => ({
+      hostname: `${name}.default.svc.cluster.local`,
+      namespace: "default",
+      name,
+      addresses: vip ? [vip] : [],
+      ports,
+      selector: { app: name },
+      resolution: "RESOLUTION_STATIC",
+      registry: "kubernetes",
+    });
+    const external = (host: string, ports: Array<Record<string, unknown>>) => ({
+      hostname: host,
+      namespace: "default",
+      name: host.split(".")[0],
+      ports,
+      resolution: "RESOLUTION_DNS",
+      meshExternal: true,
+      registry: "serviceentry",
+    });
+    const outbound = (
+      services: Array<Record<string, unknown>>,
+      options: OutboundOptions = {},
+      ips = "10.1.0.9",
+      config = "",
+    ) => {
+      const push = contextOf({ services, config });
+      const proxy = parseProxy({
+        id: `sidecar~${ips.split(",")[0]}~client-xyz.default~default.svc.cluster.local`,
+        metadata: {
+          NAMESPACE: "default",
+          LABELS: { app: "client" },
+          INSTANCE_IPS: ips,
+          ENVOY_STATUS_PORT: 15021,
+        },
+      } as never);
+      const generated = generateSidecarListeners({ push, proxy, cache: new XdsCache() }, "*", options);
+      return new Map(generated.map((g) => [g.name, decode(g.resource, TypeUrl.Listener, Listener)]));
+    };
+    const clusterOf = (chain: { filters: Array<{ typedConfig: { typeUrl: string; value: string } }> }) =>
+      inner(chain.filters[0]!.typedConfig, TcpProxy).cluster;
+    const rdsOf = (chain: { filters: Array<{ typedConfig: { typeUrl: string; value: string } }> }) =>
+      inner(chain.filters[0]!.typedConfig, HttpConnectionManager).rds.routeConfigName;
+
+    it("sniffs an unnamed port when asked: on its VIP by RDS <host>:<port>, on the wildcard by RDS <port>", () => {
+      const services = [
+        kube("metrics", "10.96.0.70", [{ name: "metrics", number: 9153, protocol: "PROTOCOL_UNSPECIFIED" }]),
+        external("legacy.example.com", [{ name: "legacy", number: 7000, protocol: "PROTOCOL_UNSPECIFIED" }]),
+      ];
+      const sniffed = outbound(services, { sniffing: true });
+      const vip = sniffed.get("10.96.0.70_9153")!;
+      assert.deepEqual(
+        vip.listenerFilters.map((f: { name: string }) => f.name),
+        ["envoy.filters.listener.http_inspector"],
+      );
+      assert.equal(vip.filterChains.length, 1);
+      assert.deepEqual(vip.filterChains[0].filterChainMatch, {
+        transportProtocol: "raw_buffer",
+        applicationProtocols: ["http/1.1", "h2c"],
+      });
+      assert.equal(rdsOf(vip.filterChains[0]), "metrics.default.svc.cluster.local:9153");
+      // The TCP chain matches everything: it is the default chain, not PassthroughFilterChain.
+      assert.equal(vip.defaultFilterChain.name, undefined);
+      assert.equal(clusterOf(vip.defaultFilterChain), "outbound|9153||metrics.default.svc.cluster.local");
+      const wildcard = sniffed.get("0.0.0.0_7000")!;
+      assert.equal(rdsOf(wildcard.filterChains[0]), "7000");
+      assert.equal(clusterOf(wildcard.defaultFilterChain), "outbound|7000||legacy.example.com");
+      // Without sniffing the port is TCP.
+      const tcp = outbound(services).get("10.96.0.70_9153")!;
+      assert.equal(tcp.listenerFilters, undefined);
+      assert.equal(clusterOf(tcp.filterChains[0]), "outbound|9153||metrics.default.svc.cluster.local");
+    });
+
+    it("merges a TCP service without a VIP into the HTTP listener of its port, as the default chain", () => {
+      const listeners = outbound([
+        external("legacy.example.com", [{ name: "tcp", number: 8000, protocol: "PROTOCOL_TCP" }]),
+        kube("web", "10.96.0.20", [{ name: "http", number: 8000, protocol: "PROTOCOL_HTTP" }]),
+      ]);
+      const merged = listeners.get("0.0.0.0_8000")!;
+      assert.equal(rdsOf(merged.filterChains[0]), "8000");
+      assert.equal(clusterOf(merged.defaultFilterChain), "outbound|8000||legacy.example.com");
+    });
+
+    it("keeps MySQL off a port another protocol holds (server-first protocols break behind an inspector)", () => {
+      const listeners = outbound([
+        external("a.example.com", [{ name: "http", number: 3306, protocol: "PROTOCOL_HTTP" }]),
+        external("b.example.com", [{ name: "mysql", number: 3306, protocol: "PROTOCOL_MYSQL" }]),
+      ]);
+      const listener = listeners.get("0.0.0.0_3306")!;
+      assert.equal(listener.filterChains.length, 1);
+      assert.equal(listener.defaultFilterChain.name, "PassthroughFilterChain");
+    });
+
+    it("gives a TCP route on destination subnets its own chain, and the service's chain the rest", () => {
+      const config = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: db, namespace: default}
+spec:
+  hosts: [db.default.svc.cluster.local]
+  tcp:
+  - match:
+    - destinationSubnets: [10.96.0.0/16]
+    route:
+    - destination: {host: db.default.svc.cluster.local, subset: v2}
+`;
+      const listeners = outbound(
+        [kube("db", "10.96.0.90", [{ name: "tcp", number: 5432, protocol: "PROTOCOL_TCP" }])],
+        {},
+        "10.1.0.9",
+        config,
+      );
+      const listener = listeners.get("10.96.0.90_5432")!;
+      assert.deepEqual(listener.filterChains[0].filterChainMatch, {
+        prefixRanges: [{ addressPrefix: "10.96.0.0", prefixLen: 16 }],
+      });
+      assert.equal(clusterOf(listener.filterChains[0]), "outbound|5432|v2|db.default.svc.cluster.local");
+      // As Istio: a chain on a route's destination subnets carries no config metadata.
+      assert.equal(listener.filterChains[0].metadata, undefined);
+      assert.equal(clusterOf(listener.defaultFilterChain), "outbound|5432||db.default.svc.cluster.local");
+    });
+
+    it("keeps the first of equal SNI matches, VirtualServices by name then namespace (Istio: creation time first)", () => {
+      const vs = (name: string, namespace: string, destination: string) => `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ${name}, namespace: ${namespace}}
+spec:
+  hosts: [secure.default.svc.cluster.local]
+  tls:
+  - match:
+    - sniHosts: [secure.default.svc.cluster.local]
+    route:
+    - destination: {host: ${destination}.default.svc.cluster.local}
+`;
+      const listeners = outbound(
+        [
+          kube("secure", "10.96.0.30", [{ name: "tls", number: 8443, protocol: "PROTOCOL_TLS" }]),
+          kube("one", "10.96.0.31", [{ name: "tls", number: 8443, protocol: "PROTOCOL_TLS" }]),
+          kube("two", "10.96.0.32", [{ name: "tls", number: 8443, protocol: "PROTOCOL_TLS" }]),
+        ],
+        {},
+        "10.1.0.9",
+        [vs("b", "alpha", "two"), vs("a", "zeta", "one")].join("---\n"),
+      );
+      const listener = listeners.get("10.96.0.30_8443")!;
+      assert.equal(listener.filterChains.length, 1);
+      assert.equal(clusterOf(listener.filterChains[0]), "outbound|8443||one.default.svc.cluster.local");
+      assert.equal(
+        listener.filterChains[0].metadata.filterMetadata.istio.config,
+        "/apis/networking.istio.io/v1/namespaces/zeta/virtual-service/a",
+      );
+    });
+
+    it("binds an IPv6-only proxy's wildcard listeners to ::", () => {
+      const listeners = outbound([], {}, "fd00::9");
+      assert.deepEqual([...listeners.keys()], ["virtualInbound", "virtualOutbound"]);
+      assert.equal(listeners.get("virtualOutbound")!.address.socketAddress.address, "::");
+      const http = outbound(
+        [kube("web", "fd00:96::20", [{ name: "http", number: 8000, protocol: "PROTOCOL_HTTP" }])],
+        {},
+        "fd00::9",
+      );
+      assert.ok(http.has("::_8000"));
+      assert.equal(http.get("::_8000")!.additionalAddresses, undefined);
+      // A ServiceEntry without addresses takes the proxy's family, and its TLS port the host's SNI.
+      const tls = outbound(
+        [external("api.example.com", [{ name: "tls", number: 443, protocol: "PROTOCOL_TLS" }])],
+        {},
+        "fd00::9",
+      ).get("::_443")!;
+      assert.deepEqual(tls.filterChains[0].filterChainMatch, { serverNames: ["api.example.com"] });
+      assert.equal(tls.defaultFilterChain.name, "PassthroughFilterChain");
+    });
+
+    it("binds no HTTP listener on the proxy's status port, but a TCP one on its service's VIP", () => {
+      const listeners = outbound([
+        kube("status", "10.96.0.21", [
+          { name: "http", number: 15021, protocol: "PROTOCOL_HTTP" },
+          { name: "tcp", number: 15001, protocol: "PROTOCOL_TCP" },
+        ]),
+      ]);
+      assert.deepEqual(
+        [...listeners.keys()].filter((name) => name.startsWith("0.0.0.0") || name.startsWith("10.96")),
+        ["10.96.0.21_15001"],
+      );
+    });
   });
 });

@@ -1,32 +1,44 @@
-import { resolveHost } from "@sextant/model";
-import { type ConfigRef, packAny, type Service } from "@sextant/proto";
-import { HttpConnectionManager, Listener, TlsInspector, TypeUrl } from "@sextant/proto/envoy";
+import { isIP } from "node:net";
+import { hostMatches, resolveHost } from "@sextant/model";
+import { type ConfigRef, packAny, type Service, type ServicePort } from "@sextant/proto";
+import { HttpConnectionManager, Listener, TypeUrl } from "@sextant/proto/envoy";
 import { TrafficDirection } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { ApiVersion } from "@sextant/proto/gen/envoy/config/core/v3/config_source";
+import type { Filter, ListenerFilter } from "@sextant/proto/gen/envoy/config/listener/v3/listener_components";
 import { HttpConnectionManager_PathWithEscapedSlashesAction as EscapedSlashes } from "@sextant/proto/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager";
 import type {
   L4MatchAttributes,
   RouteDestination,
   TLSMatchAttributes,
+  VirtualService,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
-import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
+import { Protocol, Resolution } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
 import { sidecarScope } from "../../model/sidecar-scope.js";
-import type { GeneratedResource, WatchedNames } from "../../model/types.js";
+import type { GeneratedResource, TypedConfig, WatchedNames } from "../../model/types.js";
 import type { GenerationContext } from "../generator.js";
 import { outboundClusterName } from "../names.js";
 import {
+  additionalAddresses,
+  ipMode,
+  WILDCARD_IPV4,
+  WILDCARD_IPV6,
+  wildcardAddresses,
+} from "./dual-stack.js";
+import {
   BLACKHOLE_CLUSTER,
   HCM_FILTER_NAME,
+  httpInspectorFilter,
   PASSTHROUGH_CLUSTER,
   tcpProxyFilter,
+  tlsInspectorFilter,
   trailingHttpFilters,
   weightedTcpProxyFilter,
 } from "./filters.js";
-import { buildVirtualInbound, VIRTUAL_INBOUND, virtualInboundKey } from "./inbound.js";
+import { buildVirtualInbound, VIRTUAL_INBOUND, VIRTUAL_INBOUND_PORT, virtualInboundKey } from "./inbound.js";
 import { isHttpProtocol, labelsKey } from "./routes.js";
 
 /** The outbound capture listener's name and port (iptables redirects outbound traffic there). */
@@ -38,25 +50,27 @@ const ZERO = { seconds: 0, nanos: 0 };
 /**
  * Listeners for Envoy sidecars (LDS; Envoy subscribes with the wildcard):
  * `virtualOutbound` (15001), `virtualInbound` (15006), and the outbound
- * listeners of the proxy's scope: `0.0.0.0_<port>` for HTTP ports (HCM, RDS
- * `<port>`), `<VIP>_<port>` for TCP ports (`0.0.0.0_<port>` for a service
- * without a VIP). Sorted by name; a by-name subscription gets those of them
- * it names. Health (15021) and Prometheus (15090) listeners are static in
- * the agent's Envoy bootstrap, as in Istio's, so they are not served here.
+ * listeners of the proxy's scope (see outboundPlans). Sorted by name; a
+ * by-name subscription gets those of them it names. Health (15021) and
+ * Prometheus (15090) listeners are static in the agent's Envoy bootstrap,
+ * as in Istio's, so they are not served here.
  *
- * Cache keys: outbound listeners by the proxy's namespace, Sidecar and labels
- * (sourceLabels of TCP/TLS routes); virtualInbound by namespace, labels and
- * the proxy's inbound ports (which follow endpoints, not config).
+ * Cache keys: outbound listeners by the proxy's namespace, Sidecar, labels
+ * (sourceLabels of TCP/TLS routes) and the listener's plan (which services
+ * share it, its binds: endpoints of headless services and the proxy's IP
+ * family decide those); virtualInbound by namespace, labels and the proxy's
+ * inbound ports (which follow endpoints, not config).
  */
 export function generateSidecarListeners(
   context: GenerationContext,
   watched: WatchedNames,
+  options: OutboundOptions = {},
 ): GeneratedResource[] {
   const { push, proxy, cache } = context;
   const scope = sidecarScope(push, proxy);
   const sidecar = scope.sidecar ? `${scope.sidecar.ref.namespace}/${scope.sidecar.ref.name}` : "";
   const labels = labelsKey(proxy.labels);
-  const plans = outboundPlans(push, proxy);
+  const plans = outboundPlans(push, proxy, options);
   const wanted = (name: string) => watched === "*" || watched.has(name);
   const out: GeneratedResource[] = [];
   const names = [VIRTUAL_INBOUND, VIRTUAL_OUTBOUND, ...plans.keys()].sort();
@@ -70,15 +84,16 @@ export function generateSidecarListeners(
         () => buildVirtualInbound(push, proxy),
       );
     } else if (name === VIRTUAL_OUTBOUND) {
+      const address = wildcardAddresses(proxy)[0]!;
       resource = cache.get(
-        cacheKey("lds-sidecar", scope.outboundTrafficPolicy, sidecar, name, push.configVersion),
-        () => buildVirtualOutbound(scope.outboundTrafficPolicy, scope.sidecar?.ref),
+        cacheKey("lds-sidecar", scope.outboundTrafficPolicy, sidecar, name, address, push.configVersion),
+        () => buildVirtualOutbound(scope.outboundTrafficPolicy, scope.sidecar?.ref, address),
       );
     } else {
       const plan = plans.get(name)!;
       resource = cache.get(
-        cacheKey("lds-sidecar", proxy.namespace, sidecar, labels, name, push.configVersion),
-        () => buildOutboundListener(push, proxy, plan),
+        cacheKey("lds-sidecar", proxy.namespace, sidecar, labels, JSON.stringify(plan), push.configVersion),
+        () => buildOutboundListener(plan, scope.outboundTrafficPolicy, scope.sidecar?.ref),
       );
     }
     if (resource) out.push(resource);
@@ -87,19 +102,25 @@ export function generateSidecarListeners(
 }
 
 /**
- * Istio's `virtualOutbound` on 0.0.0.0:15001: use_original_dst hands each
- * connection to the listener of its original destination; what matches none
- * takes the default chain `PassthroughFilterChain` (tcp_proxy to
- * PassthroughCluster under ALLOW_ANY, BlackHoleCluster under REGISTRY_ONLY);
- * traffic addressed to 15001 itself goes to BlackHoleCluster.
+ * Istio's `virtualOutbound` on the proxy's wildcard address (`::` on an
+ * IPv6-only proxy), port 15001: use_original_dst hands each connection to
+ * the listener of its original destination; traffic addressed to 15001
+ * itself goes to BlackHoleCluster (chain `virtualOutbound-blackhole`), what
+ * matches no listener to the chain `virtualOutbound-catchall-tcp` (tcp_proxy
+ * to PassthroughCluster under ALLOW_ANY, BlackHoleCluster under
+ * REGISTRY_ONLY), a chain without a match, as Istio builds it (no default
+ * chain). A dual-stack proxy's gets no
+ * `::` additional address: Istio adds it only with ISTIO_DUAL_STACK, which
+ * is off by default (and in Sextant).
  */
 export function buildVirtualOutbound(
   policy: "ALLOW_ANY" | "REGISTRY_ONLY",
   sidecar: ConfigRef | undefined,
+  address: string = WILDCARD_IPV4,
 ): GeneratedResource {
   const listener = Listener.fromPartial({
     name: VIRTUAL_OUTBOUND,
-    address: { socketAddress: { address: "0.0.0.0", portValue: VIRTUAL_OUTBOUND_PORT } },
+    address: { socketAddress: { address, portValue: VIRTUAL_OUTBOUND_PORT } },
     useOriginalDst: true,
     trafficDirection: TrafficDirection.OUTBOUND,
     filterChains: [
@@ -108,11 +129,11 @@ export function buildVirtualOutbound(
         filterChainMatch: { destinationPort: VIRTUAL_OUTBOUND_PORT },
         filters: [tcpProxyFilter(BLACKHOLE_CLUSTER)],
       },
+      {
+        name: "virtualOutbound-catchall-tcp",
+        filters: [tcpProxyFilter(policy === "REGISTRY_ONLY" ? BLACKHOLE_CLUSTER : PASSTHROUGH_CLUSTER)],
+      },
     ] as never,
-    defaultFilterChain: {
-      name: "PassthroughFilterChain",
-      filters: [tcpProxyFilter(policy === "REGISTRY_ONLY" ? BLACKHOLE_CLUSTER : PASSTHROUGH_CLUSTER)],
-    } as never,
   });
   return {
     name: VIRTUAL_OUTBOUND,
@@ -121,169 +142,578 @@ export function buildVirtualOutbound(
   };
 }
 
-/** What one outbound listener serves: an HTTP port (all services on it, by RDS) or one TCP service port. */
-type OutboundPlan =
-  | { kind: "http"; name: string; port: number; sidecar?: ConfigRef }
-  | {
-      kind: "tcp";
-      name: string;
-      address: string;
-      port: number;
-      service: Service;
-      protocol: Protocol;
-      sidecar?: ConfigRef;
-    };
+/**
+ * Choices of outbound listener building. `sniffing` treats unnamed and
+ * unknown-protocol ports as Istio does (an HTTP and a TCP chain); it is off
+ * until RDS serves what those HTTP chains name: `<port>` with the virtual
+ * hosts of every service port of that number (Istio includes sniffed ones),
+ * and `<hostname>:<port>` (the one service, no catch-all) for a sniffed
+ * port on its own VIP. Off, such ports are TCP.
+ */
+export interface OutboundOptions {
+  readonly sniffing?: boolean;
+}
 
-/** The outbound listeners of the proxy's scope by name (Istio's buildSidecarOutboundListeners, without sniffing). */
-function outboundPlans(push: PushContext, proxy: MeshProxy): Map<string, OutboundPlan> {
+/** How a listener treats a port's traffic (Istio's ListenerProtocol): HTTP, TCP, or sniffed (auto). */
+type ListenerProtocol = "http" | "tcp" | "auto";
+
+/**
+ * Istio's ModelProtocolToListenerProtocol: HTTP, HTTP2, gRPC and gRPC-Web
+ * ports are HTTP; an unnamed or unknown-protocol port (UNSPECIFIED, Istio's
+ * "unsupported") is sniffed; UDP gets no listener; every other port is TCP.
+ */
+function listenerProtocolOf(protocol: Protocol): ListenerProtocol | undefined {
+  if (isHttpProtocol(protocol)) return "http";
+  if (protocol === Protocol.PROTOCOL_UNSPECIFIED) return "auto";
+  if (protocol === Protocol.PROTOCOL_UDP) return undefined;
+  return "tcp";
+}
+
+/** Istio's Protocol.IsTCP: the protocols proxied as TCP (a sniffed port is neither TCP nor HTTP). */
+function isTcpProtocol(protocol: Protocol): boolean {
+  return listenerProtocolOf(protocol) === "tcp";
+}
+
+/** Istio's Protocol.IsTLS. */
+function isTlsProtocol(protocol: Protocol): boolean {
+  return protocol === Protocol.PROTOCOL_TLS || protocol === Protocol.PROTOCOL_HTTPS;
+}
+
+/** The ALPN values the HTTP inspector sets for plaintext HTTP (HTTP/1.0 only when Istio's HTTP10 is on). */
+const PLAINTEXT_HTTP_ALPNS = ["http/1.1", "h2c"];
+const RAW_BUFFER = "raw_buffer";
+/** The name of the default chain of an outbound listener none of whose chains matches everything. */
+const PASSTHROUGH_FILTER_CHAIN = "PassthroughFilterChain";
+
+/** Where a TCP chain proxies to: one cluster, or weighted clusters of a route with several destinations. */
+type TcpTarget =
+  | { cluster: string }
+  | { statPrefix: string; clusters: Array<{ name: string; weight: number }> };
+
+/** One filter chain of an outbound listener, before it is built (Istio's filterChainOpts). */
+interface ChainPlan {
+  sniHosts: string[];
+  cidrs: string[];
+  applicationProtocols: string[];
+  transportProtocol: string;
+  /** An HCM chain: its RDS name and the port protocol that created it (grpc-web adds its filter). */
+  http?: { rds: string; protocol: Protocol };
+  tcp?: TcpTarget;
+  /** The VirtualService whose route the chain is. */
+  source?: ConfigRef;
+  /** Whether the chain names its VirtualService in its metadata (Istio's config info; not on subnet chains). */
+  tagged?: boolean;
+}
+
+/** One outbound listener being planned (Istio's outboundListenerEntry). */
+interface ListenerPlan {
+  name: string;
+  /** The addresses it binds, primary first (the rest become additional_addresses). */
+  binds: string[];
+  port: number;
+  /** The protocol of the port that created it; UNSPECIFIED once it sniffs (HTTP and TCP chains). */
+  protocol: Protocol;
+  chains: ChainPlan[];
+}
+
+/** One service port to place on a listener (Istio's outboundListenerOpts). */
+interface PortRequest {
+  service: Service;
+  port: ServicePort;
+  /** A pod address of a headless service, which the listener binds instead of the service's address. */
+  bind?: string;
+}
+
+/**
+ * The outbound listeners of the proxy's scope by name, as Istio's
+ * buildSidecarOutboundListeners places them: every port of every service of
+ * the egress listeners, sorted by hostname,
+ *
+ * - HTTP ports on the wildcard address `0.0.0.0_<port>` (one HCM chain for
+ *   every service of the port, by RDS `<port>`), matched on plaintext HTTP
+ *   ALPNs so that other traffic on the port falls through;
+ * - TCP ports on the service's VIP `<VIP>_<port>`, or on the wildcard for a
+ *   service without one (TLS ports then match the hostname's SNI), headless
+ *   services one listener per pod address `<podIP>_<port>`;
+ * - unnamed ports (with `sniffing`; else they are TCP) sniffed: a TCP chain
+ *   and an HTTP chain matched on the ALPN the HTTP inspector sets;
+ *
+ * several services on one address merging their chains, a chain whose match
+ * equals an earlier one's dropped. HTTP ports that are the proxy's own
+ * (15001, 15006, the status and Prometheus ports) get no listener.
+ */
+function outboundPlans(
+  push: PushContext,
+  proxy: MeshProxy,
+  options: OutboundOptions,
+): Map<string, ListenerPlan> {
   const scope = sidecarScope(push, proxy);
-  const sidecar = scope.sidecar?.ref;
-  const plans = new Map<string, OutboundPlan>();
-  const sorted = [...scope.services].sort((a, b) =>
-    a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0,
-  );
-  for (const service of sorted) {
-    for (const port of service.ports) {
-      if (isHttpProtocol(port.protocol)) {
-        const name = `0.0.0.0_${port.number}`;
-        // An HTTP listener on the wildcard address takes the port: a TCP service without a VIP there yields.
-        plans.set(name, { kind: "http", name, port: port.number, ...(sidecar ? { sidecar } : {}) });
+  const wildcards = wildcardAddresses(proxy);
+  const plans = new Map<string, ListenerPlan>();
+  for (const egress of scope.egressListeners) {
+    const virtualServices = egress.virtualServices;
+    for (const service of egress.services) {
+      for (const port of service.ports) {
+        if (conflictsWithProxyPort(proxy, port)) continue;
+        const unnamed = port.protocol === Protocol.PROTOCOL_UNSPECIFIED;
+        const placed = unnamed && !options.sniffing ? { ...port, protocol: Protocol.PROTOCOL_TCP } : port;
+        for (const request of portRequests(push, proxy, service, placed))
+          placePort(push, proxy, plans, request, virtualServices, wildcards);
       }
-    }
-  }
-  for (const service of sorted) {
-    for (const port of service.ports) {
-      if (isHttpProtocol(port.protocol) || port.protocol === Protocol.PROTOCOL_UDP) continue;
-      const vip = service.addresses.find((address) => address && address !== "0.0.0.0") ?? "0.0.0.0";
-      const name = `${vip}_${port.number}`;
-      if (plans.has(name)) continue;
-      plans.set(name, {
-        kind: "tcp",
-        name,
-        address: vip,
-        port: port.number,
-        service,
-        protocol: port.protocol,
-        ...(sidecar ? { sidecar } : {}),
-      });
     }
   }
   return plans;
 }
 
-function buildOutboundListener(push: PushContext, proxy: MeshProxy, plan: OutboundPlan): GeneratedResource {
-  const sources: ConfigRef[] = plan.sidecar ? [plan.sidecar] : [];
-  let listener: Listener;
-  if (plan.kind === "http") {
-    const manager = HttpConnectionManager.fromPartial({
-      statPrefix: `outbound_0.0.0.0_${plan.port}`,
-      rds: {
-        configSource: { ads: {}, initialFetchTimeout: ZERO, resourceApiVersion: ApiVersion.V3 },
-        routeConfigName: String(plan.port),
-      },
-      httpFilters: trailingHttpFilters(),
-      useRemoteAddress: false,
-      upgradeConfigs: [{ upgradeType: "websocket" }],
-      normalizePath: true,
-      pathWithEscapedSlashesAction: EscapedSlashes.KEEP_UNCHANGED,
-      streamIdleTimeout: ZERO,
-    } as never);
-    listener = Listener.fromPartial({
-      name: plan.name,
-      address: { socketAddress: { address: "0.0.0.0", portValue: plan.port } },
-      bindToPort: false,
-      trafficDirection: TrafficDirection.OUTBOUND,
-      filterChains: [
-        {
-          filters: [
-            {
-              name: HCM_FILTER_NAME,
-              typedConfig: packAny(TypeUrl.HttpConnectionManager, HttpConnectionManager, manager),
-            },
-          ],
-        },
-      ] as never,
-    });
-  } else {
-    const { chains, sni } = tcpFilterChains(push, proxy, plan, sources);
-    listener = Listener.fromPartial({
-      name: plan.name,
-      address: { socketAddress: { address: plan.address, portValue: plan.port } },
-      bindToPort: false,
-      trafficDirection: TrafficDirection.OUTBOUND,
-      ...(sni
-        ? {
-            listenerFilters: [
-              {
-                name: "envoy.filters.listener.tls_inspector",
-                typedConfig: packAny(TypeUrl.TlsInspector, TlsInspector, TlsInspector.fromPartial({})),
-              },
-            ],
-          }
-        : {}),
-      filterChains: chains as never,
-    });
+/**
+ * Istio's conflictWithReservedListener for a listener without an explicit
+ * bind: an HTTP port (which binds the wildcard) equal to the proxy's
+ * outbound or inbound capture port, or to its status, Prometheus or secure
+ * metrics port. TCP and sniffed ports are not checked (they normally bind
+ * their service's VIP, where they conflict with nothing; Istio checks them
+ * before it knows the address, so a TCP port without a VIP is kept too).
+ */
+function conflictsWithProxyPort(proxy: MeshProxy, port: ServicePort): boolean {
+  if (!isHttpProtocol(port.protocol)) return false;
+  const reserved = [VIRTUAL_OUTBOUND_PORT, VIRTUAL_INBOUND_PORT];
+  for (const key of [
+    "ENVOY_STATUS_PORT",
+    "ENVOY_PROMETHEUS_PORT",
+    "ENVOY_SECURE_METRICS_PORT",
+    "ENVOY_SECURE_MERGED_METRICS_PORT",
+  ]) {
+    const value = Number(proxy.metadata[key]);
+    if (Number.isInteger(value) && value > 0) reserved.push(value);
   }
-  return { name: plan.name, resource: packAny(TypeUrl.Listener, Listener, listener), sources };
+  return reserved.includes(port.number);
 }
 
 /**
- * The filter chains of a TCP service port: for a TLS/HTTPS port, one chain
- * per applicable `tls` route match of its VirtualService, matched on the SNI
- * hosts; else the first applicable `tcp` route; else (and after the TLS
- * chains, without SNI) tcp_proxy to `outbound|<port>||<fqdn>`.
+ * The listener requests of one service port. A headless service (resolution
+ * PASSTHROUGH, no address) with a TCP or sniffed port gets one per endpoint
+ * of the port with an IP address, the proxy's own excepted, bound to that
+ * address; a ServiceEntry without endpoints and without a workload selector
+ * falls back to the wildcard (a Kubernetes service without endpoints has no
+ * listener: traffic to it could not work).
  */
-function tcpFilterChains(
+function portRequests(
   push: PushContext,
   proxy: MeshProxy,
-  plan: Extract<OutboundPlan, { kind: "tcp" }>,
-  sources: ConfigRef[],
-): { chains: Array<Record<string, unknown>>; sni: boolean } {
-  const host = plan.service.hostname;
-  const defaultCluster = outboundClusterName(plan.port, "", host);
-  const virtualService = push.virtualServiceFor(host, proxy.namespace);
-  const chains: Array<Record<string, unknown>> = [];
-  const proxyFor = (routes: readonly RouteDestination[]) => {
-    const vsNamespace = virtualService!.ref.namespace;
-    const destinations = routes.filter((d) => routes.length === 1 || d.weight > 0);
-    const clusterOf = (d: RouteDestination) => {
-      const destHost = resolveHost(d.destination?.host ?? "", vsNamespace, push.domainSuffix);
-      const ports = push.servicesByHost.get(destHost)?.ports ?? [];
-      const port = d.destination?.port?.number || (ports.length === 1 ? ports[0]!.number : plan.port);
-      return outboundClusterName(port, d.destination?.subset ?? "", destHost);
-    };
-    if (destinations.length === 1) return tcpProxyFilter(clusterOf(destinations[0]!));
-    return weightedTcpProxyFilter(
-      defaultCluster,
-      destinations.map((d) => ({ name: clusterOf(d), weight: d.weight })),
-    );
+  service: Service,
+  port: ServicePort,
+): PortRequest[] {
+  const protocol = listenerProtocolOf(port.protocol);
+  const headless =
+    service.resolution === Resolution.RESOLUTION_PASSTHROUGH &&
+    serviceAddress(service) === WILDCARD_IPV4 &&
+    (protocol === "tcp" || protocol === "auto");
+  if (!headless) return [{ service, port }];
+  const endpoints = (push.endpointsByHost.get(service.hostname) ?? []).filter(
+    (endpoint) => Object.keys(endpoint.ports).length === 0 || endpoint.ports[port.name] !== undefined,
+  );
+  if (
+    service.registry !== "kubernetes" &&
+    endpoints.length === 0 &&
+    Object.keys(service.selector).length === 0
+  )
+    return [{ service, port }];
+  const requests: PortRequest[] = [];
+  for (const endpoint of endpoints) {
+    if (isIP(endpoint.address) === 0 || endpoint.address === proxy.instanceIps[0]) continue;
+    requests.push({ service, port, bind: endpoint.address });
+  }
+  return requests;
+}
+
+/** A service's first VIP, else the wildcard (Istio's GetAddressForProxy). */
+function serviceAddress(service: Service): string {
+  return service.addresses.find((address) => address && address !== WILDCARD_IPV4) ?? WILDCARD_IPV4;
+}
+
+/**
+ * The address a service's TCP listener binds: its VIP; for a ServiceEntry
+ * without one on an IPv6-only proxy `::` (its addresses may be hostnames or
+ * absent, so the proxy's family decides).
+ */
+function listenAddress(proxy: MeshProxy, service: Service): string {
+  const address = serviceAddress(service);
+  const external = service.registry === "serviceentry";
+  return external && address === WILDCARD_IPV4 && ipMode(proxy) === "ipv6" ? WILDCARD_IPV6 : address;
+}
+
+/** Places one service port on its listener, creating it or merging into the one there (Istio's buildSidecarOutboundListener). */
+function placePort(
+  push: PushContext,
+  proxy: MeshProxy,
+  plans: Map<string, ListenerPlan>,
+  request: PortRequest,
+  virtualServices: readonly TypedConfig<VirtualService>[],
+  wildcards: string[],
+): void {
+  const { service, port } = request;
+  const protocol = listenerProtocolOf(port.protocol);
+  if (!protocol) return;
+  let binds: string[];
+  let cidrs: string[] = [];
+  if (request.bind) binds = [request.bind];
+  else if (protocol === "http") binds = wildcards;
+  else {
+    const address = listenAddress(proxy, service);
+    if (address.includes("/")) {
+      binds = wildcards;
+      cidrs = [address];
+    } else if (service.registry === "serviceentry" && address === WILDCARD_IPV4 && ipMode(proxy) === "dual")
+      binds = [address, WILDCARD_IPV6];
+    else binds = [address];
+  }
+  const name = `${binds[0]}_${port.number}`;
+  const current = plans.get(name);
+  const httpChain = (rds: string): ChainPlan => ({
+    sniHosts: [],
+    cidrs: [],
+    applicationProtocols: [...PLAINTEXT_HTTP_ALPNS],
+    transportProtocol: RAW_BUFFER,
+    http: { rds, protocol: port.protocol },
+  });
+  const tcpChains = () =>
+    tcpChainPlans(push, proxy, request, binds[0]!, cidrs, hostConfigs(service.hostname, virtualServices));
+
+  // What is there already is TCP (one protocol's chains) or sniffing (an HTTP chain on ALPN, TCP chains):
+  // HTTP binds the wildcard, where non-HTTP traffic to the port falls through, so HTTP sniffs too.
+  const currentIsTcp = current !== undefined && isTcpProtocol(current.protocol);
+  let chains: ChainPlan[];
+  if (protocol === "http") {
+    // A sniffing listener has its HTTP chain, which serves every HTTP service of the port by RDS.
+    if (current && !currentIsTcp) return;
+    chains = [httpChain(String(port.number))];
+  } else if (protocol === "tcp" || (current && !currentIsTcp)) {
+    chains = tcpChains();
+  } else {
+    // A sniffed service on its own VIP has a route configuration of its own.
+    const rds = binds[0] === wildcards[0] ? String(port.number) : `${service.hostname}:${port.number}`;
+    chains = [...tcpChains(), httpChain(rds)];
+  }
+  if (!current) {
+    const sniffing = protocol !== "tcp";
+    plans.set(name, {
+      name,
+      binds,
+      port: port.number,
+      protocol: sniffing ? Protocol.PROTOCOL_UNSPECIFIED : port.protocol,
+      chains,
+    });
+    return;
+  }
+  // Server-first protocols (MongoDB, MySQL) share a port with nothing else: an inspector would stall them.
+  if (!sharesWellKnownPort(port.protocol, current.protocol)) return;
+  mergeChains(current, chains);
+  if (currentIsTcp && protocol !== "tcp") current.protocol = Protocol.PROTOCOL_UNSPECIFIED;
+}
+
+/** Istio's isConflictWithWellKnownPort: MongoDB and MySQL ports share a listener only with their own protocol. */
+function sharesWellKnownPort(incoming: Protocol, existing: Protocol): boolean {
+  const serverFirst = (p: Protocol) => p === Protocol.PROTOCOL_MONGO || p === Protocol.PROTOCOL_MYSQL;
+  return !((serverFirst(incoming) || serverFirst(existing)) && incoming !== existing);
+}
+
+/** Appends the incoming chains whose match equals no chain's already there (Envoy rejects equal matches; the first wins). */
+function mergeChains(plan: ListenerPlan, incoming: ChainPlan[]): void {
+  for (const chain of incoming) {
+    if (!plan.chains.some((existing) => sameMatch(existing, chain))) plan.chains.push(chain);
+  }
+}
+
+/**
+ * Istio's filterChainOpts.conflictsWith: equal transport protocol and ALPN
+ * list, equal SNI sets (order and "*" aside) and equal destination CIDR sets
+ * (masked; 0.0.0.0 aside).
+ */
+function sameMatch(a: ChainPlan, b: ChainPlan): boolean {
+  if (a.transportProtocol !== b.transportProtocol) return false;
+  if (a.applicationProtocols.join(",") !== b.applicationProtocols.join(",")) return false;
+  const sniSet = (hosts: string[]) => [...new Set(hosts.filter((h) => h !== "*"))].sort().join(",");
+  if (sniSet(a.sniHosts) !== sniSet(b.sniHosts)) return false;
+  const cidrSet = (cidrs: string[]) =>
+    [...new Set(cidrs.map(cidrRange).filter((r) => r && r.addressPrefix !== WILDCARD_IPV4))]
+      .map((r) => `${r!.addressPrefix}/${r!.prefixLen}`)
+      .sort()
+      .join(",");
+  return cidrSet(a.cidrs) === cidrSet(b.cidrs);
+}
+
+/** Istio's isMatchAll: a chain without any match condition (SNI "*" counts as none). */
+function matchesAll(chain: ChainPlan): boolean {
+  return (
+    (chain.sniHosts.length === 0 || chain.sniHosts.includes("*")) &&
+    chain.applicationProtocols.length === 0 &&
+    chain.transportProtocol === "" &&
+    chain.cidrs.length === 0
+  );
+}
+
+/** An address or CIDR as Envoy's CidrRange, masked; undefined if it is neither. */
+function cidrRange(value: string): { addressPrefix: string; prefixLen: number } | undefined {
+  const [address = "", length] = value.split("/");
+  const family = isIP(address);
+  if (family === 0) return undefined;
+  const bits = family === 4 ? 32 : 128;
+  const prefixLen = length === undefined ? bits : Number(length);
+  if (!Number.isInteger(prefixLen) || prefixLen < 0 || prefixLen > bits) return undefined;
+  if (family === 6) return { addressPrefix: address, prefixLen };
+  const octets = address.split(".").map(Number);
+  const value32 = octets.reduce((acc, octet) => acc * 256 + octet, 0);
+  const mask = prefixLen === 0 ? 0 : 2 ** 32 - 2 ** (32 - prefixLen);
+  const masked = Number((BigInt(value32) & BigInt(mask)).toString());
+  return {
+    addressPrefix: [24, 16, 8, 0].map((shift) => Math.floor(masked / 2 ** shift) % 256).join("."),
+    prefixLen,
   };
+}
+
+/**
+ * The VirtualServices of the egress listener whose hosts match host (Istio's
+ * getConfigsForHost), in Istio's order: by creation time, then name, then
+ * namespace. Ingest keeps no creation time, so by name, then namespace.
+ */
+function hostConfigs(
+  host: string,
+  virtualServices: readonly TypedConfig<VirtualService>[],
+): TypedConfig<VirtualService>[] {
+  const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  return virtualServices
+    .filter((config) => config.hosts.some((pattern) => hostMatches(pattern, host)))
+    .sort((a, b) => compare(a.ref.name, b.ref.name) || compare(a.ref.namespace, b.ref.namespace));
+}
+
+/**
+ * The TCP chains of one service port (Istio's buildSidecarOutboundTCPListenerOpts).
+ *
+ * TLS/HTTPS ports: a chain per applicable `tls` route match of the host's
+ * VirtualServices, matched on its SNI hosts (and destination subnets), a
+ * match whose SNI hosts and subnets an earlier one had skipped; without
+ * any, one chain to `outbound|<port>||<host>`, matched on the hostname's
+ * SNI when the listener is the wildcard one shared with other services.
+ *
+ * Other ports: the first applicable `tcp` route (routes matching only
+ * destination subnets each add a chain matched on them and go on), else one
+ * chain to `outbound|<port>||<host>`.
+ */
+function tcpChainPlans(
+  push: PushContext,
+  proxy: MeshProxy,
+  request: PortRequest,
+  bind: string,
+  cidrs: string[],
+  configs: TypedConfig<VirtualService>[],
+): ChainPlan[] {
+  const { service, port } = request;
+  const chains: ChainPlan[] = [];
+  const chain = (target: TcpTarget, extra: Partial<ChainPlan> = {}): ChainPlan => ({
+    sniHosts: [],
+    cidrs,
+    applicationProtocols: [],
+    transportProtocol: "",
+    tcp: target,
+    ...extra,
+  });
   const applies = (match: L4MatchAttributes | TLSMatchAttributes) =>
-    (!match.port || match.port === plan.port) &&
+    (!match.port || match.port === port.number) &&
     selectorMatches(match.sourceLabels, proxy.labels) &&
     (!match.sourceNamespace || match.sourceNamespace === proxy.namespace) &&
     (match.gateways.length === 0 || match.gateways.includes("mesh"));
-  let sni = false;
-  if (virtualService) {
-    const tls = plan.protocol === Protocol.PROTOCOL_TLS || plan.protocol === Protocol.PROTOCOL_HTTPS;
-    if (tls) {
-      for (const route of virtualService.spec.tls) {
+  const target = (config: TypedConfig<VirtualService>, routes: readonly RouteDestination[]) =>
+    routeTarget(push, config, routes, port.number);
+  const serviceCluster = outboundClusterName(
+    service.ports.length === 1 ? service.ports[0]!.number : port.number,
+    "",
+    service.hostname,
+  );
+
+  if (isTlsProtocol(port.protocol)) {
+    const handled = new Set<string>();
+    for (const config of configs) {
+      for (const route of config.spec.tls) {
+        if (route.route.length === 0) continue;
         for (const match of route.match) {
           if (!applies(match)) continue;
-          sni = true;
-          chains.push({
-            filterChainMatch: { serverNames: [...match.sniHosts].sort() },
-            filters: [proxyFor(route.route)],
-          });
+          const key = `${match.sniHosts.join(",")}|${match.destinationSubnets.join(",")}`;
+          if (handled.has(key)) continue;
+          handled.add(key);
+          chains.push(
+            chain(target(config, route.route), {
+              sniHosts: [...match.sniHosts],
+              cidrs: match.destinationSubnets.length > 0 ? [...match.destinationSubnets] : cidrs,
+              source: config.ref,
+              tagged: true,
+            }),
+          );
         }
       }
     }
-    if (chains.length === 0) {
-      const route = virtualService.spec.tcp.find((r) => r.match.length === 0 || r.match.some(applies));
-      if (route) chains.push({ filters: [proxyFor(route.route)] });
-    }
-    if (chains.length > 0) sources.push(virtualService.ref);
+    if (chains.length > 0) return chains;
+    // Without a VIP the listener is the wildcard one every such service shares: only SNI tells them apart.
+    const wildcard = ipMode(proxy) === "ipv6" ? WILDCARD_IPV6 : WILDCARD_IPV4;
+    const shared = cidrs.length > 0 || (listenAddress(proxy, service) === wildcard && bind === wildcard);
+    return [chain({ cluster: serviceCluster }, shared ? { sniHosts: [service.hostname] } : {})];
   }
-  if (chains.length === 0 || sni) chains.push({ filters: [tcpProxyFilter(defaultCluster)] });
-  return { chains, sni };
+
+  for (const config of configs) {
+    for (const route of config.spec.tcp) {
+      if (route.route.length === 0) continue;
+      if (route.match.length === 0) {
+        chains.push(chain(target(config, route.route), { source: config.ref, tagged: true }));
+        return chains;
+      }
+      const subnets: string[] = [];
+      for (const match of route.match) {
+        if (!applies(match)) continue;
+        if (match.destinationSubnets.length === 0) {
+          chains.push(chain(target(config, route.route), { source: config.ref, tagged: true }));
+          return chains;
+        }
+        subnets.push(...match.destinationSubnets);
+      }
+      if (subnets.length > 0) {
+        chains.push(chain(target(config, route.route), { cidrs: subnets, source: config.ref }));
+        // A route on exactly the service's own CIDRs already covers what the default chain would.
+        if ([...subnets].sort().join(",") === [...cidrs].sort().join(",")) return chains;
+      }
+    }
+  }
+  chains.push(chain({ cluster: serviceCluster }));
+  return chains;
+}
+
+/**
+ * Where a TCP/TLS route sends traffic: a single destination's cluster
+ * (Istio's GetDestinationCluster: the destination's port, else the port of a
+ * single-port service, else the listener's), or weighted clusters of the
+ * destinations with a weight, under the stat prefix `<vs name>.<vs namespace>`.
+ */
+function routeTarget(
+  push: PushContext,
+  config: TypedConfig<VirtualService>,
+  routes: readonly RouteDestination[],
+  listenPort: number,
+): TcpTarget {
+  const clusterOf = (d: RouteDestination) => {
+    const host = resolveHost(d.destination?.host ?? "", config.ref.namespace, push.domainSuffix);
+    const ports = push.servicesByHost.get(host)?.ports ?? [];
+    const port = d.destination?.port?.number || (ports.length === 1 ? ports[0]!.number : listenPort);
+    return outboundClusterName(port, d.destination?.subset ?? "", host);
+  };
+  if (routes.length === 1) return { cluster: clusterOf(routes[0]!) };
+  return {
+    statPrefix: `${config.ref.name}.${config.ref.namespace}`,
+    clusters: routes.filter((d) => d.weight > 0).map((d) => ({ name: clusterOf(d), weight: d.weight })),
+  };
+}
+
+/**
+ * Builds a planned listener (Istio's buildListenerFromEntry): the TLS
+ * inspector when a chain matches SNI, the HTTP inspector when one matches
+ * ALPN; a chain matching everything becomes the default chain (or the only
+ * chain, if it is alone); with none, the default chain is
+ * `PassthroughFilterChain`, to PassthroughCluster (BlackHoleCluster under
+ * REGISTRY_ONLY), so that traffic no chain matches is not dropped.
+ */
+function buildOutboundListener(
+  plan: ListenerPlan,
+  policy: "ALLOW_ANY" | "REGISTRY_ONLY",
+  sidecar: ConfigRef | undefined,
+): GeneratedResource {
+  const sources: ConfigRef[] = sidecar ? [sidecar] : [];
+  const addSource = (ref: ConfigRef | undefined) => {
+    if (
+      ref &&
+      !sources.some((s) => s.kind === ref.kind && s.namespace === ref.namespace && s.name === ref.name)
+    )
+      sources.push(ref);
+  };
+  const listenerFilters: ListenerFilter[] = [];
+  if (plan.chains.some((chain) => chain.sniHosts.length > 0)) listenerFilters.push(tlsInspectorFilter());
+  if (plan.chains.some((chain) => chain.applicationProtocols.length > 0))
+    listenerFilters.push(httpInspectorFilter());
+  const filterChains: Array<Record<string, unknown>> = [];
+  let defaultFilterChain: Record<string, unknown> | undefined;
+  for (const chain of plan.chains) {
+    addSource(chain.source);
+    const built: Record<string, unknown> = {
+      filters: chain.http ? [hcmFilter(plan, chain.http)] : [tcpFilter(chain.tcp!)],
+      ...(chain.tagged && chain.source ? { metadata: configMetadata(chain.source) } : {}),
+    };
+    if (matchesAll(chain)) defaultFilterChain = built;
+    else filterChains.push({ filterChainMatch: filterChainMatch(chain), ...built });
+  }
+  if (defaultFilterChain && filterChains.length === 0) {
+    filterChains.push(defaultFilterChain);
+    defaultFilterChain = undefined;
+  } else if (!defaultFilterChain) {
+    defaultFilterChain = {
+      filterChainMatch: {},
+      name: PASSTHROUGH_FILTER_CHAIN,
+      filters: [tcpProxyFilter(policy === "REGISTRY_ONLY" ? BLACKHOLE_CLUSTER : PASSTHROUGH_CLUSTER)],
+    };
+  }
+  const listener = Listener.fromPartial({
+    name: plan.name,
+    address: { socketAddress: { address: plan.binds[0]!, portValue: plan.port } },
+    additionalAddresses: additionalAddresses(plan.binds.slice(1), plan.port),
+    bindToPort: false,
+    trafficDirection: TrafficDirection.OUTBOUND,
+    listenerFilters,
+    listenerFiltersTimeout: ZERO,
+    continueOnListenerFiltersTimeout: true,
+    filterChains: filterChains as never,
+    ...(defaultFilterChain ? { defaultFilterChain: defaultFilterChain as never } : {}),
+  });
+  return { name: plan.name, resource: packAny(TypeUrl.Listener, Listener, listener), sources };
+}
+
+/** Istio's config info metadata: the VirtualService a chain comes from, as its Kubernetes API path. */
+function configMetadata(ref: ConfigRef): Record<string, unknown> {
+  const config = `/apis/networking.istio.io/v1/namespaces/${ref.namespace}/virtual-service/${ref.name}`;
+  return { filterMetadata: { istio: { config } } };
+}
+
+/** Istio's toFilterChainMatch: ALPN and transport protocol, the SNI hosts sorted, the destination CIDRs sorted. */
+function filterChainMatch(chain: ChainPlan): Record<string, unknown> {
+  const match: Record<string, unknown> = {};
+  if (chain.sniHosts.length > 0 && !chain.sniHosts.includes("*"))
+    match.serverNames = [...chain.sniHosts].sort();
+  const ranges = [...chain.cidrs]
+    .sort()
+    .map(cidrRange)
+    .filter((range) => range && range.addressPrefix !== WILDCARD_IPV4);
+  if (ranges.length > 0) match.prefixRanges = ranges;
+  if (chain.transportProtocol) match.transportProtocol = chain.transportProtocol;
+  if (chain.applicationProtocols.length > 0) match.applicationProtocols = chain.applicationProtocols;
+  return match;
+}
+
+function tcpFilter(target: TcpTarget): Filter {
+  return "cluster" in target
+    ? tcpProxyFilter(target.cluster)
+    : weightedTcpProxyFilter(target.statPrefix, target.clusters);
+}
+
+/** The outbound HCM, by RDS; gRPC-Web's filter when the port that created the listener is grpc-web. */
+function hcmFilter(plan: ListenerPlan, http: { rds: string; protocol: Protocol }): Filter {
+  const manager = HttpConnectionManager.fromPartial({
+    statPrefix: `outbound_${plan.name}`,
+    rds: {
+      configSource: { ads: {}, initialFetchTimeout: ZERO, resourceApiVersion: ApiVersion.V3 },
+      routeConfigName: http.rds,
+    },
+    httpFilters: trailingHttpFilters({ grpcWeb: http.protocol === Protocol.PROTOCOL_GRPC_WEB }),
+    useRemoteAddress: false,
+    upgradeConfigs: [{ upgradeType: "websocket" }],
+    normalizePath: true,
+    pathWithEscapedSlashesAction: EscapedSlashes.KEEP_UNCHANGED,
+    streamIdleTimeout: ZERO,
+  } as never);
+  return {
+    name: HCM_FILTER_NAME,
+    typedConfig: packAny(TypeUrl.HttpConnectionManager, HttpConnectionManager, manager),
+  } as Filter;
 }

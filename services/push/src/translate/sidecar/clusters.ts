@@ -10,7 +10,6 @@ import {
 import { Cluster, TypeUrl } from "@sextant/proto/envoy";
 import {
   Cluster_DiscoveryType,
-  Cluster_DnsLookupFamily,
   Cluster_LbPolicy,
 } from "@sextant/proto/gen/envoy/config/cluster/v3/cluster";
 import { ApiVersion } from "@sextant/proto/gen/envoy/config/core/v3/config_source";
@@ -52,15 +51,21 @@ import {
 } from "./cluster-rules.js";
 import { istioMtlsSni } from "./cluster-tls.js";
 import { type ClusterDraft, ClusterWrapper } from "./cluster-wrapper.js";
+import {
+  dnsLookupFamily,
+  ipMode,
+  LOCALHOST_IPV4,
+  LOCALHOST_IPV6,
+  localhostAddresses,
+  passthroughBindAddresses,
+  WILDCARD_IPV4,
+  WILDCARD_IPV6,
+} from "./dual-stack.js";
 
 /** Istio's catch-all cluster names (util.BlackHoleCluster, PassthroughCluster, InboundPassthroughCluster). */
 export const BLACKHOLE_CLUSTER = "BlackHoleCluster";
 export const PASSTHROUGH_CLUSTER = "PassthroughCluster";
 export const INBOUND_PASSTHROUGH_CLUSTER = "InboundPassthroughCluster";
-
-/** The source address inbound traffic is sent from, which iptables lets through (Istio's InboundPassthroughBindIpv4/6). */
-export const INBOUND_PASSTHROUGH_BIND_IPV4 = "127.0.0.6";
-export const INBOUND_PASSTHROUGH_BIND_IPV6 = "::6";
 
 /** MeshConfig's dnsRefreshRate default (60 s). */
 const MESH_DNS_REFRESH_RATE = { seconds: 60, nanos: 0 };
@@ -99,7 +104,7 @@ export function generateSidecarClusters(
   const { push, proxy } = context;
   const scope = sidecarScope(push, proxy);
   const resources = [...outboundClusters(context, scope)];
-  const family = ipFamily(proxy);
+  const family = ipMode(proxy);
   resources.push(
     cached(context, cacheKey("cds-sidecar-static", BLACKHOLE_CLUSTER), () =>
       resource(buildBlackHoleCluster(), []),
@@ -152,7 +157,7 @@ function outboundClusters(context: GenerationContext, scope: SidecarScope): read
     byVariant = new Map();
     byScope.set(scope, byVariant);
   }
-  const variant = `${ruleLabelsKey(push, proxy)}\u0000${ipFamily(proxy)}\u0000${localityKey(proxy)}`;
+  const variant = `${ruleLabelsKey(push, proxy)}\u0000${ipMode(proxy)}\u0000${localityKey(proxy)}`;
   let list = byVariant.get(variant);
   if (!list) {
     const built: GeneratedResource[] = [];
@@ -196,7 +201,7 @@ function cachedOutboundClusters(
       rule ? `${rule.ref.namespace}/${rule.ref.name}` : "-",
       push.serviceAccountVersion(service.hostname),
       dependsOnEndpoints ? (push.endpointVersions.get(service.hostname) ?? "none") : "",
-      dependsOnEndpoints ? `${ipFamily(proxy)}/${localityKey(proxy)}` : "",
+      dependsOnEndpoints ? `${ipMode(proxy)}/${localityKey(proxy)}` : "",
     );
   const names = ["", ...(rule?.spec.subsets ?? []).map((subset) => subset.name)];
   // Built together (as istiod does), cached one by one: a miss on any rebuilds the lot.
@@ -418,7 +423,7 @@ function serviceMetadata(service: Pick<Service, "hostname" | "name" | "namespace
 }
 
 /**
- * istiod's DNS cluster settings: lookup family from the proxy's IPs, the
+ * istiod's DNS cluster settings: lookup family from the proxy's IPs (./dual-stack.ts), the
  * mesh's refresh rate, DNS TTLs respected. istiod also names the c-ares
  * resolver with udp_max_queries 100 (typed_dns_resolver_config); the pinned
  * Envoy protos require resolvers in that message, which istiod leaves out,
@@ -426,21 +431,11 @@ function serviceMetadata(service: Pick<Service, "hostname" | "name" | "namespace
  * not in the pinned protos either.
  */
 function dnsSettings(proxy: MeshProxy): Partial<ClusterDraft> {
-  const family = ipFamily(proxy);
   return {
-    // Dual-stack proxies resolve IPv4 only unless ISTIO_DUAL_STACK is on (it is off by default).
-    dnsLookupFamily: family === "ipv6" ? Cluster_DnsLookupFamily.V6_ONLY : Cluster_DnsLookupFamily.V4_ONLY,
+    dnsLookupFamily: dnsLookupFamily(proxy),
     dnsRefreshRate: MESH_DNS_REFRESH_RATE,
     respectDnsTtl: true,
   };
-}
-
-/** The IP families of the proxy's addresses. */
-function ipFamily(proxy: MeshProxy): "ipv4" | "ipv6" | "dual" {
-  const families = new Set(proxy.instanceIps.map((ip) => isIP(ip)));
-  if (families.has(6) && !families.has(4)) return "ipv6";
-  if (families.has(6) && families.has(4)) return "dual";
-  return "ipv4";
 }
 
 function localityKey(proxy: MeshProxy): string {
@@ -481,29 +476,36 @@ export function buildPassthroughCluster(): Cluster {
 
 /**
  * InboundPassthroughCluster: the PassthroughCluster under another name (istiod
- * keeps its alt_stat_name), sending from 127.0.0.6 (::6 on IPv6-only proxies;
- * both on dual-stack ones) so that iptables does not capture it again.
+ * keeps its alt_stat_name), sending from the proxy's passthrough source
+ * addresses so that iptables does not capture it again.
  */
 export function buildInboundPassthroughCluster(proxy: MeshProxy): Cluster {
   const cluster = buildPassthroughCluster();
-  const family = ipFamily(proxy);
   cluster.name = INBOUND_PASSTHROUGH_CLUSTER;
   cluster.filters = [];
-  cluster.upstreamBindConfig = {
-    sourceAddress: socketAddress(
-      family === "ipv6" ? INBOUND_PASSTHROUGH_BIND_IPV6 : INBOUND_PASSTHROUGH_BIND_IPV4,
-      0,
-    ),
+  cluster.upstreamBindConfig = passthroughBindConfig(proxy);
+  return cluster;
+}
+
+/**
+ * The upstream bind config of inbound traffic: the first of the proxy's
+ * passthrough source addresses (`127.0.0.6`, `::6` on an IPv6-only proxy),
+ * `::6` as an extra source address on a dual-stack one (Envoy sends from
+ * the one of the destination's family; see ./dual-stack.ts).
+ */
+function passthroughBindConfig(proxy: MeshProxy): NonNullable<Cluster["upstreamBindConfig"]> {
+  const [source, ...extra] = passthroughBindAddresses(proxy);
+  return {
+    sourceAddress: socketAddress(source, 0),
     freebind: undefined,
     socketOptions: [],
-    extraSourceAddresses:
-      family === "dual"
-        ? [{ address: socketAddress(INBOUND_PASSTHROUGH_BIND_IPV6, 0), socketOptions: undefined }]
-        : [],
+    extraSourceAddresses: extra.map((address) => ({
+      address: socketAddress(address, 0),
+      socketOptions: undefined,
+    })),
     additionalSourceAddresses: [],
     localAddressSelector: undefined,
   };
-  return cluster;
 }
 
 function socketAddress(address: string, portValue: number) {
@@ -551,8 +553,8 @@ function buildInboundClusters(push: PushContext, proxy: MeshProxy, scope: Sideca
  * service port's upstream protocol; telemetry metadata of the services on
  * that port; the connection pool of the service's DestinationRule
  * (port-level for the service port), replaced by the Sidecar's inbound
- * connection pool for the port; a source address of 127.0.0.6 unless sending
- * to localhost.
+ * connection pool for the port; the passthrough source addresses
+ * (127.0.0.6) unless sending to localhost.
  */
 function buildInboundCluster(
   push: PushContext,
@@ -605,14 +607,8 @@ function buildInboundCluster(
   const sidecarPool = inboundConnectionPool(scope, clusterPort);
   if (sidecarPool) policy = { ...(policy ?? {}), connectionPool: sidecarPool } as typeof policy;
   applyTrafficPolicy(wrapper, { policy, port: primary.port, direction: "inbound" });
-  if (bind !== "127.0.0.1" && bind !== "::1") {
-    draft.upstreamBindConfig = {
-      sourceAddress: {
-        address: ipFamily(proxy) === "ipv6" ? INBOUND_PASSTHROUGH_BIND_IPV6 : INBOUND_PASSTHROUGH_BIND_IPV4,
-        portValue: 0,
-      },
-    };
-  }
+  if (bind !== LOCALHOST_IPV4 && bind !== LOCALHOST_IPV6)
+    draft.upstreamBindConfig = passthroughBindConfig(proxy);
   return { cluster: wrapper.build(), sources };
 }
 
@@ -655,10 +651,14 @@ function buildIngressListenerCluster(
     if (colon < 0 || !Number.isInteger(targetPort) || targetPort <= 0) return undefined;
     const ipv4 = proxy.instanceIps.find((ip) => isIP(ip) === 4);
     const ipv6 = proxy.instanceIps.find((ip) => isIP(ip) === 6);
-    if (host === "0.0.0.0") bind = ipv4 ?? "127.0.0.1";
-    else if (host === "::") bind = ipv6 ?? "::1";
-    else if (host === "127.0.0.1") bind = ipFamily(proxy) === "ipv6" ? "::1" : "127.0.0.1";
-    else if (host === "::1") bind = ipFamily(proxy) === "ipv4" ? "127.0.0.1" : "::1";
+    // Localhost of the family asked for if the proxy has it, else of the one it has.
+    const localhosts = localhostAddresses(proxy);
+    if (host === WILDCARD_IPV4) bind = ipv4 ?? LOCALHOST_IPV4;
+    else if (host === WILDCARD_IPV6) bind = ipv6 ?? LOCALHOST_IPV6;
+    else if (host === LOCALHOST_IPV4)
+      bind = localhosts.includes(LOCALHOST_IPV4) ? LOCALHOST_IPV4 : LOCALHOST_IPV6;
+    else if (host === LOCALHOST_IPV6)
+      bind = localhosts.includes(LOCALHOST_IPV6) ? LOCALHOST_IPV6 : LOCALHOST_IPV4;
   }
   const listenPort: ServicePort = {
     name: listener.port?.name ?? "",

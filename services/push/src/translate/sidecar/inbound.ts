@@ -34,6 +34,7 @@ import { authzHttpFilters, authzNetworkFilters, authzSources } from "./authz.js"
 import { serviceTargets } from "./cluster-rules.js";
 import { SDS_DEFAULT_SECRET, SDS_ROOT_SECRET, sdsSecretConfig } from "./cluster-tls.js";
 import { parseProtocol } from "./clusters.js";
+import { additionalAddresses, wildcardAddresses } from "./dual-stack.js";
 import {
   BLACKHOLE_CLUSTER,
   HCM_FILTER_NAME,
@@ -125,7 +126,7 @@ export function inboundPorts(push: PushContext, proxy: MeshProxy): InboundPort[]
 }
 
 function serviceTargetPorts(push: PushContext, proxy: MeshProxy): InboundPort[] {
-  const [bind = WILDCARD_IPV4] = inboundWildcards(proxy);
+  const [bind] = wildcardAddresses(proxy);
   const byPort = new Map<number, InboundPort>();
   for (const target of serviceTargets(push, proxy)) {
     if (byPort.has(target.targetPort)) continue;
@@ -149,7 +150,7 @@ function serviceTargetPorts(push: PushContext, proxy: MeshProxy): InboundPort[] 
  * first listener of a port wins.
  */
 function sidecarIngressPorts(proxy: MeshProxy, sidecar: TypedConfig<Sidecar>): InboundPort[] {
-  const [wildcard = WILDCARD_IPV4] = inboundWildcards(proxy);
+  const [wildcard] = wildcardAddresses(proxy);
   const unicast = proxy.instanceIps.find(isGlobalUnicast);
   const byPort = new Map<number, InboundPort>();
   for (const listener of sidecar.spec.ingress) {
@@ -183,25 +184,10 @@ function isGlobalUnicast(ip: string): boolean {
   return false;
 }
 
-const WILDCARD_IPV4 = "0.0.0.0";
-
-/**
- * The addresses virtualInbound binds, primary first (Istio's wildcards by
- * IP mode, with ISTIO_DUAL_STACK on): `0.0.0.0` for an IPv4 proxy, `::` for
- * an IPv6 one, both for a proxy with instance IPs of both families. Its
- * chains match no address, so they take either family.
- */
-export function inboundWildcards(proxy: MeshProxy): string[] {
-  const families = proxy.instanceIps.map((ip) => isIP(ip));
-  if (families.every((family) => family === 4)) return [WILDCARD_IPV4];
-  if (families.every((family) => family === 6)) return ["::"];
-  return [WILDCARD_IPV4, "::"];
-}
-
 /** What virtualInbound is built from beyond config: whether it exists, its ports and addresses (for the cache key). */
 export function virtualInboundKey(push: PushContext, proxy: MeshProxy): string {
   if (interceptionNone(proxy)) return "none";
-  return JSON.stringify([inboundPorts(push, proxy), inboundWildcards(proxy)]);
+  return JSON.stringify([inboundPorts(push, proxy), wildcardAddresses(proxy)]);
 }
 
 /** The inbound HTTP filters: authorization (CUSTOM, AUDIT, DENY, ALLOW: ./authz.ts), then fault, CORS, router. */
@@ -601,17 +587,16 @@ export function buildVirtualInbound(push: PushContext, proxy: MeshProxy): Genera
       ? sidecarIngress.spec.ingress.map((listener) => listener.port?.number ?? 0)
       : ports.map((port) => port.port),
   );
-  const [bind = WILDCARD_IPV4, ...extraBinds] = inboundWildcards(proxy);
+  const [bind, ...extraBinds] = wildcardAddresses(proxy);
   const filterChains: InboundChain[] = [
     blackholeChain(),
     ...catchAllChains(push, proxy, declared),
     ...ports.flatMap((port) => portChains(push, proxy, port)),
   ];
-  const address = (host: string) => ({ socketAddress: { address: host, portValue: VIRTUAL_INBOUND_PORT } });
   const listener = Listener.fromPartial({
     name: VIRTUAL_INBOUND,
-    address: address(bind),
-    additionalAddresses: extraBinds.map((host) => ({ address: address(host) })),
+    address: { socketAddress: { address: bind, portValue: VIRTUAL_INBOUND_PORT } },
+    additionalAddresses: additionalAddresses(extraBinds, VIRTUAL_INBOUND_PORT),
     listenerFilters: listenerFilters(filterChains),
     listenerFiltersTimeout: ZERO,
     continueOnListenerFiltersTimeout: true,

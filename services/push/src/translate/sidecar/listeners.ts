@@ -23,9 +23,8 @@ import type { GenerationContext } from "../generator.js";
 import { outboundClusterName } from "../names.js";
 import {
   additionalAddresses,
-  ipMode,
+  addressesOfProxyFamilies,
   WILDCARD_IPV4,
-  WILDCARD_IPV6,
   wildcardAddresses,
 } from "./dual-stack.js";
 import {
@@ -84,10 +83,17 @@ export function generateSidecarListeners(
         () => buildVirtualInbound(push, proxy),
       );
     } else if (name === VIRTUAL_OUTBOUND) {
-      const address = wildcardAddresses(proxy)[0]!;
+      const binds = wildcardAddresses(proxy);
       resource = cache.get(
-        cacheKey("lds-sidecar", scope.outboundTrafficPolicy, sidecar, name, address, push.configVersion),
-        () => buildVirtualOutbound(scope.outboundTrafficPolicy, scope.sidecar?.ref, address),
+        cacheKey(
+          "lds-sidecar",
+          scope.outboundTrafficPolicy,
+          sidecar,
+          name,
+          binds.join(","),
+          push.configVersion,
+        ),
+        () => buildVirtualOutbound(scope.outboundTrafficPolicy, scope.sidecar?.ref, binds),
       );
     } else {
       const plan = plans.get(name)!;
@@ -109,18 +115,20 @@ export function generateSidecarListeners(
  * matches no listener to the chain `virtualOutbound-catchall-tcp` (tcp_proxy
  * to PassthroughCluster under ALLOW_ANY, BlackHoleCluster under
  * REGISTRY_ONLY), a chain without a match, as Istio builds it (no default
- * chain). A dual-stack proxy's gets no
- * `::` additional address: Istio adds it only with ISTIO_DUAL_STACK, which
- * is off by default (and in Sextant).
+ * chain). A dual-stack proxy's binds `::` as an additional address (as
+ * Istio's with ISTIO_DUAL_STACK: see ./dual-stack.ts), so that IPv6
+ * connections iptables redirects find it.
  */
 export function buildVirtualOutbound(
   policy: "ALLOW_ANY" | "REGISTRY_ONLY",
   sidecar: ConfigRef | undefined,
-  address: string = WILDCARD_IPV4,
+  binds: readonly [string, ...string[]],
 ): GeneratedResource {
+  const [address, ...extraBinds] = binds;
   const listener = Listener.fromPartial({
     name: VIRTUAL_OUTBOUND,
     address: { socketAddress: { address, portValue: VIRTUAL_OUTBOUND_PORT } },
+    additionalAddresses: additionalAddresses(extraBinds, VIRTUAL_OUTBOUND_PORT),
     useOriginalDst: true,
     trafficDirection: TrafficDirection.OUTBOUND,
     filterChains: [
@@ -331,14 +339,20 @@ function serviceAddress(service: Service): string {
 }
 
 /**
- * The address a service's TCP listener binds: its VIP; for a ServiceEntry
- * without one on an IPv6-only proxy `::` (its addresses may be hostnames or
- * absent, so the proxy's family decides).
+ * The addresses a service's TCP listener binds, primary first (Istio's
+ * GetAddressForProxy and GetExtraAddressesForProxy). A Kubernetes service:
+ * its cluster IPs of the proxy's families (a dual-stack service's second
+ * one an additional address on a dual-stack proxy), else its first. A
+ * ServiceEntry: its address; without one the proxy's wildcards (`::` on an
+ * IPv6-only proxy, `0.0.0.0` with `::` on a dual-stack one: its addresses
+ * may be hostnames or absent, so the proxy's families decide).
  */
-function listenAddress(proxy: MeshProxy, service: Service): string {
-  const address = serviceAddress(service);
-  const external = service.registry === "serviceentry";
-  return external && address === WILDCARD_IPV4 && ipMode(proxy) === "ipv6" ? WILDCARD_IPV6 : address;
+function listenAddresses(proxy: MeshProxy, service: Service): [string, ...string[]] {
+  const primary = serviceAddress(service);
+  if (service.registry === "serviceentry" && primary === WILDCARD_IPV4) return wildcardAddresses(proxy);
+  if (service.registry !== "kubernetes") return [primary];
+  const [first, ...more] = addressesOfProxyFamilies(proxy, service.addresses);
+  return first ? [first, ...more] : [primary];
 }
 
 /** Places one service port on its listener, creating it or merging into the one there (Istio's buildSidecarOutboundListener). */
@@ -358,13 +372,11 @@ function placePort(
   if (request.bind) binds = [request.bind];
   else if (protocol === "http") binds = wildcards;
   else {
-    const address = listenAddress(proxy, service);
-    if (address.includes("/")) {
+    const addresses = listenAddresses(proxy, service);
+    if (addresses[0].includes("/")) {
       binds = wildcards;
-      cidrs = [address];
-    } else if (service.registry === "serviceentry" && address === WILDCARD_IPV4 && ipMode(proxy) === "dual")
-      binds = [address, WILDCARD_IPV6];
-    else binds = [address];
+      cidrs = addresses;
+    } else binds = addresses;
   }
   const name = `${binds[0]}_${port.number}`;
   const current = plans.get(name);
@@ -552,8 +564,8 @@ function tcpChainPlans(
     }
     if (chains.length > 0) return chains;
     // Without a VIP the listener is the wildcard one every such service shares: only SNI tells them apart.
-    const wildcard = ipMode(proxy) === "ipv6" ? WILDCARD_IPV6 : WILDCARD_IPV4;
-    const shared = cidrs.length > 0 || (listenAddress(proxy, service) === wildcard && bind === wildcard);
+    const [wildcard] = wildcardAddresses(proxy);
+    const shared = cidrs.length > 0 || (listenAddresses(proxy, service)[0] === wildcard && bind === wildcard);
     return [chain({ cluster: serviceCluster }, shared ? { sniHosts: [service.hostname] } : {})];
   }
 

@@ -534,6 +534,60 @@ spec:
     assert.equal(ingress.upstreamBindConfig, undefined);
   });
 
+  it("follows the proxy's IP families: inbound source addresses, DNS lookup family, localhost", () => {
+    const services = [
+      kubeService("reviews"),
+      {
+        hostname: "db.example.com",
+        namespace: "default",
+        name: "db",
+        ports: [{ name: "tcp", number: 5432, protocol: "PROTOCOL_TCP" }],
+        resolution: "RESOLUTION_DNS",
+        meshExternal: true,
+        registry: "serviceentry",
+      },
+    ];
+    const endpoints = {
+      [host("reviews")]: ["10.0.0.1", "fd00::1"].map((address) => ({
+        address,
+        ports: { http: 9080 },
+        labels: { app: "reviews" },
+      })),
+      "db.example.com": [{ address: "db.example.com", ports: { tcp: 5432 } }],
+    };
+    const sidecarIngress = `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: ingress, namespace: default}
+spec:
+  ingress:
+  - {port: {number: 8443, protocol: HTTP, name: a}, defaultEndpoint: "127.0.0.1:8080"}
+  - {port: {number: 8444, protocol: HTTP, name: b}, defaultEndpoint: "[::1]:8081"}
+`;
+    const plain = contextOf({ services, endpoints });
+    const withIngress = contextOf({ services, endpoints, config: sidecarIngress });
+    const sources = (cluster: Cluster | undefined) => [
+      cluster?.upstreamBindConfig?.sourceAddress?.address,
+      ...(cluster?.upstreamBindConfig?.extraSourceAddresses ?? []).map((extra) => extra.address?.address),
+    ];
+    const endpointOf = (cluster: Cluster | undefined) =>
+      cluster?.loadAssignment?.endpoints[0]?.lbEndpoints[0]?.endpoint?.address?.socketAddress?.address;
+    const cases: Array<[string, string[], string, string, string]> = [
+      ["10.0.0.1", ["127.0.0.6"], "V4_ONLY", "127.0.0.1", "127.0.0.1"],
+      ["fd00::1", ["::6"], "V6_ONLY", "::1", "::1"],
+      // Dual-stack: Istio's output with ISTIO_DUAL_STACK on (see dual-stack.ts).
+      ["10.0.0.1,fd00::1", ["127.0.0.6", "::6"], "ALL", "127.0.0.1", "::1"],
+    ];
+    for (const [ips, sourceAddresses, family, localhost, localhostV6] of cases) {
+      const all = clusters(plain, sidecar("default", { app: "reviews" }, ips));
+      assert.deepEqual(sources(all.get("InboundPassthroughCluster")), sourceAddresses, ips);
+      assert.deepEqual(sources(all.get("inbound|9080||")), sourceAddresses, ips);
+      assert.equal(asJson(all.get("outbound|5432||db.example.com")!).dnsLookupFamily, family, ips);
+      const ingress = clusters(withIngress, sidecar("default", { app: "reviews" }, ips));
+      assert.equal(endpointOf(ingress.get("inbound|8443||")), localhost, ips);
+      assert.equal(endpointOf(ingress.get("inbound|8444||")), localhostV6, ips);
+    }
+  });
+
   it("is deterministic and gives the same output from a shared cache as from a fresh one", () => {
     const push = contextOf({
       services: [kubeService("reviews"), kubeService("ratings", "other")],

@@ -341,6 +341,63 @@ spec:
       assert.equal(tls.defaultFilterChain.name, "PassthroughFilterChain");
     });
 
+    it("binds a dual-stack proxy's wildcard listeners on 0.0.0.0 with :: as an additional address", () => {
+      const binds = (listener: {
+        address: { socketAddress: { address: string } };
+        additionalAddresses?: Array<{ address: { socketAddress: { address: string } } }>;
+      }) => [
+        listener.address.socketAddress.address,
+        ...(listener.additionalAddresses ?? []).map((extra) => extra.address.socketAddress.address),
+      ];
+      const services = [
+        kube("web", "10.96.0.20", [{ name: "http", number: 8000, protocol: "PROTOCOL_HTTP" }]),
+        external("api.example.com", [{ name: "tls", number: 443, protocol: "PROTOCOL_TLS" }]),
+      ];
+      const dual = outbound(services, {}, "10.1.0.9,fd00::9");
+      for (const name of ["virtualOutbound", "virtualInbound", "0.0.0.0_8000", "0.0.0.0_443"])
+        assert.deepEqual(binds(dual.get(name)!), ["0.0.0.0", "::"], name);
+      assert.equal(dual.get("virtualOutbound")!.additionalAddresses[0].address.socketAddress.portValue, 15001);
+      // IPv4-only proxies are unchanged; what is not an IP address in INSTANCE_IPS counts for no family.
+      for (const ips of ["10.1.0.9", "10.1.0.9,client.local"]) {
+        const ipv4 = outbound(services, {}, ips);
+        for (const name of ["virtualOutbound", "virtualInbound", "0.0.0.0_8000", "0.0.0.0_443"])
+          assert.deepEqual(binds(ipv4.get(name)!), ["0.0.0.0"], `${ips}: ${name}`);
+      }
+    });
+
+    it("binds a dual-stack Kubernetes service's cluster IPs of the proxy's families", () => {
+      // IPv6 listed first (an IPv6-primary service): an IPv4-only proxy still binds the IPv4 one.
+      const services = [
+        {
+          ...kube("db", "fd00:96::41", [{ name: "tcp", number: 5432, protocol: "PROTOCOL_TCP" }]),
+          addresses: ["fd00:96::41", "10.96.0.41"],
+        },
+        kube("v6only", "fd00:96::42", [{ name: "tcp", number: 5433, protocol: "PROTOCOL_TCP" }]),
+      ];
+      const names = (ips: string) =>
+        [...outbound(services, {}, ips).entries()]
+          .filter(([name]) => !name.startsWith("virtual"))
+          .map(([name, listener]) => [
+            name,
+            (listener.additionalAddresses ?? []).map(
+              (extra: { address: { socketAddress: { address: string } } }) => extra.address.socketAddress.address,
+            ),
+          ]);
+      assert.deepEqual(names("10.1.0.9"), [
+        ["10.96.0.41_5432", []],
+        // A service without an address of the proxy's family keeps its first (Istio's default address).
+        ["fd00:96::42_5433", []],
+      ]);
+      assert.deepEqual(names("fd00::9"), [
+        ["fd00:96::41_5432", []],
+        ["fd00:96::42_5433", []],
+      ]);
+      assert.deepEqual(names("10.1.0.9,fd00::9"), [
+        ["fd00:96::41_5432", ["10.96.0.41"]],
+        ["fd00:96::42_5433", []],
+      ]);
+    });
+
     it("binds no HTTP listener on the proxy's status port, but a TCP one on its service's VIP", () => {
       const listeners = outbound([
         kube("status", "10.96.0.21", [

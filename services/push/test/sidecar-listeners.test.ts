@@ -342,12 +342,12 @@ spec:
     });
 
     it("binds a dual-stack proxy's wildcard listeners on 0.0.0.0 with :: as an additional address", () => {
-      const binds = (listener: {
-        address: { socketAddress: { address: string } };
-        additionalAddresses?: Array<{ address: { socketAddress: { address: string } } }>;
-      }) => [
+      type Decoded = ReturnType<typeof outbound> extends Map<string, infer L> ? L : never;
+      const binds = (listener: Decoded) => [
         listener.address.socketAddress.address,
-        ...(listener.additionalAddresses ?? []).map((extra) => extra.address.socketAddress.address),
+        ...(listener.additionalAddresses ?? []).map(
+          (extra: { address: { socketAddress: { address: string } } }) => extra.address.socketAddress.address,
+        ),
       ];
       const services = [
         kube("web", "10.96.0.20", [{ name: "http", number: 8000, protocol: "PROTOCOL_HTTP" }]),
@@ -356,7 +356,10 @@ spec:
       const dual = outbound(services, {}, "10.1.0.9,fd00::9");
       for (const name of ["virtualOutbound", "virtualInbound", "0.0.0.0_8000", "0.0.0.0_443"])
         assert.deepEqual(binds(dual.get(name)!), ["0.0.0.0", "::"], name);
-      assert.equal(dual.get("virtualOutbound")!.additionalAddresses[0].address.socketAddress.portValue, 15001);
+      assert.equal(
+        dual.get("virtualOutbound")!.additionalAddresses[0].address.socketAddress.portValue,
+        15001,
+      );
       // IPv4-only proxies are unchanged; what is not an IP address in INSTANCE_IPS counts for no family.
       for (const ips of ["10.1.0.9", "10.1.0.9,client.local"]) {
         const ipv4 = outbound(services, {}, ips);
@@ -380,7 +383,8 @@ spec:
           .map(([name, listener]) => [
             name,
             (listener.additionalAddresses ?? []).map(
-              (extra: { address: { socketAddress: { address: string } } }) => extra.address.socketAddress.address,
+              (extra: { address: { socketAddress: { address: string } } }) =>
+                extra.address.socketAddress.address,
             ),
           ]);
       assert.deepEqual(names("10.1.0.9"), [

@@ -8,10 +8,7 @@ import {
   type ServicePort,
 } from "@sextant/proto";
 import { Cluster, TypeUrl } from "@sextant/proto/envoy";
-import {
-  Cluster_DiscoveryType,
-  Cluster_LbPolicy,
-} from "@sextant/proto/gen/envoy/config/cluster/v3/cluster";
+import { Cluster_DiscoveryType, Cluster_LbPolicy } from "@sextant/proto/gen/envoy/config/cluster/v3/cluster";
 import { ApiVersion } from "@sextant/proto/gen/envoy/config/core/v3/config_source";
 import { HealthStatus as EnvoyHealthStatus } from "@sextant/proto/gen/envoy/config/core/v3/health_check";
 import {

@@ -327,7 +327,9 @@ function portRequests(
     return [{ service, port }];
   const requests: PortRequest[] = [];
   for (const endpoint of endpoints) {
-    if (isIP(endpoint.address) === 0 || endpoint.address === proxy.instanceIps[0]) continue;
+    // The proxy's own addresses, all of them: a dual-stack pod is an endpoint per family here (Istio,
+    // with ISTIO_DUAL_STACK, makes one endpoint of both and skips it by its first address).
+    if (isIP(endpoint.address) === 0 || proxy.instanceIps.includes(endpoint.address)) continue;
     requests.push({ service, port, bind: endpoint.address });
   }
   return requests;

@@ -128,7 +128,8 @@ function translateHttpRoute(
     : {};
   return applicable.map((match, matchIndex) => ({
     name: route.name || `route-${index}${matches.length > 1 ? `-${matchIndex}` : ""}`,
-    match: translateMatch(match),
+    // The header-matcher form every gRPC version parses (see HeaderMatcherForm).
+    match: translateMatch(match, "legacy"),
     route: action,
     typedPerFilterConfig,
   }));

@@ -85,6 +85,18 @@ async function startAgentFor(mesh: SecureMesh, entry: Backend): Promise<Agent> {
   });
 }
 
+/** Every NACK push logged ("proxy rejected config"): what a client refused of what push sent, in its own words. */
+function nacks(mesh: SecureMesh): string[] {
+  return mesh.push
+    .output()
+    .split("\n")
+    .filter((line) => line.includes('"proxy rejected config"'))
+    .map((line) => {
+      const entry = JSON.parse(line) as { proxy: string; type: string; nack: string };
+      return `${entry.proxy} ${entry.type}: ${entry.nack}`;
+    });
+}
+
 const share = (counts: Record<string, number>, key: string, total: number) =>
   (100 * (counts[key] ?? 0)) / total;
 
@@ -206,6 +218,28 @@ spec:
     assert.equal((counts["reviews-v1"] ?? 0) + (counts["reviews-v2"] ?? 0), 1_000, errors.join("\n"));
   });
 
+  it("weights that do not add up to 100 (1 and 3, as Istio allows): a 25/75 split", async () => {
+    await mesh.apply(
+      virtualService(
+        REVIEWS,
+        `  - route:
+    - destination: {host: ${REVIEWS}, subset: v1}
+      weight: 1
+    - destination: {host: ${REVIEWS}, subset: v3}
+      weight: 3
+`,
+      ),
+    );
+    await eventually(async () => ((await client.tally(reviewsTarget, 40)).counts["reviews-v3"] ?? 0) > 0, {
+      timeoutMs: 20_000,
+      message: `v3 never got a call (a NACK of the weights?):\n${logs()}`,
+    });
+    const { counts, errors } = await client.tally(reviewsTarget, 400);
+    // n = 400, p = 0.25: the standard deviation of v1's share is 2.2 points; 10 is over 4 sigma.
+    assert.ok(Math.abs(share(counts, "reviews-v1", 400) - 25) <= 10, JSON.stringify(counts));
+    assert.equal((counts["reviews-v1"] ?? 0) + (counts["reviews-v3"] ?? 0), 400, errors.join("\n"));
+  });
+
   it("header route: end-user: jason goes to v2, everyone else to v3", async () => {
     await mesh.apply(
       virtualService(
@@ -299,6 +333,10 @@ spec:
       },
       { timeoutMs: 20_000, message: `traffic never spread over all versions again:\n${logs()}` },
     );
+  });
+
+  it("C-core accepted every listener, route, cluster and endpoint push sent it: no NACK recorded", async () => {
+    assert.deepEqual(nacks(mesh), []);
   });
 });
 
@@ -407,5 +445,36 @@ spec:
     );
     const { counts, errors } = await grpcJsClient.tally(reviewsTarget, 20);
     assert.deepEqual(counts, { "reviews-v1": 20 }, errors.join("\n"));
+  });
+
+  it("AuthorizationPolicy on a C-core server: productpage's POSTs to Reviews pass, ratings gets PERMISSION_DENIED", async () => {
+    await mesh.apply(`apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: reviews-viewer, namespace: default}
+spec:
+  selector:
+    matchLabels: {app: reviews}
+  action: ALLOW
+  rules:
+  - from:
+    - source:
+        principals: [cluster.local/ns/default/sa/productpage]
+    to:
+    - operation:
+        methods: [POST]
+        paths: [/bookinfo.Reviews/*]
+`);
+    await eventually(
+      async () => (await grpcJsClient.tally(reviewsTarget, 1)).counts["error:PERMISSION_DENIED"] === 1,
+      { timeoutMs: 30_000, message: "ratings was never denied" },
+    );
+    const allowed = await ccoreClient.tally(reviewsTarget, 20);
+    assert.deepEqual(allowed.counts, { "reviews-v1": 20 }, allowed.errors.join("\n"));
+    const denied = await grpcJsClient.tally(reviewsTarget, 10);
+    assert.deepEqual(denied.counts, { "error:PERMISSION_DENIED": 10 });
+  });
+
+  it("C-core accepted every resource push sent it, TLS and RBAC included: no NACK recorded", async () => {
+    assert.deepEqual(nacks(mesh), []);
   });
 });

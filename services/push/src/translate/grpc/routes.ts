@@ -163,6 +163,10 @@ function buildAction(
               name: clusterOf(destination),
               weight: destination.weight,
             })),
+            // Istio's weights need not add up to 100, and older gRPC C-core (1.51 among them)
+            // NACKs weights whose sum differs from total_weight, 100 when unset. grpc-js-xds
+            // and later gRPC releases ignore the field and add the weights up themselves.
+            totalWeight: weighted.reduce((sum, destination) => sum + destination.weight, 0),
           },
         };
   if (route.timeout) {

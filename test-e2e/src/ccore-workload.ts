@@ -89,7 +89,12 @@ export async function startCcoreWorkload(options: CcoreWorkloadOptions): Promise
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  const output = captureOutput(child);
+  const captured = captureOutput(child);
+  let exit = "";
+  child.once("exit", (code, signal) => {
+    exit = `\n[${options.name} exited: ${signal ?? code}]`;
+  });
+  const output = () => captured() + exit;
   const stopChild = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once("exit", resolve));

@@ -178,6 +178,7 @@ spec:
     });
   });
   after(async () => {
+    for (const workload of [client, ...servers]) await workload?.stop();
     await mesh?.close();
   });
 
@@ -355,7 +356,7 @@ spec:
     assert.deepEqual(retried.counts, { "ratings-v1": 60 }, retried.errors.join("\n"));
   });
 
-  it("back to the default route when the VirtualService goes: all versions again", async () => {
+  it("a route to the host without a subset: all versions again", async () => {
     await mesh.apply(
       virtualService(
         REVIEWS,
@@ -392,6 +393,7 @@ describe("gRPC C-core (python3-grpcio) through push: mTLS, and across to grpc-js
   let ccoreClient: CcoreWorkload;
   let grpcJsClient: Workload;
   let ccoreServer: Backend;
+  let ccoreServerWorkload: CcoreWorkload | undefined;
   const detailsTarget = `xds:///${DETAILS}:9080`;
 
   before(async () => {
@@ -409,7 +411,7 @@ spec:
 `);
     await mesh.apply(strictAndIstioMutual(REVIEWS));
     await mesh.apply(strictAndIstioMutual(DETAILS));
-    await startCcoreWorkload({
+    ccoreServerWorkload = await startCcoreWorkload({
       role: "server",
       name: ccoreServer.name,
       agent: await startAgentFor(mesh, ccoreServer),
@@ -443,6 +445,8 @@ spec:
     });
   });
   after(async () => {
+    await ccoreClient?.stop();
+    await ccoreServerWorkload?.stop();
     await mesh?.close();
   });
 

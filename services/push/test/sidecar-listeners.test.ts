@@ -188,11 +188,7 @@ describe("sidecar LDS", () => {
       meshExternal: true,
       registry: "serviceentry",
     });
-    const outbound = (
-      services: Array<Record<string, unknown>>,
-      ips = "10.1.0.9",
-      config = "",
-    ) => {
+    const outbound = (services: Array<Record<string, unknown>>, ips = "10.1.0.9", config = "") => {
       const push = contextOf({ services, config });
       const proxy = parseProxy({
         id: `sidecar~${ips.split(",")[0]}~client-xyz.default~default.svc.cluster.local`,

@@ -149,7 +149,8 @@ export function buildSidecarRouteConfiguration(
       sources.push(ref);
   };
   if (scope.sidecar) addSource(scope.sidecar.ref);
-  const hasPort = (service: Service) => service.ports.some((p) => p.number === port && carriesHttp(p.protocol));
+  const hasPort = (service: Service) =>
+    service.ports.some((p) => p.number === port && carriesHttp(p.protocol));
   const virtualHost = (service: Service, domains: string[]): Plain => ({
     name: `${service.hostname}:${port}`,
     domains,

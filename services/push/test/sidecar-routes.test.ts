@@ -283,6 +283,36 @@ describe("sidecar RDS", () => {
       assert.deepEqual(sources, [{ kind: "VirtualService", namespace: "default", name: "metrics" }]);
     });
 
+    it("keeps the default route where none of a VirtualService's http routes applies (only tcp routes, as Istio)", () => {
+      const tcpOnly = contextOf({
+        services: [service("metrics", "10.96.0.70", "PROTOCOL_UNSPECIFIED")],
+        config: [
+          "apiVersion: networking.istio.io/v1",
+          "kind: VirtualService",
+          "metadata: {name: metrics, namespace: default}",
+          "spec:",
+          "  hosts: [metrics]",
+          "  tcp:",
+          "  - route:",
+          "    - destination: {host: metrics}",
+        ].join("\n"),
+      });
+      const name = "metrics.default.svc.cluster.local:9153";
+      const [generated] = generateSidecarRoutes(
+        { push: tcpOnly, proxy, cache: new XdsCache() },
+        new Set([name]),
+      );
+      const json = decode(generated!.resource, TypeUrl.RouteConfiguration, RouteConfiguration);
+      assert.deepEqual(
+        json.virtualHosts[0].routes.map((r: { name: string }) => r.name),
+        ["default"],
+      );
+      assert.equal(
+        json.virtualHosts[0].routes[0].route.cluster,
+        "outbound|9153||metrics.default.svc.cluster.local",
+      );
+    });
+
     it("lists sniffed ports in <port> beside HTTP ones, not TCP ones", () => {
       const { json } = served(["9153"]).get("9153")!;
       assert.deepEqual(vhostNames(json), [

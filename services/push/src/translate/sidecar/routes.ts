@@ -186,7 +186,13 @@ export function buildSidecarRouteConfiguration(
   return { name, resource: packAny(TypeUrl.RouteConfiguration, RouteConfiguration, configuration), sources };
 }
 
-/** A service's routes on a port: those of its VirtualService, else the default route. */
+/**
+ * A service's routes on a port: those of its VirtualService, else the
+ * default route, as well when none of the VirtualService's http routes
+ * applies here (Istio builds no virtual host from a VirtualService without
+ * routes, so the service keeps its default one): a VirtualService with only
+ * tcp routes for a sniffed port leaves its HTTP traffic the default route.
+ */
 function serviceRoutes(
   push: PushContext,
   proxy: MeshProxy,
@@ -198,7 +204,8 @@ function serviceRoutes(
   if (!virtualService) return [defaultRoute(push, proxy, service, port, addSource)];
   addSource(virtualService.ref);
   for (const delegate of virtualService.delegates) addSource(delegate);
-  return buildHttpRoutes(push, proxy, virtualService, port, addSource);
+  const routes = buildHttpRoutes(push, proxy, virtualService, port, addSource);
+  return routes.length > 0 ? routes : [defaultRoute(push, proxy, service, port, addSource)];
 }
 
 /** Istio's buildCatchAllVirtualHost: `allow_any` to PassthroughCluster, or `block_all` (502) under REGISTRY_ONLY. */

@@ -240,6 +240,22 @@ describe("sidecar RDS", () => {
         service("metrics", "10.96.0.70", "PROTOCOL_UNSPECIFIED"),
         service("web", "10.96.0.71", "PROTOCOL_HTTP"),
         service("db", "10.96.0.72", "PROTOCOL_TCP"),
+        // Headless: a listener per pod address, each sniffing by RDS <hostname>:<port>.
+        {
+          ...service("cache", "", "PROTOCOL_UNSPECIFIED"),
+          addresses: [],
+          resolution: "RESOLUTION_PASSTHROUGH",
+        },
+      ],
+      endpoints: [
+        {
+          hostname: "cache.default.svc.cluster.local",
+          endpoints: ["10.244.1.80", "10.244.1.81"].map((address) => ({
+            address,
+            ports: { "": 9153 },
+            namespace: "default",
+          })),
+        },
       ],
       config: [
         "apiVersion: networking.istio.io/v1",
@@ -316,12 +332,13 @@ describe("sidecar RDS", () => {
     it("lists sniffed ports in <port> beside HTTP ones, not TCP ones", () => {
       const { json } = served(["9153"]).get("9153")!;
       assert.deepEqual(vhostNames(json), [
+        "cache.default.svc.cluster.local:9153",
         "metrics.default.svc.cluster.local:9153",
         "web.default.svc.cluster.local:9153",
         "allow_any",
       ]);
-      assert.ok(json.virtualHosts[0].domains.includes("metrics.default.svc.cluster.local"));
-      assert.equal(json.virtualHosts[0].routes[0].name, "scrape");
+      assert.ok(json.virtualHosts[1].domains.includes("metrics.default.svc.cluster.local"));
+      assert.equal(json.virtualHosts[1].routes[0].name, "scrape");
     });
 
     it("answers <hostname>:<port> of a TCP port or unknown host with no virtual host, and no other names", () => {
@@ -353,7 +370,12 @@ describe("sidecar RDS", () => {
           if (rds) named.push(rds.routeConfigName);
         }
       }
-      assert.deepEqual(named.sort(), ["9153", "metrics.default.svc.cluster.local:9153"]);
+      assert.deepEqual(named.sort(), [
+        "9153",
+        "cache.default.svc.cluster.local:9153",
+        "cache.default.svc.cluster.local:9153",
+        "metrics.default.svc.cluster.local:9153",
+      ]);
       const out = served(named);
       for (const name of named) assert.ok(vhostNames(out.get(name)?.json ?? {}).length > 0, name);
     });

@@ -85,7 +85,7 @@ function carriesHttp(protocol: Protocol): boolean {
 /**
  * Route configurations for Envoy sidecars (RDS), one per name the proxy
  * asks for; the outbound listeners ask for `<port>` (`0.0.0.0_<port>`) and
- * `<hostname>:<port>` (the HTTP chain of a sniffed port on its own VIP).
+ * `<hostname>:<port>` (the HTTP chain of a sniffed port on its own address).
  * Cached by the proxy's namespace, labels (sourceLabels) and Sidecar.
  */
 export function generateSidecarRoutes(
@@ -127,7 +127,7 @@ function parseRouteName(name: string): { port: number; host?: string } | undefin
  * `allow_any` (to PassthroughCluster) or `block_all` (502) according to the
  * scope's outboundTrafficPolicy.
  *
- * `<hostname>:<port>` (a sniffed port on its own VIP, whose listener only
+ * `<hostname>:<port>` (a sniffed port on its own address, VIP or pod IP, whose listener only
  * that service's traffic reaches): that service's virtual host alone, its
  * domains `*`, without a catch-all; no virtual host if the port is not
  * there or not HTTP or sniffed.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs whatever the two README commands need and is missing, then builds:
-#   pnpm (from npm), nats-server (apt-get when root), the workspace (frozen
-#   lockfile) and the build. Safe to run again: each step checks first.
+#   pnpm (from npm), nats-server (apt-get when root), for `npm test` also
+#   python3-grpcio (gRPC C-core for the system Python: the second proxyless
+#   client of test-e2e), the workspace (frozen lockfile) and the build.
+#   Safe to run again: each step checks first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TURBO_TELEMETRY_DISABLED=1
@@ -21,6 +23,21 @@ if ! command -v nats-server >/dev/null 2>&1; then
     echo "sextant: nats-server (2.9 or later, with JetStream) is required and was not found." >&2
     echo "  On Debian/Ubuntu: sudo apt-get install -y nats-server" >&2
     echo "  Elsewhere: see https://docs.nats.io/running-a-nats-service/introduction/installation" >&2
+    exit 1
+  fi
+fi
+
+# test-e2e/test/proxyless-ccore.test.ts runs Python workloads on gRPC C-core
+# with the system Python (a pyenv or venv python3 on PATH would not see apt's
+# package). Only the tests need it: npm sets npm_lifecycle_event=test for `npm test`.
+if [ "${npm_lifecycle_event:-}" = test ] && ! /usr/bin/python3 -c 'import grpc' >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "sextant: installing python3-grpcio with apt-get"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-grpcio >/dev/null
+  else
+    echo "sextant: gRPC C-core for Python (python3-grpcio, 1.51 or later) is required by the tests and was not found." >&2
+    echo "  On Debian/Ubuntu: sudo apt-get install -y python3-grpcio" >&2
     exit 1
   fi
 fi

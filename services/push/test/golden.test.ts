@@ -76,6 +76,15 @@ describe("proxyless gRPC translation (golden files)", () => {
     assert.deepEqual(problems, []);
   });
 
+  it("writes header matchers only in the fields every gRPC version parses (C-core 1.51 rejects string_match)", () => {
+    const offenders: string[] = [];
+    for (const testCase of goldenCases(testdata)) {
+      for (const [type, yaml] of Object.entries(render(parse(testCase.input) as GoldenInput)))
+        if (/\bstringMatch:/.test(yaml)) offenders.push(`${testCase.name} ${type}`);
+    }
+    assert.deepEqual(offenders, []);
+  });
+
   it("gives the same output from a shared cache as from a fresh one, across namespaces", () => {
     const input = parse(
       `services:

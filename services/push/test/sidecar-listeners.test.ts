@@ -10,7 +10,7 @@ import {
 } from "@sextant/proto/envoy";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
-import { generateSidecarListeners, type OutboundOptions } from "../src/translate/sidecar/listeners.js";
+import { generateSidecarListeners } from "../src/translate/sidecar/listeners.js";
 import { contextOf } from "./golden-inputs.js";
 import { bookinfo, decode, sidecarProxy } from "./sidecar-routes.fixtures.test.js";
 
@@ -188,12 +188,7 @@ describe("sidecar LDS", () => {
       meshExternal: true,
       registry: "serviceentry",
     });
-    const outbound = (
-      services: Array<Record<string, unknown>>,
-      options: OutboundOptions = {},
-      ips = "10.1.0.9",
-      config = "",
-    ) => {
+    const outbound = (services: Array<Record<string, unknown>>, ips = "10.1.0.9", config = "") => {
       const push = contextOf({ services, config });
       const proxy = parseProxy({
         id: `sidecar~${ips.split(",")[0]}~client-xyz.default~default.svc.cluster.local`,
@@ -204,7 +199,7 @@ describe("sidecar LDS", () => {
           ENVOY_STATUS_PORT: 15021,
         },
       } as never);
-      const generated = generateSidecarListeners({ push, proxy, cache: new XdsCache() }, "*", options);
+      const generated = generateSidecarListeners({ push, proxy, cache: new XdsCache() }, "*");
       return new Map(generated.map((g) => [g.name, decode(g.resource, TypeUrl.Listener, Listener)]));
     };
     const clusterOf = (chain: { filters: Array<{ typedConfig: { typeUrl: string; value: string } }> }) =>
@@ -212,12 +207,12 @@ describe("sidecar LDS", () => {
     const rdsOf = (chain: { filters: Array<{ typedConfig: { typeUrl: string; value: string } }> }) =>
       inner(chain.filters[0]!.typedConfig, HttpConnectionManager).rds.routeConfigName;
 
-    it("sniffs an unnamed port when asked: on its VIP by RDS <host>:<port>, on the wildcard by RDS <port>", () => {
+    it("sniffs an unnamed port: on its VIP by RDS <host>:<port>, on the wildcard by RDS <port>", () => {
       const services = [
         kube("metrics", "10.96.0.70", [{ name: "metrics", number: 9153, protocol: "PROTOCOL_UNSPECIFIED" }]),
         external("legacy.example.com", [{ name: "legacy", number: 7000, protocol: "PROTOCOL_UNSPECIFIED" }]),
       ];
-      const sniffed = outbound(services, { sniffing: true });
+      const sniffed = outbound(services);
       const vip = sniffed.get("10.96.0.70_9153")!;
       assert.deepEqual(
         vip.listenerFilters.map((f: { name: string }) => f.name),
@@ -235,10 +230,6 @@ describe("sidecar LDS", () => {
       const wildcard = sniffed.get("0.0.0.0_7000")!;
       assert.equal(rdsOf(wildcard.filterChains[0]), "7000");
       assert.equal(clusterOf(wildcard.defaultFilterChain), "outbound|7000||legacy.example.com");
-      // Without sniffing the port is TCP.
-      const tcp = outbound(services).get("10.96.0.70_9153")!;
-      assert.equal(tcp.listenerFilters, undefined);
-      assert.equal(clusterOf(tcp.filterChains[0]), "outbound|9153||metrics.default.svc.cluster.local");
     });
 
     it("merges a TCP service without a VIP into the HTTP listener of its port, as the default chain", () => {
@@ -275,7 +266,6 @@ spec:
 `;
       const listeners = outbound(
         [kube("db", "10.96.0.90", [{ name: "tcp", number: 5432, protocol: "PROTOCOL_TCP" }])],
-        {},
         "10.1.0.9",
         config,
       );
@@ -307,7 +297,6 @@ spec:
           kube("one", "10.96.0.31", [{ name: "tls", number: 8443, protocol: "PROTOCOL_TLS" }]),
           kube("two", "10.96.0.32", [{ name: "tls", number: 8443, protocol: "PROTOCOL_TLS" }]),
         ],
-        {},
         "10.1.0.9",
         [vs("b", "alpha", "two"), vs("a", "zeta", "one")].join("---\n"),
       );
@@ -321,12 +310,11 @@ spec:
     });
 
     it("binds an IPv6-only proxy's wildcard listeners to ::", () => {
-      const listeners = outbound([], {}, "fd00::9");
+      const listeners = outbound([], "fd00::9");
       assert.deepEqual([...listeners.keys()], ["virtualInbound", "virtualOutbound"]);
       assert.equal(listeners.get("virtualOutbound")!.address.socketAddress.address, "::");
       const http = outbound(
         [kube("web", "fd00:96::20", [{ name: "http", number: 8000, protocol: "PROTOCOL_HTTP" }])],
-        {},
         "fd00::9",
       );
       assert.ok(http.has("::_8000"));
@@ -334,7 +322,6 @@ spec:
       // A ServiceEntry without addresses takes the proxy's family, and its TLS port the host's SNI.
       const tls = outbound(
         [external("api.example.com", [{ name: "tls", number: 443, protocol: "PROTOCOL_TLS" }])],
-        {},
         "fd00::9",
       ).get("::_443")!;
       assert.deepEqual(tls.filterChains[0].filterChainMatch, { serverNames: ["api.example.com"] });
@@ -353,7 +340,7 @@ spec:
         kube("web", "10.96.0.20", [{ name: "http", number: 8000, protocol: "PROTOCOL_HTTP" }]),
         external("api.example.com", [{ name: "tls", number: 443, protocol: "PROTOCOL_TLS" }]),
       ];
-      const dual = outbound(services, {}, "10.1.0.9,fd00::9");
+      const dual = outbound(services, "10.1.0.9,fd00::9");
       for (const name of ["virtualOutbound", "virtualInbound", "0.0.0.0_8000", "0.0.0.0_443"])
         assert.deepEqual(binds(dual.get(name)!), ["0.0.0.0", "::"], name);
       assert.equal(
@@ -362,7 +349,7 @@ spec:
       );
       // IPv4-only proxies are unchanged; what is not an IP address in INSTANCE_IPS counts for no family.
       for (const ips of ["10.1.0.9", "10.1.0.9,client.local"]) {
-        const ipv4 = outbound(services, {}, ips);
+        const ipv4 = outbound(services, ips);
         for (const name of ["virtualOutbound", "virtualInbound", "0.0.0.0_8000", "0.0.0.0_443"])
           assert.deepEqual(binds(ipv4.get(name)!), ["0.0.0.0"], `${ips}: ${name}`);
       }
@@ -378,7 +365,7 @@ spec:
         kube("v6only", "fd00:96::42", [{ name: "tcp", number: 5433, protocol: "PROTOCOL_TCP" }]),
       ];
       const names = (ips: string) =>
-        [...outbound(services, {}, ips).entries()]
+        [...outbound(services, ips).entries()]
           .filter(([name]) => !name.startsWith("virtual"))
           .map(([name, listener]) => [
             name,

@@ -1,10 +1,18 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Service } from "@sextant/proto";
-import { HTTPFault, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import {
+  HTTPFault,
+  HttpConnectionManager,
+  Listener,
+  RouteConfiguration,
+  TypeUrl,
+} from "@sextant/proto/envoy";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import type { PushContext } from "../src/model/push-context.js";
+import { generateSidecarListeners } from "../src/translate/sidecar/listeners.js";
 import { generateSidecarRoutes, virtualHostDomains } from "../src/translate/sidecar/routes.js";
+import { contextOf } from "./golden-inputs.js";
 import { bookinfo, decode, sidecarProxy } from "./sidecar-routes.fixtures.test.js";
 
 function routes(push: PushContext, labels: Record<string, string> = { app: "productpage", version: "v1" }) {
@@ -214,5 +222,162 @@ describe("sidecar RDS", () => {
     const fresh = generateSidecarRoutes({ push, proxy, cache: new XdsCache() }, new Set(["9080"]));
     assert.deepEqual(second, first);
     assert.deepEqual(fresh, first);
+  });
+
+  describe("protocol sniffing", () => {
+    const service = (name: string, vip: string, protocol: string) => ({
+      hostname: `${name}.default.svc.cluster.local`,
+      namespace: "default",
+      name,
+      addresses: [vip],
+      ports: [{ name: "", number: 9153, protocol }],
+      selector: { app: name },
+      resolution: "RESOLUTION_STATIC",
+      registry: "kubernetes",
+    });
+    const push = contextOf({
+      services: [
+        service("metrics", "10.96.0.70", "PROTOCOL_UNSPECIFIED"),
+        service("web", "10.96.0.71", "PROTOCOL_HTTP"),
+        service("db", "10.96.0.72", "PROTOCOL_TCP"),
+        // Headless: a listener per pod address, each sniffing by RDS <hostname>:<port>.
+        {
+          ...service("cache", "", "PROTOCOL_UNSPECIFIED"),
+          addresses: [],
+          resolution: "RESOLUTION_PASSTHROUGH",
+        },
+      ],
+      endpoints: [
+        {
+          hostname: "cache.default.svc.cluster.local",
+          endpoints: ["10.244.1.80", "10.244.1.81"].map((address) => ({
+            address,
+            ports: { "": 9153 },
+            namespace: "default",
+          })),
+        },
+      ],
+      config: [
+        "apiVersion: networking.istio.io/v1",
+        "kind: VirtualService",
+        "metadata: {name: metrics, namespace: default}",
+        "spec:",
+        "  hosts: [metrics]",
+        "  http:",
+        "  - name: scrape",
+        "    route:",
+        "    - destination: {host: metrics}",
+        "      headers: {request: {set: {x-scrape: 'yes'}}}",
+      ].join("\n"),
+    });
+    const proxy = sidecarProxy("10.1.0.4", { app: "productpage" });
+    const served = (names: string[]) =>
+      new Map(
+        generateSidecarRoutes({ push, proxy, cache: new XdsCache() }, new Set(names)).map((g) => [
+          g.name,
+          { sources: g.sources, json: decode(g.resource, TypeUrl.RouteConfiguration, RouteConfiguration) },
+        ]),
+      );
+    const vhostNames = (json: { virtualHosts?: Array<{ name: string }> }) =>
+      (json.virtualHosts ?? []).map((v) => v.name);
+
+    it("serves <hostname>:<port> with the sniffed service's virtual host alone: domains *, its VirtualService's routes, no catch-all", () => {
+      const { json, sources } = served(["metrics.default.svc.cluster.local:9153"]).get(
+        "metrics.default.svc.cluster.local:9153",
+      )!;
+      assert.deepEqual(vhostNames(json), ["metrics.default.svc.cluster.local:9153"]);
+      const [vhost] = json.virtualHosts;
+      assert.deepEqual(vhost.domains, ["*"]);
+      assert.deepEqual(
+        vhost.routes.map((r: { name: string }) => r.name),
+        ["scrape"],
+      );
+      assert.equal(vhost.routes[0].route.cluster, "outbound|9153||metrics.default.svc.cluster.local");
+      assert.equal(vhost.routes[0].requestHeadersToAdd[0].header.key, "x-scrape");
+      assert.equal(json.validateClusters, false);
+      assert.equal(json.maxDirectResponseBodySizeBytes, 1048576);
+      assert.deepEqual(sources, [{ kind: "VirtualService", namespace: "default", name: "metrics" }]);
+    });
+
+    it("keeps the default route where none of a VirtualService's http routes applies (only tcp routes, as Istio)", () => {
+      const tcpOnly = contextOf({
+        services: [service("metrics", "10.96.0.70", "PROTOCOL_UNSPECIFIED")],
+        config: [
+          "apiVersion: networking.istio.io/v1",
+          "kind: VirtualService",
+          "metadata: {name: metrics, namespace: default}",
+          "spec:",
+          "  hosts: [metrics]",
+          "  tcp:",
+          "  - route:",
+          "    - destination: {host: metrics}",
+        ].join("\n"),
+      });
+      const name = "metrics.default.svc.cluster.local:9153";
+      const [generated] = generateSidecarRoutes(
+        { push: tcpOnly, proxy, cache: new XdsCache() },
+        new Set([name]),
+      );
+      const json = decode(generated!.resource, TypeUrl.RouteConfiguration, RouteConfiguration);
+      assert.deepEqual(
+        json.virtualHosts[0].routes.map((r: { name: string }) => r.name),
+        ["default"],
+      );
+      assert.equal(
+        json.virtualHosts[0].routes[0].route.cluster,
+        "outbound|9153||metrics.default.svc.cluster.local",
+      );
+    });
+
+    it("lists sniffed ports in <port> beside HTTP ones, not TCP ones", () => {
+      const { json } = served(["9153"]).get("9153")!;
+      assert.deepEqual(vhostNames(json), [
+        "cache.default.svc.cluster.local:9153",
+        "metrics.default.svc.cluster.local:9153",
+        "web.default.svc.cluster.local:9153",
+        "allow_any",
+      ]);
+      assert.ok(json.virtualHosts[1].domains.includes("metrics.default.svc.cluster.local"));
+      assert.equal(json.virtualHosts[1].routes[0].name, "scrape");
+    });
+
+    it("answers <hostname>:<port> of a TCP port or unknown host with no virtual host, and no other names", () => {
+      const out = served([
+        "db.default.svc.cluster.local:9153",
+        "nothing.default.svc.cluster.local:9153",
+        "metrics.default.svc.cluster.local:0",
+        "metrics.default.svc.cluster.local:x",
+        "a:b:9153",
+      ]);
+      assert.deepEqual([...out.keys()].sort(), [
+        "db.default.svc.cluster.local:9153",
+        "nothing.default.svc.cluster.local:9153",
+      ]);
+      for (const { json } of out.values()) assert.deepEqual(vhostNames(json), []);
+    });
+
+    it("serves every route configuration the sniffing listeners name", () => {
+      const named: string[] = [];
+      for (const generated of generateSidecarListeners({ push, proxy, cache: new XdsCache() }, "*")) {
+        const listener = Listener.decode(generated.resource.value);
+        for (const chain of listener.filterChains) {
+          const config = chain.filters[0]?.typedConfig;
+          // Inbound HCMs carry their route configuration inline.
+          const rds =
+            config?.typeUrl === TypeUrl.HttpConnectionManager
+              ? HttpConnectionManager.decode(config.value).rds
+              : undefined;
+          if (rds) named.push(rds.routeConfigName);
+        }
+      }
+      assert.deepEqual(named.sort(), [
+        "9153",
+        "cache.default.svc.cluster.local:9153",
+        "cache.default.svc.cluster.local:9153",
+        "metrics.default.svc.cluster.local:9153",
+      ]);
+      const out = served(named);
+      for (const name of named) assert.ok(vhostNames(out.get(name)?.json ?? {}).length > 0, name);
+    });
   });
 });

@@ -151,12 +151,12 @@ function generatePolicy(
         [
           operation.methods,
           operation.notMethods,
-          http("methods", (v) => ({ header: headerMatcher(":method", v, false) }) as Permission),
+          http("methods", (v) => ({ header: headerMatcher(":method", v, false, envoy) }) as Permission),
         ],
         [
           operation.hosts,
           operation.notHosts,
-          http("hosts", (v) => ({ header: headerMatcher(":authority", v, true) }) as Permission),
+          http("hosts", (v) => ({ header: headerMatcher(":authority", v, true, envoy) }) as Permission),
         ],
       ];
       for (const [values, notValues, generate] of front)
@@ -259,7 +259,7 @@ function principalForCondition(
   if (key === "source.principal") return sourcePrincipal;
   if (key === "source.serviceAccount") return (v) => serviceAccountPrincipal(policyNamespace, v);
   const header = /^request\.headers\[(.+)\]$/.exec(key);
-  if (header) return (v) => ({ header: headerMatcher(header[1]!, v, false) }) as Principal;
+  if (header) return (v) => ({ header: headerMatcher(header[1]!, v, false, envoy) }) as Principal;
   if (
     key === "request.auth.principal" ||
     key === "request.auth.audiences" ||
@@ -367,14 +367,25 @@ function stringMatcherWithPrefix(value: string, prefix: string): StringMatcher {
   return { exact: prefix + value, ignoreCase: false } as StringMatcher;
 }
 
-/** Istio's HeaderMatcher ("*": present; "*x": suffix; "x*": prefix; else exact), HostMatcher when ignoreCase. */
-function headerMatcher(name: string, value: string, ignoreCase: boolean): HeaderMatcher {
+/**
+ * Istio's HeaderMatcher ("*": present; "*x": suffix; "x*": prefix; else exact), HostMatcher when ignoreCase.
+ * gRPC gets the older header_match_specifier fields, which every gRPC version's RBAC filter parses
+ * (C-core 1.51 rejects string_match: see HeaderMatcherForm in routes.ts); they have no ignoreCase, so
+ * a caseless match is a `(?i)` RE2 regex there (both C-core and grpc-js-xds use RE2).
+ */
+function headerMatcher(name: string, value: string, ignoreCase: boolean, envoy: boolean): HeaderMatcher {
   if (value === "*") return { name, presentMatch: true, invertMatch: false } as HeaderMatcher;
-  const stringMatch: StringMatcher = value.startsWith("*")
-    ? ({ suffix: value.slice(1), ignoreCase } as StringMatcher)
-    : value.endsWith("*")
-      ? ({ prefix: value.slice(0, -1), ignoreCase } as StringMatcher)
-      : ({ exact: value, ignoreCase } as StringMatcher);
+  const kind = value.startsWith("*") ? "suffix" : value.endsWith("*") ? "prefix" : "exact";
+  const text = kind === "suffix" ? value.slice(1) : kind === "prefix" ? value.slice(0, -1) : value;
+  if (!envoy) {
+    if (ignoreCase) {
+      const regex = `(?i)${kind === "suffix" ? ".*" : ""}${escapeRegex(text)}${kind === "prefix" ? ".*" : ""}`;
+      return { name, safeRegexMatch: { regex }, invertMatch: false } as HeaderMatcher;
+    }
+    const field = { exact: "exactMatch", prefix: "prefixMatch", suffix: "suffixMatch" }[kind];
+    return { name, [field]: text, invertMatch: false } as unknown as HeaderMatcher;
+  }
+  const stringMatch = { [kind]: text, ignoreCase } as StringMatcher;
   return { name, stringMatch, invertMatch: false } as HeaderMatcher;
 }
 

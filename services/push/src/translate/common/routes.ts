@@ -37,7 +37,10 @@ export const GRPC_STATUS: Record<string, number> = {
  * Istio's TranslateRouteMatch for the parts every client runs: the uri (exact as `path`, prefix,
  * regex as `safe_regex`; ignoreUriCase), then headers and withoutHeaders (inverted), each sorted by name.
  */
-export function translateMatch(match: HTTPMatchRequest | undefined): Record<string, unknown> {
+export function translateMatch(
+  match: HTTPMatchRequest | undefined,
+  headerForm: HeaderMatcherForm = "string_match",
+): Record<string, unknown> {
   const result: Record<string, unknown> = { prefix: "/" };
   if (match?.uri) {
     delete result.prefix;
@@ -48,12 +51,12 @@ export function translateMatch(match: HTTPMatchRequest | undefined): Record<stri
   }
   const headers: Partial<HeaderMatcher>[] = [];
   for (const [name, value] of Object.entries(match?.headers ?? {}).sort(([a], [b]) => a.localeCompare(b))) {
-    headers.push(headerMatcher(name, presentIfStar(value), false));
+    headers.push(headerMatcher(name, presentIfStar(value), false, headerForm));
   }
   for (const [name, value] of Object.entries(match?.withoutHeaders ?? {}).sort(([a], [b]) =>
     a.localeCompare(b),
   )) {
-    headers.push(headerMatcher(name, presentIfStar(value), true));
+    headers.push(headerMatcher(name, presentIfStar(value), true, headerForm));
   }
   if (headers.length > 0) result.headers = headers;
   return result;
@@ -86,9 +89,37 @@ export function matchRegexesValid(match: HTTPMatchRequest | undefined): boolean 
   return patterns.every((pattern) => pattern === undefined || regexProblem(pattern) === undefined);
 }
 
+/**
+ * How a HeaderMatcher carries its value. `string_match` is Istio's form
+ * (Envoy's current field), kept for sidecars. `legacy` uses the older
+ * exact_match / prefix_match / safe_regex_match fields, which every gRPC
+ * xDS client parses: they are the fields gRFC A28 defined header matching
+ * on, so C-core before 1.56 and grpc-java/grpc-go of that era know only
+ * them (C-core 1.51 rejects the whole RouteConfiguration with "Invalid route
+ * header matcher specified" on a string_match), while later clients (gRFC
+ * A63, and @grpc/grpc-js-xds 1.14) parse both. Istio's header StringMatch
+ * has no ignoreCase, so the legacy fields lose nothing; one form for every
+ * proxyless client is simpler and safer than guessing the parser from the
+ * node's user agent.
+ */
+export type HeaderMatcherForm = "string_match" | "legacy";
+
 /** An empty StringMatch means "header present", as in Istio. */
-export function headerMatcher(name: string, value: StringMatch, invert: boolean): Partial<HeaderMatcher> {
+export function headerMatcher(
+  name: string,
+  value: StringMatch,
+  invert: boolean,
+  form: HeaderMatcherForm = "string_match",
+): Partial<HeaderMatcher> {
   const matcher: Partial<HeaderMatcher> = { name, invertMatch: invert };
+  if (form === "legacy") {
+    if (value.exact !== undefined) matcher.exactMatch = value.exact;
+    else if (value.prefix !== undefined) matcher.prefixMatch = value.prefix;
+    else if (value.regex !== undefined)
+      matcher.safeRegexMatch = { regex: value.regex } as HeaderMatcher["safeRegexMatch"];
+    else matcher.presentMatch = true;
+    return matcher;
+  }
   if (value.exact !== undefined)
     matcher.stringMatch = { exact: value.exact, ignoreCase: false } as HeaderMatcher["stringMatch"];
   else if (value.prefix !== undefined)

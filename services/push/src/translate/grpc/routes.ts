@@ -146,7 +146,8 @@ function translateHttpRoute(
     : {};
   return applicable.map((match, matchIndex) => ({
     name: route.name || `route-${index}${matches.length > 1 ? `-${matchIndex}` : ""}`,
-    match: translateMatch(match),
+    // The header-matcher form every gRPC version parses (see HeaderMatcherForm).
+    match: translateMatch(match, "legacy"),
     route: action,
     typedPerFilterConfig,
   }));
@@ -180,6 +181,10 @@ function buildAction(
               name: clusterOf(destination),
               weight: destination.weight,
             })),
+            // Istio's weights need not add up to 100, and older gRPC C-core (1.51 among them)
+            // NACKs weights whose sum differs from total_weight, 100 when unset. grpc-js-xds
+            // and later gRPC releases ignore the field and add the weights up themselves.
+            totalWeight: weighted.reduce((sum, destination) => sum + destination.weight, 0),
           },
         };
   if (route.timeout) {

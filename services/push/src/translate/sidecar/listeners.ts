@@ -63,13 +63,12 @@ const ZERO = { seconds: 0, nanos: 0 };
 export function generateSidecarListeners(
   context: GenerationContext,
   watched: WatchedNames,
-  options: OutboundOptions = {},
 ): GeneratedResource[] {
   const { push, proxy, cache } = context;
   const scope = sidecarScope(push, proxy);
   const sidecar = scope.sidecar ? `${scope.sidecar.ref.namespace}/${scope.sidecar.ref.name}` : "";
   const labels = labelsKey(proxy.labels);
-  const plans = outboundPlans(push, proxy, options);
+  const plans = outboundPlans(push, proxy);
   const wanted = (name: string) => watched === "*" || watched.has(name);
   const out: GeneratedResource[] = [];
   const names = [VIRTUAL_INBOUND, VIRTUAL_OUTBOUND, ...plans.keys()].sort();
@@ -148,18 +147,6 @@ export function buildVirtualOutbound(
     resource: packAny(TypeUrl.Listener, Listener, listener),
     sources: sidecar ? [sidecar] : [],
   };
-}
-
-/**
- * Choices of outbound listener building. `sniffing` treats unnamed and
- * unknown-protocol ports as Istio does (an HTTP and a TCP chain); it is off
- * until RDS serves what those HTTP chains name: `<port>` with the virtual
- * hosts of every service port of that number (Istio includes sniffed ones),
- * and `<hostname>:<port>` (the one service, no catch-all) for a sniffed
- * port on its own VIP. Off, such ports are TCP.
- */
-export interface OutboundOptions {
-  readonly sniffing?: boolean;
 }
 
 /** How a listener treats a port's traffic (Istio's ListenerProtocol): HTTP, TCP, or sniffed (auto). */
@@ -243,18 +230,16 @@ interface PortRequest {
  * - TCP ports on the service's VIP `<VIP>_<port>`, or on the wildcard for a
  *   service without one (TLS ports then match the hostname's SNI), headless
  *   services one listener per pod address `<podIP>_<port>`;
- * - unnamed ports (with `sniffing`; else they are TCP) sniffed: a TCP chain
- *   and an HTTP chain matched on the ALPN the HTTP inspector sets;
+ * - unnamed and unknown-protocol ports sniffed: their TCP chains and an
+ *   HTTP chain matched on the ALPNs the HTTP inspector sets, by RDS
+ *   `<hostname>:<port>` (that service's routes alone) on the service's own
+ *   address, by RDS `<port>` on the wildcard;
  *
  * several services on one address merging their chains, a chain whose match
  * equals an earlier one's dropped. HTTP ports that are the proxy's own
  * (15001, 15006, the status and Prometheus ports) get no listener.
  */
-function outboundPlans(
-  push: PushContext,
-  proxy: MeshProxy,
-  options: OutboundOptions,
-): Map<string, ListenerPlan> {
+function outboundPlans(push: PushContext, proxy: MeshProxy): Map<string, ListenerPlan> {
   const scope = sidecarScope(push, proxy);
   const wildcards = wildcardAddresses(proxy);
   const plans = new Map<string, ListenerPlan>();
@@ -263,9 +248,7 @@ function outboundPlans(
     for (const service of egress.services) {
       for (const port of service.ports) {
         if (conflictsWithProxyPort(proxy, port)) continue;
-        const unnamed = port.protocol === Protocol.PROTOCOL_UNSPECIFIED;
-        const placed = unnamed && !options.sniffing ? { ...port, protocol: Protocol.PROTOCOL_TCP } : port;
-        for (const request of portRequests(push, proxy, service, placed))
+        for (const request of portRequests(push, proxy, service, port))
           placePort(push, proxy, plans, request, virtualServices, wildcards);
       }
     }

@@ -74,8 +74,18 @@ export function labelsKey(labels: Readonly<Record<string, string>>): string {
 }
 
 /**
+ * Istio's Protocol.IsHTTPOrSniffed: the ports an outbound HTTP route
+ * configuration serves, HTTP ones and sniffed (unnamed, unknown-protocol)
+ * ones, whose listeners have an HTTP chain too.
+ */
+function carriesHttp(protocol: Protocol): boolean {
+  return isHttpProtocol(protocol) || protocol === Protocol.PROTOCOL_UNSPECIFIED;
+}
+
+/**
  * Route configurations for Envoy sidecars (RDS), one per name the proxy
- * asks for; the outbound listeners `0.0.0.0_<port>` ask for `<port>`.
+ * asks for; the outbound listeners ask for `<port>` (`0.0.0.0_<port>`) and
+ * `<hostname>:<port>` (the HTTP chain of a sniffed port on its own address).
  * Cached by the proxy's namespace, labels (sourceLabels) and Sidecar.
  */
 export function generateSidecarRoutes(
@@ -95,21 +105,43 @@ export function generateSidecarRoutes(
 }
 
 /**
- * Istio's outbound route configuration `<port>` (BuildSidecarOutboundVirtualHosts):
- * one virtual host `<fqdn>:<port>` per HTTP service in the proxy's scope
- * with that port, sorted by name, each with the routes of its
+ * What an outbound route configuration name asks for (Istio's
+ * extractListenerPort): `<port>`, or `<hostname>:<port>` for one sniffed
+ * service; undefined for any other name.
+ */
+function parseRouteName(name: string): { port: number; host?: string } | undefined {
+  const match = /^(?:([^:]+):)?(\d+)$/.exec(name);
+  if (!match) return undefined;
+  const port = Number(match[2]);
+  if (port <= 0 || port > 65535) return undefined;
+  return match[1] ? { port, host: match[1] } : { port };
+}
+
+/**
+ * Istio's outbound route configuration (buildSidecarOutboundHTTPRouteConfig).
+ *
+ * `<port>` (BuildSidecarOutboundVirtualHosts): one virtual host
+ * `<fqdn>:<port>` per service in the proxy's scope whose port of that
+ * number is HTTP or sniffed, sorted by name, each with the routes of its
  * VirtualService or the default route, then the catch-all virtual host
  * `allow_any` (to PassthroughCluster) or `block_all` (502) according to the
- * scope's outboundTrafficPolicy. Null for a name that is not a port.
+ * scope's outboundTrafficPolicy.
+ *
+ * `<hostname>:<port>` (a sniffed port on its own address, VIP or pod IP, whose listener only
+ * that service's traffic reaches): that service's virtual host alone, its
+ * domains `*`, without a catch-all; no virtual host if the port is not
+ * there or not HTTP or sniffed.
+ *
+ * Null for a name that is neither.
  */
 export function buildSidecarRouteConfiguration(
   push: PushContext,
   proxy: MeshProxy,
   name: string,
 ): GeneratedResource | null {
-  if (!/^\d+$/.test(name)) return null;
-  const port = Number(name);
-  if (port <= 0 || port > 65535) return null;
+  const parsed = parseRouteName(name);
+  if (!parsed) return null;
+  const { port, host } = parsed;
   const scope = sidecarScope(push, proxy);
   const sources: ConfigRef[] = [];
   const addSource = (ref: ConfigRef) => {
@@ -117,54 +149,34 @@ export function buildSidecarRouteConfiguration(
       sources.push(ref);
   };
   if (scope.sidecar) addSource(scope.sidecar.ref);
+  const hasPort = (service: Service) =>
+    service.ports.some((p) => p.number === port && carriesHttp(p.protocol));
+  const virtualHost = (service: Service, domains: string[]): Plain => ({
+    name: `${service.hostname}:${port}`,
+    domains,
+    routes: serviceRoutes(push, proxy, service, port, addSource),
+    includeRequestAttemptCount: true,
+  });
   const virtualHosts: Plain[] = [];
-  const claimed = new Set<string>();
-  const services = scope.services
-    .filter((service) => service.ports.some((p) => p.number === port && isHttpProtocol(p.protocol)))
-    .sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
-  const knownHosts = new Set(
-    services.flatMap((service) => [service.hostname, `${service.hostname}:${port}`]),
-  );
-  for (const service of services) {
-    const domains = uniqueDomains(service, port, proxy.namespace, claimed, knownHosts);
-    if (domains.length === 0) continue;
-    const virtualService = push.virtualServiceFor(service.hostname, proxy.namespace);
-    let routes: Plain[];
-    if (virtualService) {
-      addSource(virtualService.ref);
-      for (const delegate of virtualService.delegates) addSource(delegate);
-      routes = buildHttpRoutes(push, proxy, virtualService, port, addSource);
-    } else {
-      routes = [defaultRoute(push, proxy, service, port, addSource)];
+  if (host !== undefined) {
+    // Istio builds the port's virtual hosts and keeps the one with the hostname among its
+    // domains: the service's own, whose FQDN no other service's domains can claim.
+    const service = scope.servicesByHost.get(host);
+    if (service && hasPort(service)) virtualHosts.push(virtualHost(service, ["*"]));
+  } else {
+    const claimed = new Set<string>();
+    const services = scope.services
+      .filter(hasPort)
+      .sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
+    const knownHosts = new Set(
+      services.flatMap((service) => [service.hostname, `${service.hostname}:${port}`]),
+    );
+    for (const service of services) {
+      const domains = uniqueDomains(service, port, proxy.namespace, claimed, knownHosts);
+      if (domains.length > 0) virtualHosts.push(virtualHost(service, domains));
     }
-    virtualHosts.push({
-      name: `${service.hostname}:${port}`,
-      domains,
-      routes,
-      includeRequestAttemptCount: true,
-    });
+    virtualHosts.push(catchAllVirtualHost(scope.outboundTrafficPolicy));
   }
-  virtualHosts.push(
-    scope.outboundTrafficPolicy === "REGISTRY_ONLY"
-      ? {
-          name: "block_all",
-          domains: ["*"],
-          routes: [{ name: "block_all", match: { prefix: "/" }, directResponse: { status: 502 } }],
-          includeRequestAttemptCount: true,
-        }
-      : {
-          name: "allow_any",
-          domains: ["*"],
-          routes: [
-            {
-              name: "allow_any",
-              match: { prefix: "/" },
-              route: { cluster: PASSTHROUGH_CLUSTER, timeout: ZERO, maxGrpcTimeout: ZERO },
-            },
-          ],
-          includeRequestAttemptCount: true,
-        },
-  );
   const configuration = RouteConfiguration.fromPartial({
     name,
     virtualHosts: virtualHosts as never,
@@ -172,6 +184,51 @@ export function buildSidecarRouteConfiguration(
     maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_SIZE_BYTES,
   });
   return { name, resource: packAny(TypeUrl.RouteConfiguration, RouteConfiguration, configuration), sources };
+}
+
+/**
+ * A service's routes on a port: those of its VirtualService, else the
+ * default route, as well when none of the VirtualService's http routes
+ * applies here (Istio builds no virtual host from a VirtualService without
+ * routes, so the service keeps its default one): a VirtualService with only
+ * tcp routes for a sniffed port leaves its HTTP traffic the default route.
+ */
+function serviceRoutes(
+  push: PushContext,
+  proxy: MeshProxy,
+  service: Service,
+  port: number,
+  addSource: (ref: ConfigRef) => void,
+): Plain[] {
+  const virtualService = push.virtualServiceFor(service.hostname, proxy.namespace);
+  if (!virtualService) return [defaultRoute(push, proxy, service, port, addSource)];
+  addSource(virtualService.ref);
+  for (const delegate of virtualService.delegates) addSource(delegate);
+  const routes = buildHttpRoutes(push, proxy, virtualService, port, addSource);
+  return routes.length > 0 ? routes : [defaultRoute(push, proxy, service, port, addSource)];
+}
+
+/** Istio's buildCatchAllVirtualHost: `allow_any` to PassthroughCluster, or `block_all` (502) under REGISTRY_ONLY. */
+function catchAllVirtualHost(policy: "ALLOW_ANY" | "REGISTRY_ONLY"): Plain {
+  if (policy === "REGISTRY_ONLY")
+    return {
+      name: "block_all",
+      domains: ["*"],
+      routes: [{ name: "block_all", match: { prefix: "/" }, directResponse: { status: 502 } }],
+      includeRequestAttemptCount: true,
+    };
+  return {
+    name: "allow_any",
+    domains: ["*"],
+    routes: [
+      {
+        name: "allow_any",
+        match: { prefix: "/" },
+        route: { cluster: PASSTHROUGH_CLUSTER, timeout: ZERO, maxGrpcTimeout: ZERO },
+      },
+    ],
+    includeRequestAttemptCount: true,
+  };
 }
 
 /**

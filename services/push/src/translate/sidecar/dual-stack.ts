@@ -5,11 +5,14 @@ import type { MeshProxy } from "../../model/proxy.js";
 /**
  * The one place a sidecar's addresses follow the IP families of its pod.
  *
- * Istio gates its dual-stack behaviour on ISTIO_DUAL_STACK, off by default:
- * without it a dual-stack proxy's virtualOutbound and virtualInbound listen
- * on 0.0.0.0 only, its inbound clusters send from 127.0.0.6 only and its DNS
- * clusters resolve IPv4 only, so an IPv6 connection to the pod is not
- * captured and an IPv6-only destination is unreachable. Sextant has no such
+ * Istio gates most of its dual-stack behaviour on ISTIO_DUAL_STACK, off by
+ * default: without it a dual-stack proxy's virtualOutbound and
+ * virtualInbound listen on 0.0.0.0 only, its inbound clusters send from
+ * 127.0.0.6 only and its DNS clusters resolve IPv4 only, so IPv6
+ * connections iptables redirects to 15001/15006 find no listener and an
+ * IPv6-only destination is unreachable (only its wildcard outbound
+ * listeners, InboundPassthroughCluster and the VIPs of dual-stack services
+ * get both families without the flag). Sextant has no such
  * switch: a proxy whose INSTANCE_IPS hold both families gets what Istio
  * gives it with ISTIO_DUAL_STACK on (the pod has IPv6 addresses because the
  * cluster is dual-stack, so its traffic will use them; Sextant issue 18).
@@ -19,7 +22,7 @@ import type { MeshProxy } from "../../model/proxy.js";
  */
 
 /** The IP families a proxy has addresses in (Istio's IPMode, from the node's INSTANCE_IPS). */
-export type IpMode = "ipv4" | "ipv6" | "dual";
+type IpMode = "ipv4" | "ipv6" | "dual";
 
 /**
  * Istio's DiscoverIPMode: IPv4 if no instance IP is IPv6, IPv6 if none is
@@ -45,8 +48,8 @@ export const LOCALHOST_IPV6 = "::1";
  * The source addresses inbound traffic is sent from, which the pod's
  * iptables rules let through uncaptured (Istio's InboundPassthroughBindIpv4/6).
  */
-export const INBOUND_PASSTHROUGH_BIND_IPV4 = "127.0.0.6";
-export const INBOUND_PASSTHROUGH_BIND_IPV6 = "::6";
+const INBOUND_PASSTHROUGH_BIND_IPV4 = "127.0.0.6";
+const INBOUND_PASSTHROUGH_BIND_IPV6 = "::6";
 
 /** One address per family the proxy has, IPv4 first (the order of Istio's maps by IPMode). */
 function byMode(proxy: MeshProxy, ipv4: string, ipv6: string): [string, ...string[]] {

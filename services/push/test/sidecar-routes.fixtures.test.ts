@@ -3,33 +3,13 @@
  * Bookinfo-like registry built as ingest and discovery store it, and
  * sidecar proxies.
  */
-import assert from "node:assert/strict";
-import { configKey } from "@sextant/model";
-import { type Any, type ConfigResource, EndpointShard, Service, unpackAny } from "@sextant/proto";
-import { decodeSpec, findKind } from "@sextant/validation";
+import { type Any, EndpointShard, Service, unpackAny } from "@sextant/proto";
 import { parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
+import { type ConfigItem, storedConfig } from "./stored-config.js";
 
 /** A Bookinfo-like registry: reviews, ratings and productpage in default, each with a VIP and an HTTP port 9080. */
-export function bookinfo(config: Array<{ kind: string; name: string; namespace?: string; spec: unknown }>) {
-  const resources = new Map<string, ConfigResource>();
-  for (const item of config) {
-    // As ingest stores it: decoded and validated, then re-encoded canonically.
-    const decoded = decodeSpec(item.kind, item.spec);
-    assert.deepEqual(decoded.errors, [], `${item.kind} ${item.name} is invalid`);
-    const resource: ConfigResource = {
-      kind: item.kind,
-      apiVersion: "networking.istio.io/v1",
-      namespace: item.namespace ?? "default",
-      name: item.name,
-      labels: {},
-      annotations: {},
-      generation: 1,
-      revision: 0,
-      spec: findKind(item.kind)!.codec.toJSON(decoded.value) as Record<string, unknown>,
-    };
-    resources.set(configKey(resource), resource);
-  }
+export function bookinfo(config: ConfigItem[]) {
   const service = (name: string, vip: string, protocol = "PROTOCOL_HTTP", port = 9080) =>
     Service.fromJSON({
       hostname: `${name}.default.svc.cluster.local`,
@@ -71,7 +51,7 @@ export function bookinfo(config: Array<{ kind: string; name: string; namespace?:
     ]),
   );
   return PushContext.build({
-    config: resources,
+    config: storedConfig(config),
     services,
     endpointShards: shards,
     domainSuffix: "cluster.local",

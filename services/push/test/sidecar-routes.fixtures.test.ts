@@ -3,9 +3,13 @@
  * Bookinfo-like registry built as ingest and discovery store it, and
  * sidecar proxies.
  */
+import assert from "node:assert/strict";
 import { type Any, EndpointShard, Service, unpackAny } from "@sextant/proto";
+import { RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
+import { generateSidecarRoutes } from "../src/translate/sidecar/routes.js";
 import { type ConfigItem, storedConfig } from "./stored-config.js";
 
 /** A Bookinfo-like registry: reviews, ratings and productpage in default, each with a VIP and an HTTP port 9080. */
@@ -64,6 +68,25 @@ export function sidecarProxy(ip: string, labels: Record<string, string>) {
     id: `sidecar~${ip}~${labels.app ?? "pod"}-xyz.default~default.svc.cluster.local`,
     metadata: { NAMESPACE: "default", LABELS: labels, INSTANCE_IPS: ip },
   } as never);
+}
+
+/** A VirtualService for ratings with these HTTP routes. */
+export const ratingsVirtualService = (http: unknown[]): ConfigItem => ({
+  kind: "VirtualService",
+  name: "ratings",
+  spec: { hosts: ["ratings"], http },
+});
+
+/** The route configuration 9080 productpage's sidecar (v1 unless labels say otherwise) gets, and its JSON. */
+export function productpageRoutes(
+  push: PushContext,
+  labels: Record<string, string> = { app: "productpage", version: "v1" },
+) {
+  const proxy = sidecarProxy("10.1.0.4", labels);
+  const generated = generateSidecarRoutes({ push, proxy, cache: new XdsCache() }, new Set(["9080"]));
+  assert.equal(generated.length, 1);
+  const json = decode(generated[0]!.resource, TypeUrl.RouteConfiguration, RouteConfiguration);
+  return { generated: generated[0]!, json };
 }
 
 export function decode<T>(

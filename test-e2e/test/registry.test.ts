@@ -9,6 +9,7 @@ import {
   type DiscoveryResponse,
   TypeUrl,
 } from "@sextant/proto/envoy";
+import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { eventually } from "@sextant/testing";
 import { type Mesh, startMesh } from "../src/mesh.js";
 
@@ -28,19 +29,11 @@ function watchEndpoints(xdsPort: number, cluster: string) {
   let latest: string[] = [];
   const request = (versionInfo: string, responseNonce: string) => ({
     versionInfo,
-    node: {
+    node: Node.fromPartial({
       id: "sidecar~10.9.0.1~client-0.shop~shop.svc.cluster.local",
-      cluster: "",
       metadata: { NAMESPACE: "shop" },
-      dynamicParameters: {},
-      locality: undefined,
       userAgentName: "envoy",
-      userAgentVersion: undefined,
-      userAgentBuildVersion: undefined,
-      extensions: [],
-      clientFeatures: [],
-      listeningAddresses: [],
-    },
+    }),
     resourceNames: [cluster],
     resourceLocators: [],
     typeUrl: TypeUrl.ClusterLoadAssignment,

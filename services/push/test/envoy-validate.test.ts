@@ -15,7 +15,7 @@ import { parse } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import { XDS_TYPES } from "../src/xds-types.js";
-import { formatViolation, validateAny } from "./envoy-validate.js";
+import { decodeAny, formatViolation, MESSAGE_TYPE, validateAny } from "./envoy-validate.js";
 import { contextOf, type GoldenInput, TYPES, unacceptedGrpcViolations } from "./golden-inputs.js";
 
 const grpcTestdata = fileURLToPath(new URL("./testdata/grpc", import.meta.url));
@@ -189,5 +189,44 @@ describe("the validate-rule checker", () => {
     assert.deepEqual(violations(TypeUrl.Listener, Listener, unknown), [
       "filter_chains[0].filters[0].typed_config: Any type type.googleapis.com/not.a.Type is not in the descriptor set",
     ]);
+  });
+
+  it("decodes a resource as plain data: .proto field names, enums by name, wrappers kept, Anys unpacked", () => {
+    const decoded = decodeAny(
+      packAny(
+        TypeUrl.Listener,
+        Listener,
+        Listener.fromPartial({
+          ...listener(9080, "outbound_0.0.0.0_9080"),
+          bindToPort: false,
+          trafficDirection: 2,
+        }),
+      ),
+    );
+    assert.equal(decoded?.[MESSAGE_TYPE], "envoy.config.listener.v3.Listener");
+    assert.deepEqual(decoded, {
+      name: "0.0.0.0_9080",
+      address: { socket_address: { address: "0.0.0.0", port_value: 9080 } },
+      filter_chains: [
+        {
+          filters: [
+            {
+              name: "envoy.filters.network.http_connection_manager",
+              typed_config: {
+                "@type": TypeUrl.HttpConnectionManager,
+                stat_prefix: "outbound_0.0.0.0_9080",
+                rds: { route_config_name: "9080", config_source: { ads: {}, resource_api_version: "V3" } },
+                http_filters: [
+                  { name: "envoy.filters.http.router", typed_config: { "@type": TypeUrl.Router } },
+                ],
+              },
+            },
+          ],
+        },
+      ],
+      bind_to_port: {},
+      traffic_direction: "OUTBOUND",
+    });
+    assert.equal(decodeAny({ typeUrl: "type.googleapis.com/not.a.Type", value: Buffer.alloc(0) }), undefined);
   });
 });

@@ -42,6 +42,31 @@ export function validateResource(typeUrl: string, bytes: Uint8Array): Violation[
   return violations;
 }
 
+/** The full name of a decoded message's type, kept on the object under this key (not enumerable). */
+export const MESSAGE_TYPE: unique symbol = Symbol("message type");
+
+/**
+ * A resource decoded from the wire as plain data, in the shape of proto JSON
+ * with the .proto field names (snake_case): only the fields present on the
+ * wire (so a proto3 scalar left out is its default), repeated fields as
+ * arrays, maps as objects, enums by name, 64-bit integers as numbers, and
+ * every Any whose type the descriptor set holds unpacked as
+ * `{"@type": <type URL>, ...fields}` (an unknown one stays `{"@type", value}`).
+ */
+export interface Decoded {
+  [field: string]: unknown;
+  [MESSAGE_TYPE]?: string;
+}
+
+/** An Any decoded as plain data (see {@link Decoded}); undefined when its type is not in the descriptor set. */
+export function decodeAny(any: Any): Decoded | undefined {
+  const registry = descriptors();
+  const typeName = any.typeUrl.slice(any.typeUrl.lastIndexOf("/") + 1);
+  const type = registry.messages.get(typeName);
+  if (!type) return undefined;
+  return plain(registry, decodeMessage(registry, type, any.value, 0, any.value.length));
+}
+
 /** Every message of the descriptor set (full name) with the .proto file that declares it. */
 export function messageFiles(): ReadonlyMap<string, string> {
   return descriptors().files;
@@ -104,6 +129,8 @@ interface Registry {
   /** The .proto file of each message, by full name. */
   files: Map<string, string>;
   enums: Map<string, Set<number>>;
+  /** The name of each enum value, by enum full name and number. */
+  enumNames: Map<string, Map<number, string>>;
   /** Decoded FieldRules, per field. */
   rules: WeakMap<FieldDesc, Msg | null>;
 }
@@ -117,18 +144,27 @@ function descriptors(): Registry {
   const files = new Map<string, string>();
   let currentFile = "";
   const enums = new Map<string, Set<number>>();
+  const enumNames = new Map<string, Map<number, string>>();
   const str = (f: WireField) => utf8.decode(bytes.subarray(f.start, f.end));
   const readEnum = (f: WireField, prefix: string) => {
     let name = "";
     const numbers = new Set<number>();
+    const names = new Map<number, string>();
     for (const g of readFields(bytes, f.start, f.end)) {
       if (g.no === 1 && g.wt === 2) name = str(g);
       else if (g.no === 2 && g.wt === 2) {
-        for (const v of readFields(bytes, g.start, g.end))
-          if (v.no === 2 && v.wt === 0) numbers.add(int32(v.value));
+        let valueName = "";
+        let valueNumber = 0;
+        for (const v of readFields(bytes, g.start, g.end)) {
+          if (v.no === 1 && v.wt === 2) valueName = str(v);
+          if (v.no === 2 && v.wt === 0) valueNumber = int32(v.value);
+        }
+        numbers.add(valueNumber);
+        if (!names.has(valueNumber)) names.set(valueNumber, valueName);
       }
     }
     enums.set(`${prefix}${name}`, numbers);
+    enumNames.set(`${prefix}${name}`, names);
   };
   const pgvOption = (f: WireField, number: number): WireField | undefined => {
     let found: WireField | undefined;
@@ -216,7 +252,7 @@ function descriptors(): Registry {
     for (const m of messageRanges) readMessage(m, prefix);
     for (const e of enumRanges) readEnum(e, prefix);
   }
-  registryCache = { messages, files, enums, rules: new WeakMap() };
+  registryCache = { messages, files, enums, enumNames, rules: new WeakMap() };
   return registryCache;
 }
 
@@ -398,6 +434,49 @@ function* readFields(bytes: Uint8Array, start: number, end: number): Generator<W
       throw new Error(`unsupported wire type ${wt}`);
     }
   }
+}
+
+/** A decoded message as plain data (see {@link Decoded}). */
+function plain(registry: Registry, msg: Msg): Decoded {
+  if (msg.type.fullName === "google.protobuf.Any") {
+    const typeUrl = String(first(msg, "type_url") ?? "");
+    const bytes = (first(msg, "value") as Uint8Array | undefined) ?? new Uint8Array();
+    const type = registry.messages.get(typeUrl.slice(typeUrl.lastIndexOf("/") + 1));
+    if (!type) return { "@type": typeUrl, value: bytes };
+    return { "@type": typeUrl, ...plain(registry, decodeMessage(registry, type, bytes, 0, bytes.length)) };
+  }
+  const out: Decoded = {};
+  Object.defineProperty(out, MESSAGE_TYPE, { value: msg.type.fullName, enumerable: false });
+  for (const field of msg.type.fields) {
+    const values = msg.values.get(field.name);
+    if (!values) continue;
+    const one = (value: Value): unknown => {
+      if (typeof value === "bigint") return Number(value);
+      if (field.type === T.ENUM) return registry.enumNames.get(field.typeName)?.get(Number(value)) ?? value;
+      if (field.type === T.MESSAGE) return plain(registry, value as Msg);
+      return value;
+    };
+    const element = field.type === T.MESSAGE ? registry.messages.get(field.typeName) : undefined;
+    if (element?.mapEntry) {
+      const valueField = element.byName.get("value")!;
+      const entries: Record<string, unknown> = {};
+      for (const entry of values as Msg[]) {
+        const value = first(entry, "value");
+        entries[String(first(entry, "key") ?? "")] =
+          value === undefined
+            ? undefined
+            : valueField.type === T.MESSAGE
+              ? plain(registry, value as Msg)
+              : typeof value === "bigint"
+                ? Number(value)
+                : value;
+      }
+      out[field.name] = entries;
+    } else {
+      out[field.name] = field.repeated ? values.map(one) : one(values[0]!);
+    }
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------

@@ -8,11 +8,12 @@ import { parse, stringify } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
 import type { PushContext } from "../src/model/push-context.js";
+import type { GeneratedResource } from "../src/model/types.js";
 import { XDS_TYPES } from "../src/xds-types.js";
-import { formatViolation, validateAny } from "./envoy-validate.js";
-import { contextOf, dumpAny, type GoldenInput, TYPES, unacceptedGrpcViolations } from "./golden-inputs.js";
+import { contextOf, dumpAny, type GoldenInput, TYPES } from "./golden-inputs.js";
 import { grpcNode } from "./harness.js";
 import { followReferences, inconsistencies, undefinedSubsets } from "./snapshot-consistency.js";
+import { snapshotViolations } from "./xds-checks.js";
 
 const testdata = fileURLToPath(new URL("./testdata/grpc", import.meta.url));
 
@@ -32,20 +33,19 @@ function render(input: GoldenInput, cache = new XdsCache()): Record<string, stri
   const push = contextOf(input);
   const proxy = proxyOf(input);
   const out: Record<string, string> = {};
+  const snapshot: Partial<Record<keyof typeof TYPES, readonly GeneratedResource[]>> = {};
   for (const [type, typeUrl] of Object.entries(TYPES)) {
     const names = input.subscribe[type as keyof typeof TYPES];
     if (!names) continue;
     const resources = XDS_TYPES.generator("grpc", typeUrl)!.generate({ push, proxy, cache }, new Set(names));
-    // Every resource must also meet the validate rules of Envoy's protos.
-    for (const r of resources) {
-      const violations = unacceptedGrpcViolations(validateAny(r.resource).map(formatViolation));
-      assert.deepEqual(violations, [], `${type} ${r.name} breaks validate rules`);
-    }
+    snapshot[type as keyof typeof TYPES] = resources;
     out[type] = stringify(
       resources.map((r) => ({ sources: r.sources, resource: dumpAny(r.resource) })),
       { aliasDuplicateObjects: false },
     );
   }
+  // Every resource must also meet Envoy's validate rules and what gRPC checks when it loads them.
+  assert.deepEqual(snapshotViolations(snapshot, { proxy: "grpc" }), [], "the snapshot breaks xDS rules");
   return out;
 }
 

@@ -13,15 +13,33 @@
 //   that key's type. A type left out is not checked. `Snapshot` of
 //   snapshot-consistency.ts fits as it is.
 // - `proxy` (default "sidecar"): "grpc" accepts what proxyless gRPC is allowed
-//   (GRPC_ACCEPTED_VIOLATIONS of golden-inputs.ts).
+//   (GRPC_ACCEPTED_VIOLATIONS of golden-inputs.ts) and skips the rules that
+//   only hold for Envoy sidecars (Istio's listener-filter, reserved-port and
+//   route configuration conventions).
 // - The result is one line per violation, `<type> <resource name>: <field path>: <rule>`,
 //   e.g. `listeners 0.0.0.0_9080: filter_chains[0].filters[0].name: min_len 1`;
 //   empty when the snapshot passes.
+//
+// What is checked, per resource: the protoc-gen-validate rules of Envoy's
+// protos (envoy-validate.ts), every safe_regex compiled by RE2, every
+// Duration one Envoy can read, and the
+// semantic rules of xds-semantic-checks.ts; across the snapshot: unique
+// names per type (Envoy: "duplicate listener … found"), unique listener
+// addresses, Istio's reserved proxy ports, and (sidecars) a listener that
+// does not bind being reachable through one with use_original_dst.
 import type { Any } from "@sextant/proto";
 import { Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
 import type { GeneratedResource } from "../src/model/types.js";
-import { formatViolation, validateAny } from "./envoy-validate.js";
+import { type Decoded, decodeAny, formatViolation, type Violation, validateAny } from "./envoy-validate.js";
 import { type GoldenType, unacceptedGrpcViolations } from "./golden-inputs.js";
+import {
+  clusterViolations,
+  durationViolations,
+  listenerViolations,
+  type RuleOptions,
+  regexViolations,
+  routeConfigurationViolations,
+} from "./xds-semantic-checks.js";
 
 /** One entry of a snapshot: a generated resource, a packed Any, or a decoded message of its key's type. */
 export type SnapshotEntry = GeneratedResource | Any | object;
@@ -59,24 +77,110 @@ export function entryAny(type: GoldenType, entry: SnapshotEntry): Any {
   return { typeUrl, value: Buffer.from(codec.encode(entry as never).finish()) };
 }
 
+/** The ports of Istio's own listeners: virtualOutbound, virtualInbound, and the bootstrap's status and Prometheus listeners. */
+export const RESERVED_PORTS: ReadonlyMap<number, string | undefined> = new Map([
+  [15001, "virtualOutbound"],
+  [15006, "virtualInbound"],
+  [15021, undefined],
+  [15090, undefined],
+]);
+
+const TYPES = ["listeners", "routes", "clusters", "endpoints"] as const;
+
 /** Everything a real Envoy (or, with `proxy: "grpc"`, gRPC) would reject in one proxy's snapshot. */
 export function snapshotViolations(snapshot: XdsSnapshot, options: SnapshotCheckOptions = {}): string[] {
+  const rules: RuleOptions = { istioSidecar: (options.proxy ?? "sidecar") === "sidecar" };
   const out: string[] = [];
-  for (const type of ["listeners", "routes", "clusters", "endpoints"] as const) {
+  const decoded: Record<GoldenType, Array<{ name: string; resource: Decoded }>> = {
+    listeners: [],
+    routes: [],
+    clusters: [],
+    endpoints: [],
+  };
+  for (const type of TYPES) {
     snapshot[type]?.forEach((entry, index) => {
       const any = entryAny(type, entry);
-      const decoded = entry as { name?: unknown; clusterName?: unknown };
-      const name = isGenerated(entry)
-        ? entry.name
-        : typeof decoded.name === "string"
-          ? decoded.name
-          : typeof decoded.clusterName === "string"
-            ? decoded.clusterName
-            : `#${index}`;
+      const resource = decodeAny(any);
+      const name = isGenerated(entry) ? entry.name : nameOf(type, resource) || `#${index}`;
+      const report = (violations: readonly Violation[]) => {
+        for (const v of violations) out.push(`${type} ${name}: ${formatViolation(v)}`);
+      };
       let found = validateAny(any).map(formatViolation);
       if (options.proxy === "grpc") found = unacceptedGrpcViolations(found);
       for (const v of found) out.push(`${type} ${name}: ${v}`);
+      if (!resource) return;
+      decoded[type].push({ name, resource });
+      report(regexViolations(resource));
+      report(durationViolations(resource));
+      if (type === "listeners") report(listenerViolations(resource, rules));
+      if (type === "routes") report(routeConfigurationViolations(resource, "", rules));
+      if (type === "clusters") report(clusterViolations(resource));
     });
+  }
+  out.push(...snapshotWideViolations(decoded, rules));
+  return out;
+}
+
+/** The name a resource of a type has (a load assignment's is its cluster_name). */
+function nameOf(type: GoldenType, resource: Decoded | undefined): string {
+  const name = resource?.[type === "endpoints" ? "cluster_name" : "name"];
+  return typeof name === "string" ? name : "";
+}
+
+/** The rules across one snapshot's resources. */
+function snapshotWideViolations(
+  decoded: Record<GoldenType, Array<{ name: string; resource: Decoded }>>,
+  rules: RuleOptions,
+): string[] {
+  const out: string[] = [];
+  // Envoy rejects a response that holds one name twice ("duplicate listener/cluster … found"); Istio's tests too.
+  for (const type of TYPES) {
+    const seen = new Set<string>();
+    for (const { resource } of decoded[type]) {
+      const name = nameOf(type, resource);
+      if (seen.has(name)) out.push(`${type} ${name}: duplicate ${type.replace(/s$/, "")} name ${name}`);
+      seen.add(name);
+    }
+  }
+  // Two listeners on one address:port (Envoy: "has duplicate address … as existing listener"; Istio's tests).
+  const addresses = new Map<string, string>();
+  let originalDst = false;
+  const unbound: string[] = [];
+  for (const { name, resource } of decoded.listeners) {
+    const socket = (address: unknown) =>
+      (address as { socket_address?: { address?: string; port_value?: number } } | undefined)?.socket_address;
+    const all = [
+      socket(resource.address),
+      ...((resource.additional_addresses as Array<{ address?: unknown }> | undefined) ?? []).map((a) =>
+        socket(a.address),
+      ),
+    ];
+    for (const address of all) {
+      if (!address) continue;
+      const key = `${address.address ?? ""}:${address.port_value ?? 0}`;
+      const other = addresses.get(key);
+      if (other !== undefined)
+        out.push(`listeners ${name}: address: duplicate address ${key} (also ${other})`);
+      else addresses.set(key, name);
+    }
+    const primary = socket(resource.address);
+    const port = primary?.port_value ?? 0;
+    const wildcard = primary?.address === "0.0.0.0" || primary?.address === "::";
+    if (rules.istioSidecar && wildcard && RESERVED_PORTS.has(port) && RESERVED_PORTS.get(port) !== name) {
+      out.push(
+        `listeners ${name}: address: ${primary?.address}:${port} is reserved for ${RESERVED_PORTS.get(port) ?? "a static listener of the bootstrap"} (Istio's conflictWithReservedListener)`,
+      );
+    }
+    if ((resource.use_original_dst as { value?: boolean } | undefined)?.value === true) originalDst = true;
+    const bind = resource.bind_to_port as { value?: boolean } | undefined;
+    if (primary && bind && bind.value !== true) unbound.push(name);
+  }
+  // A listener that does not bind gets connections only handed over by one that uses the original destination.
+  if (rules.istioSidecar && !originalDst) {
+    for (const name of unbound)
+      out.push(
+        `listeners ${name}: bind_to_port: false, but no listener has use_original_dst to hand it connections`,
+      );
   }
   return out;
 }

@@ -19,7 +19,9 @@ function violationClass(kind: Scenario["kind"], violation: string): string {
     text
       .replace(/\[\d+\]/g, "[]")
       .replace(/"[^"]*"/g, '"…"')
-      .replace(/\d+/g, "N");
+      .replace(/\([^)]*\)/g, "(…)")
+      .replace(/(domain|of) [^\s]+/g, "$1 …")
+      .replace(/(?<![A-Za-z])\d+/g, "N");
   const thrown = /^(\w+) generator threw: ([^\n]*)/.exec(violation);
   if (thrown) return `${kind} ${thrown[1]} threw: ${generic(thrown[2]!)}`;
   const dangling = /^(\w+) \S+ names (\w+) \S+, which does not exist$/.exec(violation);

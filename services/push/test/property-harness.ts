@@ -7,7 +7,7 @@ import { configKey } from "@sextant/model";
 import { type ConfigResource, EndpointShard, Service } from "@sextant/proto";
 import { decodeSpec, findKind, validateResource } from "@sextant/validation";
 import type fc from "fast-check";
-import { stringify } from "yaml";
+import { parse, parseAllDocuments, stringify } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
@@ -210,7 +210,9 @@ export function scenarioYaml(scenario: Scenario): string {
           pod: workload.pod,
           namespace: workload.namespace,
           labels: workload.labels,
+          region: workload.locality.region,
           zone: workload.locality.zone,
+          subzone: workload.locality.subzone,
           serviceAccount: workload.serviceAccount,
         },
       },
@@ -243,4 +245,31 @@ export function failureReport(
     "case (golden-input YAML):",
     scenarioYaml(scenario),
   ].join("\n");
+}
+
+/** A case back from {@link scenarioYaml} (a counter-example file, possibly minimised by hand). */
+export function scenarioFromYaml(text: string): Scenario {
+  const input = parse(text) as {
+    proxyKind: Scenario["kind"];
+    proxy: string;
+    pods: Record<string, Omit<Workload, "locality"> & { region: string; zone: string; subzone?: string }>;
+    services: Scenario["registry"]["services"];
+    endpoints?: Scenario["registry"]["endpoints"];
+    config?: string;
+  };
+  const resources = parseAllDocuments(input.config ?? "")
+    .map((document) => document.toJS() as Resource | null)
+    .filter((resource): resource is Resource => resource !== null);
+  const { region, zone, subzone = "", ...pod } = input.pods[input.proxy]!;
+  return {
+    kind: input.proxyKind,
+    proxy: 0,
+    registry: {
+      services: input.services,
+      endpoints: input.endpoints ?? [],
+      workloads: [{ ...pod, locality: { region, zone, subzone } }],
+      serviceEntries: resources.filter((r) => r.kind === "ServiceEntry"),
+    },
+    config: resources.filter((r) => r.kind !== "ServiceEntry"),
+  };
 }

@@ -6,12 +6,14 @@
 // reference; or same exception), shrinks one case of each class to a minimal
 // one, and prints a table: cases run, violations, classes, time. With OUT,
 // each class's minimal case is written there as golden-input YAML.
-import { mkdirSync, writeFileSync } from "node:fs";
+// REPLAY_FILES="a.yaml b.yaml" checks such files instead (after minimising
+// one by hand, or to see whether a fix removed its violations).
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import { type Scenario, scenarioArb } from "./arbitraries.js";
 import { envoyCodecs } from "./golden-inputs.js";
-import { checkScenario, configProblems, scenarioYaml } from "./property-harness.js";
+import { checkScenario, configProblems, scenarioFromYaml, scenarioYaml } from "./property-harness.js";
 
 /** A violation without its names and numbers: what stays the same across cases of one bug. */
 function violationClass(kind: Scenario["kind"], violation: string): string {
@@ -35,6 +37,21 @@ function violationClass(kind: Scenario["kind"], violation: string): string {
 
 const classesOf = (scenario: Scenario, violations: readonly string[]) =>
   new Set(violations.map((v) => violationClass(scenario.kind, v)));
+
+/** Checks the given case files (REPLAY_FILES, space-separated) instead of random cases. */
+async function replayFiles(files: string[]): Promise<void> {
+  const codecs = await envoyCodecs();
+  for (const file of files) {
+    const scenario = scenarioFromYaml(readFileSync(file, "utf8"));
+    const problems = configProblems(scenario);
+    const violations = problems.length > 0 ? problems : checkScenario(scenario, codecs).violations;
+    console.log(
+      `${file}: ${violations.length} ${problems.length > 0 ? "validation error(s)" : "violation(s)"}`,
+    );
+    for (const v of violations) console.log(`  ${v.split("\n")[0]}`);
+    if (violations.length > 0) process.exitCode = 1;
+  }
+}
 
 async function main(): Promise<void> {
   const numRuns = Number(process.env.NUM_RUNS ?? 1000);
@@ -110,4 +127,5 @@ async function main(): Promise<void> {
   process.exitCode = 1;
 }
 
-await main();
+const files = process.env.REPLAY_FILES?.split(/\s+/).filter(Boolean);
+await (files ? replayFiles(files) : main());

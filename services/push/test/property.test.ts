@@ -15,6 +15,8 @@ import { checkScenario, configProblems, failureReport, scenarioYaml } from "./pr
 
 /** Cases per `npm test` run: enough to cover every arbitrary, few enough for well under a minute on 2 cores. */
 const NUM_RUNS = 200;
+/** A bound on the run and its shrinking together, so that a slow shrink cannot hold `npm test` past a minute. */
+const TIME_LIMIT_MS = 45_000;
 
 describe("property: random valid config through every generator", () => {
   it("generates only config that @sextant/validation accepts", () => {
@@ -35,7 +37,7 @@ describe("property: random valid config through every generator", () => {
         const { violations } = checkScenario(scenario, codecs);
         assert.deepEqual(violations, []);
       }),
-      { numRuns: NUM_RUNS },
+      { numRuns: NUM_RUNS, interruptAfterTimeLimit: TIME_LIMIT_MS },
     );
     if (details.failed) assert.fail(failureReport(details, codecs));
   });

@@ -1024,8 +1024,9 @@ function peerAuthenticationArb(known: Known): fc.Arbitrary<Resource> {
 /**
  * A Sidecar (validateSidecar): egress listeners each with hosts
  * `namespace/host` (".", "*", "~" or a namespace; "*" or a valid host), at
- * most one without a port and then last, distinct ports; an
- * outboundTrafficPolicy, egressProxy only with ALLOW_ANY.
+ * most one without a port and then last, distinct ports; ingress listeners
+ * on distinct ports whose defaultEndpoint is `127.0.0.1|0.0.0.0|[::1]:PORT`
+ * or `unix://`; an outboundTrafficPolicy, egressProxy only with ALLOW_ANY.
  */
 function sidecarArb(known: Known): fc.Arbitrary<Resource> {
   const egressHost = fc.oneof(
@@ -1058,6 +1059,19 @@ function sidecarArb(known: Known): fc.Arbitrary<Resource> {
           },
         ),
         catchAll: fc.option(fc.uniqueArray(egressHost, { minLength: 1, maxLength: 3 }), { nil: undefined }),
+        ingress: fc.uniqueArray(
+          fc.record({
+            number: portNumber,
+            kind: portKind,
+            endpoint: fc.constantFrom(
+              "127.0.0.1:8080",
+              "0.0.0.0:9080",
+              "[::1]:8080",
+              "unix:///var/run/app.sock",
+            ),
+          }),
+          { maxLength: 2, selector: (i) => i.number },
+        ),
         outbound: fc.oneof(
           fc.constantFrom({ mode: "REGISTRY_ONLY" }, { mode: "ALLOW_ANY" }),
           fc.constantFrom(...known.services).map((s) => ({
@@ -1066,9 +1080,9 @@ function sidecarArb(known: Known): fc.Arbitrary<Resource> {
           })),
         ),
       },
-      { requiredKeys: ["namespace", "ported", "catchAll"] },
+      { requiredKeys: ["namespace", "ported", "catchAll", "ingress"] },
     )
-    .map(({ namespace, selector, ported, catchAll, outbound }) => {
+    .map(({ namespace, selector, ported, catchAll, ingress, outbound }) => {
       const egress = [
         ...ported.map((e) => ({
           port: {
@@ -1087,6 +1101,18 @@ function sidecarArb(known: Known): fc.Arbitrary<Resource> {
         spec: {
           ...(selector ? { workloadSelector: { labels: selector } } : {}),
           ...(egress.length > 0 ? { egress } : {}),
+          ...(ingress.length > 0
+            ? {
+                ingress: ingress.map((i) => ({
+                  port: {
+                    number: i.number,
+                    protocol: i.kind.prefix.toUpperCase(),
+                    name: `${i.kind.prefix}-${i.number}`,
+                  },
+                  defaultEndpoint: i.endpoint,
+                })),
+              }
+            : {}),
           ...(outbound || egress.length === 0
             ? { outboundTrafficPolicy: outbound ?? { mode: "REGISTRY_ONLY" } }
             : {}),

@@ -11,7 +11,13 @@ import { describe, it } from "node:test";
 import fc from "fast-check";
 import { scenarioArb } from "./arbitraries.js";
 import { envoyCodecs } from "./golden-inputs.js";
-import { checkScenario, configProblems, failureReport, scenarioYaml } from "./property-harness.js";
+import {
+  checkScenario,
+  configProblems,
+  failureReport,
+  scenarioFromYaml,
+  scenarioYaml,
+} from "./property-harness.js";
 
 /** Cases per `npm test` run: enough to cover every arbitrary, few enough for well under a minute on 2 cores. */
 const NUM_RUNS = 200;
@@ -40,5 +46,16 @@ describe("property: random valid config through every generator", () => {
       { numRuns: NUM_RUNS, interruptAfterTimeLimit: TIME_LIMIT_MS },
     );
     if (details.failed) assert.fail(failureReport(details, codecs));
+  });
+
+  it("reproduces a case from its YAML, so that a counter-example's file shows the same violations", async () => {
+    const codecs = await envoyCodecs();
+    fc.assert(
+      fc.property(scenarioArb, (scenario) => {
+        const replayed = scenarioFromYaml(scenarioYaml(scenario));
+        assert.deepEqual(checkScenario(replayed, codecs), checkScenario(scenario, codecs));
+      }),
+      { numRuns: 25 },
+    );
   });
 });

@@ -533,7 +533,10 @@ function tcpChainPlans(
         if (route.route.length === 0) continue;
         for (const match of route.match) {
           if (!applies(match)) continue;
-          const key = `${match.sniHosts.join(",")}|${match.destinationSubnets.join(",")}`;
+          // Istio keys on the lists as written; as sets, so that a repeated or reordered
+          // sniHosts list never yields two chains Envoy sees as the same match.
+          const asSet = (values: string[]) => [...new Set(values)].sort().join(",");
+          const key = `${asSet(match.sniHosts)}|${asSet(match.destinationSubnets)}`;
           if (handled.has(key)) continue;
           handled.add(key);
           chains.push(
@@ -677,7 +680,7 @@ function configMetadata(ref: ConfigRef): Record<string, unknown> {
 function filterChainMatch(chain: ChainPlan): Record<string, unknown> {
   const match: Record<string, unknown> = {};
   if (chain.sniHosts.length > 0 && !chain.sniHosts.includes("*"))
-    match.serverNames = [...chain.sniHosts].sort();
+    match.serverNames = [...new Set(chain.sniHosts)].sort();
   const ranges = [...chain.cidrs]
     .sort()
     .map(cidrRange)

@@ -133,6 +133,9 @@ function parseRouteName(name: string): { port: number; host?: string } | undefin
  * domains `*`, without a catch-all; no virtual host if the port is not
  * there or not HTTP or sniffed.
  *
+ * Both ignore the port in host matching, as Istio's for every proxy but
+ * proxyless gRPC: a Host header `reviews:9080` matches the domain `reviews`.
+ *
  * Null for a name that is neither.
  */
 export function buildSidecarRouteConfiguration(
@@ -185,8 +188,7 @@ export function buildSidecarRouteConfiguration(
     virtualHosts: virtualHosts as never,
     validateClusters: false,
     maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_SIZE_BYTES,
-    // Istio's, for every proxy but proxyless gRPC: a Host header matches a domain whatever its port,
-    // so the domains carry none.
+    // The domains carry no port (see virtualHostDomains).
     ignorePortInHostMatching: true,
   });
   return { name, resource: packAny(TypeUrl.RouteConfiguration, RouteConfiguration, configuration), sources };

@@ -1,12 +1,12 @@
 // Mesh workloads on gRPC C-core: test-e2e/python/mesh_workload.py run by
 // Debian's python3-grpcio (C-core 1.51), beside the grpc-js-xds ones of
-// secure-mesh.ts, with the same control protocol.
-import assert from "node:assert/strict";
+// secure-mesh.ts, with the same control protocol (workload-control.ts).
 import { spawn, spawnSync } from "node:child_process";
 import { createServer } from "node:net";
 import { join } from "node:path";
-import { captureOutput, eventually, freePort, onCleanup, repositoryRoot } from "@sextant/testing";
+import { captureOutput, freePort, onCleanup, repositoryRoot } from "@sextant/testing";
 import type { Workload, WorkloadOptions } from "./secure-mesh.js";
+import { awaitWorkload } from "./workload-control.js";
 
 /** The system Python, where apt-get puts python3-grpcio (a pyenv or venv `python3` on PATH would not see it). */
 export const SYSTEM_PYTHON = "/usr/bin/python3";
@@ -56,21 +56,12 @@ export interface CcoreWorkloadOptions extends WorkloadOptions {
   failFirstOf?: number;
 }
 
-/** A C-core workload: a client's tally can send one header (`name:value`) with each call. */
-export interface CcoreWorkload extends Omit<Workload, "tally"> {
-  tally(
-    target: string,
-    calls: number,
-    header?: string,
-  ): Promise<{ counts: Record<string, number>; errors: string[] }>;
-}
-
 /**
  * Starts mesh_workload.py for a workload whose agent is running. A server
  * prints `started` at once but serves only once push sent its inbound
  * listener: callers wait for answers, not for the start.
  */
-export async function startCcoreWorkload(options: CcoreWorkloadOptions): Promise<CcoreWorkload> {
+export async function startCcoreWorkload(options: CcoreWorkloadOptions): Promise<Workload> {
   const controlPort = options.role === "client" ? await freePort() : 0;
   const script = join(repositoryRoot(), "test-e2e", "python", "mesh_workload.py");
   const child = spawn(SYSTEM_PYTHON, ["-u", script], {
@@ -104,31 +95,17 @@ export async function startCcoreWorkload(options: CcoreWorkloadOptions): Promise
     clearTimeout(timer);
   };
   const unregister = onCleanup(`${options.name} (C-core)`, stopChild);
-  const ready = options.role === "server" ? '"started": true' : '"control"';
-  try {
-    await eventually(() => output().includes(ready) || child.exitCode !== null, {
-      timeoutMs: 30_000,
-      message: `${options.name} did not start`,
-    });
-  } catch (error) {
-    child.kill("SIGKILL");
-    throw new Error(`${(error as Error).message}; its output:\n${output()}`);
-  }
-  assert.equal(child.exitCode, null, `${options.name} exited: ${output()}`);
-  const get = async <T>(path: string): Promise<T> => {
-    const response = await fetch(`http://127.0.0.1:${controlPort}${path}`);
-    assert.equal(response.status, 200, await response.clone().text());
-    return (await response.json()) as T;
-  };
+  const control = await awaitWorkload(child, {
+    name: options.name,
+    ready: options.role === "server" ? '"started": true' : '"control"',
+    output,
+    controlPort,
+  });
   return {
+    ...control,
     child,
     controlPort,
     output,
-    tally: (target, calls, header) =>
-      get(
-        `/tally?target=${encodeURIComponent(target)}&calls=${calls}${header ? `&header=${encodeURIComponent(header)}` : ""}`,
-      ),
-    caller: (target) => get(`/caller?target=${encodeURIComponent(target)}`),
     stop: async () => {
       unregister();
       await stopChild();

@@ -8,7 +8,6 @@ import { type Bus, connectBus } from "@sextant/bus";
 import { createLogger } from "@sextant/observability";
 import {
   captureOutput,
-  eventually,
   freePort,
   type NatsServerFixture,
   repositoryRoot,
@@ -16,6 +15,7 @@ import {
   startNatsServer,
   startServiceProcess,
 } from "@sextant/testing";
+import { awaitWorkload, type WorkloadControl } from "./workload-control.js";
 
 /** A mesh identity: namespace and service account. */
 export interface Account {
@@ -63,6 +63,14 @@ export interface AgentOptions {
   secretTtl?: string;
 }
 
+/**
+ * The agent of version `version` of app `app`, as Bookinfo's deployments
+ * name their pods: pod <app>-<version>-0, labelled with app and version.
+ */
+export function versionedAgent(app: string, version: string, account: Account, ip: string): AgentOptions {
+  return { pod: `${app}-${version}-0`, account, ip, labels: { app, version } };
+}
+
 export interface Agent {
   readonly process: ServiceProcess;
   readonly dir: string;
@@ -83,15 +91,12 @@ export interface WorkloadOptions {
   address?: string;
 }
 
-export interface Workload {
+/** A mesh workload; a client's calls go through its control port (WorkloadControl). */
+export interface Workload extends WorkloadControl {
   readonly child: ChildProcess;
   /** client: the HTTP control port. */
   readonly controlPort: number;
   output(): string;
-  /** client: GET /tally. */
-  tally(target: string, calls: number): Promise<{ counts: Record<string, number>; errors: string[] }>;
-  /** client: GET /caller. */
-  caller(target: string): Promise<{ answer: string; error?: string }>;
   stop(): Promise<void>;
 }
 
@@ -247,28 +252,17 @@ export async function startSecureMesh(
         stdio: ["ignore", "pipe", "pipe"],
       });
       const output = captureOutput(child);
-      const ready = options.role === "server" ? '"serving":true' : '"control"';
-      try {
-        await eventually(() => output().includes(ready) || child.exitCode !== null, {
-          timeoutMs: 30_000,
-          message: `${options.name} did not start`,
-        });
-      } catch (error) {
-        child.kill("SIGKILL");
-        throw new Error(`${(error as Error).message}; its output:\n${output()}`);
-      }
-      assert.equal(child.exitCode, null, `${options.name} exited: ${output()}`);
-      const get = async <T>(path: string): Promise<T> => {
-        const response = await fetch(`http://127.0.0.1:${controlPort}${path}`);
-        assert.equal(response.status, 200, await response.clone().text());
-        return (await response.json()) as T;
-      };
+      const control = await awaitWorkload(child, {
+        name: options.name,
+        ready: options.role === "server" ? '"serving":true' : '"control"',
+        output,
+        controlPort,
+      });
       const workload: Workload = {
+        ...control,
         child,
         controlPort,
         output,
-        tally: (target, calls) => get(`/tally?target=${encodeURIComponent(target)}&calls=${calls}`),
-        caller: (target) => get(`/caller?target=${encodeURIComponent(target)}`),
         stop: async () => {
           if (child.exitCode !== null || child.signalCode !== null) return;
           const exited = new Promise((resolve) => child.once("exit", resolve));

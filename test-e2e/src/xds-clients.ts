@@ -10,23 +10,12 @@ import {
   SecretDiscoveryServiceClient,
   TypeUrl,
 } from "@sextant/proto/envoy";
+import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import type { Agent } from "./secure-mesh.js";
 
 /** An xDS node with the given id and metadata, every other field empty. */
 function proxyNode(id: string, metadata: Record<string, unknown>) {
-  return {
-    id,
-    cluster: "",
-    metadata,
-    dynamicParameters: {},
-    locality: undefined,
-    userAgentName: "e2e",
-    userAgentVersion: undefined,
-    userAgentBuildVersion: undefined,
-    extensions: [],
-    clientFeatures: [],
-    listeningAddresses: [],
-  };
+  return Node.fromPartial({ id, metadata, userAgentName: "e2e" });
 }
 
 /** How an ADS stream through an agent ended: OK once a response arrived, or the error status. */

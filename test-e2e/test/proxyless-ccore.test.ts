@@ -6,19 +6,16 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { ReviewsClient, whoami } from "@sextant/bookinfo";
+import { grpcRegistrationYaml, ReviewsClient, whoami } from "@sextant/bookinfo";
 import { eventually } from "@sextant/testing";
-import {
-  assertGrpcioInstalled,
-  type CcoreWorkload,
-  serverPort,
-  startCcoreWorkload,
-} from "../src/ccore-workload.js";
+import { assertGrpcioInstalled, serverPort, startCcoreWorkload } from "../src/ccore-workload.js";
+import { istioMutual, STRICT_MTLS } from "../src/mesh-config.js";
 import {
   type Account,
   type Agent,
   type SecureMesh,
   startSecureMesh,
+  versionedAgent,
   type Workload,
 } from "../src/secure-mesh.js";
 
@@ -41,49 +38,21 @@ interface Backend {
   account: Account;
 }
 
-/** A ServiceEntry for host on port 9080 (gRPC), with one WorkloadEntry per backend. */
-function registration(host: string, vip: string, backends: Backend[]): string {
-  const app = host.split(".")[0];
-  return [
-    `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: ${app}, namespace: default}
-spec:
-  hosts: [${host}]
-  addresses: [${vip}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 9080, name: grpc, protocol: GRPC}]
-  workloadSelector:
-    labels: {app: ${app}}
-`,
-    ...backends.map(
-      (backend) => `apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: ${backend.name}, namespace: default}
-spec:
-  address: ${backend.address}
-  ports: {grpc: ${backend.port}}
-  labels: {app: ${backend.app}, version: ${backend.version}}
-  serviceAccount: ${backend.account.serviceAccount}
-`,
-    ),
-  ].join("---\n");
-}
+/** host's ServiceEntry, with one WorkloadEntry per backend. */
+const registration = (host: string, vip: string, backends: Backend[]) =>
+  grpcRegistrationYaml(
+    host,
+    vip,
+    backends.map((backend) => ({ ...backend, serviceAccount: backend.account.serviceAccount })),
+  );
 
 /** A backend on a loopback address of its own and a port of its own (other suites may run beside this one). */
 async function backend(name: string, app: string, version: string, ip: string, who: Account) {
   return { name, app, version, address: ip, port: await serverPort(ip), account: who } satisfies Backend;
 }
 
-async function startAgentFor(mesh: SecureMesh, entry: Backend): Promise<Agent> {
-  return mesh.startAgent({
-    pod: `${entry.name}-0`,
-    account: entry.account,
-    ip: entry.address,
-    labels: { app: entry.app, version: entry.version },
-  });
-}
+const startAgentFor = (mesh: SecureMesh, entry: Backend): Promise<Agent> =>
+  mesh.startAgent(versionedAgent(entry.app, entry.version, entry.account, entry.address));
 
 /** Every NACK push logged ("proxy rejected config"): what a client refused of what push sent, in its own words. */
 function nacks(mesh: SecureMesh): string[] {
@@ -129,8 +98,8 @@ const ALL_V1 = virtualService(
 
 describe("gRPC C-core (python3-grpcio) through push: the routing walk-through", () => {
   let mesh: SecureMesh;
-  let client: CcoreWorkload;
-  const servers: CcoreWorkload[] = [];
+  let client: Workload;
+  const servers: Workload[] = [];
   const logs = () => [client, ...servers].map((w) => w?.output() ?? "").join("\n");
 
   before(async () => {
@@ -169,12 +138,7 @@ spec:
     client = await startCcoreWorkload({
       role: "client",
       name: "productpage",
-      agent: await mesh.startAgent({
-        pod: "productpage-v1-0",
-        account: productpage,
-        ip: "127.0.0.65",
-        labels: { app: "productpage", version: "v1" },
-      }),
+      agent: await mesh.startAgent(versionedAgent("productpage", "v1", productpage, "127.0.0.65")),
     });
   });
   after(async () => {
@@ -379,21 +343,12 @@ spec:
   });
 });
 
-const strictAndIstioMutual = (host: string) => `apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: ${host.split(".")[0]}, namespace: default}
-spec:
-  host: ${host}
-  trafficPolicy:
-    tls: {mode: ISTIO_MUTUAL}
-`;
-
 describe("gRPC C-core (python3-grpcio) through push: mTLS, and across to grpc-js-xds", () => {
   let mesh: SecureMesh;
-  let ccoreClient: CcoreWorkload;
+  let ccoreClient: Workload;
   let grpcJsClient: Workload;
   let ccoreServer: Backend;
-  let ccoreServerWorkload: CcoreWorkload | undefined;
+  let ccoreServerWorkload: Workload | undefined;
   const detailsTarget = `xds:///${DETAILS}:9080`;
 
   before(async () => {
@@ -403,14 +358,9 @@ describe("gRPC C-core (python3-grpcio) through push: mTLS, and across to grpc-js
     const grpcJsServer = await backend("details-v1", "details", "v1", "127.0.0.72", details);
     await mesh.apply(registration(REVIEWS, "10.96.0.71", [ccoreServer]));
     await mesh.apply(registration(DETAILS, "10.96.0.72", [grpcJsServer]));
-    await mesh.apply(`apiVersion: security.istio.io/v1
-kind: PeerAuthentication
-metadata: {name: default, namespace: default}
-spec:
-  mtls: {mode: STRICT}
-`);
-    await mesh.apply(strictAndIstioMutual(REVIEWS));
-    await mesh.apply(strictAndIstioMutual(DETAILS));
+    await mesh.apply(STRICT_MTLS);
+    await mesh.apply(istioMutual(REVIEWS));
+    await mesh.apply(istioMutual(DETAILS));
     ccoreServerWorkload = await startCcoreWorkload({
       role: "server",
       name: ccoreServer.name,
@@ -426,22 +376,12 @@ spec:
     ccoreClient = await startCcoreWorkload({
       role: "client",
       name: "productpage",
-      agent: await mesh.startAgent({
-        pod: "productpage-v1-0",
-        account: productpage,
-        ip: "127.0.0.73",
-        labels: { app: "productpage", version: "v1" },
-      }),
+      agent: await mesh.startAgent(versionedAgent("productpage", "v1", productpage, "127.0.0.73")),
     });
     grpcJsClient = await mesh.startWorkload({
       role: "client",
       name: "ratings",
-      agent: await mesh.startAgent({
-        pod: "ratings-v1-0",
-        account: ratings,
-        ip: "127.0.0.74",
-        labels: { app: "ratings", version: "v1" },
-      }),
+      agent: await mesh.startAgent(versionedAgent("ratings", "v1", ratings, "127.0.0.74")),
     });
   });
   after(async () => {

@@ -9,7 +9,8 @@ import {
   type DiscoveryResponse,
   TypeUrl,
 } from "@sextant/proto/envoy";
-import { eventually } from "@sextant/testing";
+import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
+import { eventually, ordersOnOneAddressYaml } from "@sextant/testing";
 import { type Mesh, startMesh } from "../src/mesh.js";
 
 const CLUSTER = "outbound|80||orders.shop.example";
@@ -28,19 +29,11 @@ function watchEndpoints(xdsPort: number, cluster: string) {
   let latest: string[] = [];
   const request = (versionInfo: string, responseNonce: string) => ({
     versionInfo,
-    node: {
+    node: Node.fromPartial({
       id: "sidecar~10.9.0.1~client-0.shop~shop.svc.cluster.local",
-      cluster: "",
       metadata: { NAMESPACE: "shop" },
-      dynamicParameters: {},
-      locality: undefined,
       userAgentName: "envoy",
-      userAgentVersion: undefined,
-      userAgentBuildVersion: undefined,
-      extensions: [],
-      clientFeatures: [],
-      listeningAddresses: [],
-    },
+    }),
     resourceNames: [cluster],
     resourceLocators: [],
     typeUrl: TypeUrl.ClusterLoadAssignment,
@@ -85,32 +78,8 @@ describe("registry end to end: endpoints are workloads, not addresses", () => {
   });
 
   it("sends both WorkloadEntries of one address, each on its own port, in push's EDS (IstioEndpoint.Key)", async () => {
-    // Istio keys an endpoint by namespace, workload, address and service port
-    // (pilot/pkg/model/service.go IstioEndpoint.Key), and maps each
-    // WorkloadEntry's port by name (serviceentry/conversion.go
-    // convertWorkloadInstanceToServiceInstance): a VM running two versions
-    // behind one address is two endpoints.
-    await mesh.apply(`apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: orders, namespace: shop}
-spec:
-  hosts: [orders.shop.example]
-  addresses: [240.0.9.1]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  workloadSelector: {labels: {app: orders}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: orders-v1, namespace: shop}
-spec: {address: 10.9.0.7, ports: {http: 8081}, labels: {app: orders, version: v1}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: orders-v2, namespace: shop}
-spec: {address: 10.9.0.7, ports: {http: 8082}, labels: {app: orders, version: v2}}
-`);
+    // Istio keys an endpoint by workload and address, among others (see ordersOnOneAddressYaml).
+    await mesh.apply(ordersOnOneAddressYaml("10.9.0.7", "240.0.9.1"));
     const xdsPort = mesh.xdsPorts[0];
     assert.ok(xdsPort, "the mesh serves plaintext xDS");
     watch = watchEndpoints(xdsPort, CLUSTER);

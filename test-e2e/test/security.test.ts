@@ -6,13 +6,15 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { ReviewsClient, whoami } from "@sextant/bookinfo";
+import { grpcRegistrationYaml, ReviewsClient, whoami } from "@sextant/bookinfo";
 import { eventually } from "@sextant/testing";
+import { istioMutual, STRICT_MTLS } from "../src/mesh-config.js";
 import {
   type Account,
   type Agent,
   type SecureMesh,
   startSecureMesh,
+  versionedAgent,
   type Workload,
 } from "../src/secure-mesh.js";
 import { adsThroughAgent, sdsUpdates } from "../src/xds-clients.js";
@@ -29,46 +31,13 @@ const intruder = account("intruder", "other");
 // on the address it was given: each server of a test run needs a port of its
 // own (the WorkloadEntry maps the service port 9080 to it).
 const registration = (entries: Array<{ name: string; address: string; port: number; version: string }>) =>
-  [
-    `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: reviews, namespace: default}
-spec:
-  hosts: [${REVIEWS}]
-  addresses: [10.96.0.20]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 9080, name: grpc, protocol: GRPC}]
-  workloadSelector:
-    labels: {app: reviews}
-`,
-    ...entries.map(
-      (entry) => `apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: ${entry.name}, namespace: default}
-spec:
-  address: ${entry.address}
-  ports: {grpc: ${entry.port}}
-  labels: {app: reviews, version: ${entry.version}}
-  serviceAccount: reviews
-`,
-    ),
-  ].join("---\n");
+  grpcRegistrationYaml(
+    REVIEWS,
+    "10.96.0.20",
+    entries.map((entry) => ({ ...entry, serviceAccount: "reviews" })),
+  );
 
-const STRICT_AND_ISTIO_MUTUAL = `apiVersion: security.istio.io/v1
-kind: PeerAuthentication
-metadata: {name: default, namespace: default}
-spec:
-  mtls: {mode: STRICT}
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: reviews, namespace: default}
-spec:
-  host: ${REVIEWS}
-  trafficPolicy:
-    tls: {mode: ISTIO_MUTUAL}
-`;
+const STRICT_AND_ISTIO_MUTUAL = `${STRICT_MTLS}---\n${istioMutual(REVIEWS)}`;
 
 describe("security: mTLS, authorization and xDS identity through agents", () => {
   let mesh: SecureMesh;
@@ -82,12 +51,7 @@ describe("security: mTLS, authorization and xDS identity through agents", () => 
       registration([{ name: "reviews-v1", address: "127.0.0.31", port: 19081, version: "v1" }]),
     );
     await mesh.apply(STRICT_AND_ISTIO_MUTUAL);
-    const serverAgent = await mesh.startAgent({
-      pod: "reviews-v1-0",
-      account: reviews,
-      ip: "127.0.0.31",
-      labels: { app: "reviews", version: "v1" },
-    });
+    const serverAgent = await mesh.startAgent(versionedAgent("reviews", "v1", reviews, "127.0.0.31"));
     server = await mesh.startWorkload({
       role: "server",
       name: "reviews-v1",
@@ -97,22 +61,12 @@ describe("security: mTLS, authorization and xDS identity through agents", () => 
     productpageClient = await mesh.startWorkload({
       role: "client",
       name: "productpage",
-      agent: await mesh.startAgent({
-        pod: "productpage-v1-0",
-        account: productpage,
-        ip: "127.0.0.32",
-        labels: { app: "productpage", version: "v1" },
-      }),
+      agent: await mesh.startAgent(versionedAgent("productpage", "v1", productpage, "127.0.0.32")),
     });
     ratingsClient = await mesh.startWorkload({
       role: "client",
       name: "ratings",
-      agent: await mesh.startAgent({
-        pod: "ratings-v1-0",
-        account: ratings,
-        ip: "127.0.0.33",
-        labels: { app: "ratings", version: "v1" },
-      }),
+      agent: await mesh.startAgent(versionedAgent("ratings", "v1", ratings, "127.0.0.33")),
     });
   });
   after(async () => {
@@ -204,10 +158,7 @@ describe("security: certificate rotation under traffic", () => {
     );
     await mesh.apply(STRICT_AND_ISTIO_MUTUAL);
     serverAgent = await mesh.startAgent({
-      pod: "reviews-v2-0",
-      account: reviews,
-      ip: "127.0.0.41",
-      labels: { app: "reviews", version: "v2" },
+      ...versionedAgent("reviews", "v2", reviews, "127.0.0.41"),
       secretTtl: "60s",
     });
     await mesh.startWorkload({
@@ -217,10 +168,7 @@ describe("security: certificate rotation under traffic", () => {
       address: "127.0.0.41:19082",
     });
     clientAgent = await mesh.startAgent({
-      pod: "productpage-v1-0",
-      account: productpage,
-      ip: "127.0.0.42",
-      labels: { app: "productpage", version: "v1" },
+      ...versionedAgent("productpage", "v1", productpage, "127.0.0.42"),
       secretTtl: "60s",
     });
     client = await mesh.startWorkload({ role: "client", name: "productpage", agent: clientAgent });

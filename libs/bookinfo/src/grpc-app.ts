@@ -114,36 +114,66 @@ export async function tally(
 /** The host the reviews backends serve, as Bookinfo names it in Kubernetes. */
 export const REVIEWS_HOST = "reviews.default.svc.cluster.local";
 
+/** A workload serving a gRPC service's port 9080 on port at address, as one version of the service's app. */
+export interface GrpcWorkloadEntry {
+  readonly name: string;
+  readonly address: string;
+  readonly port: number;
+  readonly version: string;
+  readonly serviceAccount: string;
+}
+
 /**
- * How the reviews backends join a mesh without Kubernetes, as Bookinfo's VMs
- * would: a ServiceEntry for reviews (gRPC on 9080) selecting one
- * WorkloadEntry per backend, labelled with its version. YAML for ingest.
+ * How gRPC workloads join a mesh without Kubernetes, as Bookinfo's VMs
+ * would: a ServiceEntry for host (gRPC on 9080, VIP vip) selecting the app
+ * host names (its first label), and one WorkloadEntry per workload, labelled
+ * with that app and its version, mapping port 9080 to its own. YAML for ingest.
  */
-export function reviewsRegistrationYaml(backends: readonly Backend[]): string {
+export function grpcRegistrationYaml(
+  host: string,
+  vip: string,
+  entries: readonly GrpcWorkloadEntry[],
+): string {
+  const app = host.split(".")[0];
   const serviceEntry = `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
-metadata: {name: reviews, namespace: default}
+metadata: {name: ${app}, namespace: default}
 spec:
-  hosts: [${REVIEWS_HOST}]
-  addresses: [10.96.0.10]
+  hosts: [${host}]
+  addresses: [${vip}]
   location: MESH_INTERNAL
   resolution: STATIC
   ports: [{number: 9080, name: grpc, protocol: GRPC}]
   workloadSelector:
-    labels: {app: reviews}
+    labels: {app: ${app}}
 `;
-  const workloadEntries = backends.map(
-    (backend) => `apiVersion: networking.istio.io/v1
+  const workloadEntries = entries.map(
+    (entry) => `apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
-metadata: {name: ${backend.name}, namespace: default}
+metadata: {name: ${entry.name}, namespace: default}
 spec:
-  address: ${backend.address}
-  ports: {grpc: ${backend.port}}
-  labels: {app: reviews, version: ${backend.name.replace("reviews-", "")}}
-  serviceAccount: bookinfo-reviews
+  address: ${entry.address}
+  ports: {grpc: ${entry.port}}
+  labels: {app: ${app}, version: ${entry.version}}
+  serviceAccount: ${entry.serviceAccount}
 `,
   );
   return [serviceEntry, ...workloadEntries].join("---\n");
+}
+
+/** The reviews backends' registration (VIP 10.96.0.10, service account bookinfo-reviews). */
+export function reviewsRegistrationYaml(backends: readonly Backend[]): string {
+  return grpcRegistrationYaml(
+    REVIEWS_HOST,
+    "10.96.0.10",
+    backends.map((backend) => ({
+      name: backend.name,
+      address: backend.address,
+      port: backend.port,
+      version: backend.name.replace("reviews-", ""),
+      serviceAccount: "bookinfo-reviews",
+    })),
+  );
 }
 
 /** Starts reviews v1, v2 and v3, each on a loopback address of its own (127.0.0.11-13), as VMs have their own IPs. */

@@ -15,5 +15,6 @@ export {
 } from "./nats.js";
 export { freePort } from "./ports.js";
 export { captureOutput, type ServiceProcess, startServiceProcess } from "./processes.js";
+export { ordersOnOneAddressYaml } from "./registry-fixtures.js";
 export { bookinfoNetworkingDir, bookinfoPlatformFile, repositoryRoot, samplesPath } from "./samples.js";
 export { eventually } from "./wait.js";

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Subjects } from "@sextant/bus";
 import { HealthStatus, RegistrationEventType, Resolution, type WorkloadRegistration } from "@sextant/proto";
-import { DEBUG_HEADERS, eventually, metricValue } from "@sextant/testing";
+import { DEBUG_HEADERS, eventually, metricValue, ordersOnOneAddressYaml } from "@sextant/testing";
 import { endpointsKey, serviceKey } from "../src/registry/keys.js";
 import { type DiscoveryFixture, startDiscovery, startIngest, startNatsWithClient } from "./harness.js";
 
@@ -132,33 +132,8 @@ spec:
   });
 
   it("keeps two WorkloadEntries on one address with different ports as two endpoints (IstioEndpoint.Key)", async () => {
-    // pilot/pkg/model/service.go IstioEndpoint.Key: an endpoint is keyed by
-    // namespace, workload name, address and service port, so a VM running two
-    // versions (one WorkloadEntry each, one address) has two endpoints;
-    // serviceentry/conversion.go convertWorkloadInstanceToServiceInstance maps
-    // each entry's port by name.
-    await apply(
-      ingestUrl,
-      `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: orders, namespace: shop}
-spec:
-  hosts: [orders.shop.example]
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  workloadSelector: {labels: {app: orders}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: orders-v1, namespace: shop}
-spec: {address: 10.4.0.7, ports: {http: 8081}, labels: {app: orders, version: v1}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: orders-v2, namespace: shop}
-spec: {address: 10.4.0.7, ports: {http: 8082}, labels: {app: orders, version: v2}}
-`,
-    );
+    // Istio keys an endpoint by workload and address, among others (see ordersOnOneAddressYaml).
+    await apply(ingestUrl, ordersOnOneAddressYaml("10.4.0.7"));
     const key = endpointsKey("shop", "orders.shop.example", "serviceentry/shop/orders");
     const endpoints = async () =>
       (await client.endpoints())

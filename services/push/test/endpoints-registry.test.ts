@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { ClusterLoadAssignment } from "@sextant/proto/envoy";
+import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { HealthStatus as EnvoyHealthStatus } from "@sextant/proto/gen/envoy/config/core/v3/health_check";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
@@ -41,19 +42,13 @@ const endpoint = (address: string, health: string, extra: Record<string, unknown
 
 /** A proxy of default; metadata as the injector sets it (NODE_NAME from the pod's spec.nodeName). */
 function proxyOf(metadata: Record<string, unknown> = {}, generator?: "grpc"): MeshProxy {
-  return parseProxy({
-    id: "sidecar~10.0.0.1~client-0.default~default.svc.cluster.local",
-    cluster: "",
-    metadata: { NAMESPACE: "default", ...(generator ? { GENERATOR: generator } : {}), ...metadata },
-    dynamicParameters: {},
-    locality: undefined,
-    userAgentName: "envoy",
-    userAgentVersion: undefined,
-    userAgentBuildVersion: undefined,
-    extensions: [],
-    clientFeatures: [],
-    listeningAddresses: [],
-  });
+  return parseProxy(
+    Node.fromPartial({
+      id: "sidecar~10.0.0.1~client-0.default~default.svc.cluster.local",
+      metadata: { NAMESPACE: "default", ...(generator ? { GENERATOR: generator } : {}), ...metadata },
+      userAgentName: "envoy",
+    }),
+  );
 }
 
 /** The endpoints (address:port and Envoy health) sidecar EDS gives proxy for cluster name. */

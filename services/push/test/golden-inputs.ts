@@ -1,15 +1,14 @@
 // What the golden harnesses share: a case's input as a PushContext, and
 // generated Anys as the JSON the .out.yaml files hold.
-import assert from "node:assert/strict";
-import { configKey } from "@sextant/model";
-import { type Any, type ConfigResource, EndpointShard, Service } from "@sextant/proto";
+import { type Any, EndpointShard, Service } from "@sextant/proto";
 import { DownstreamTlsContext, HttpRBAC, TypeUrl, UpstreamTlsContext } from "@sextant/proto/envoy";
-import { decodeSpec, findKind, parseDocuments } from "@sextant/validation";
+import { parseDocuments } from "@sextant/validation";
 import { parseMeshConfig } from "../src/model/mesh-config.js";
 import { PushContext } from "../src/model/push-context.js";
 import { configDumpDecoder } from "../src/server/debug.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { messageFiles } from "./envoy-validate.js";
+import { storedConfig } from "./stored-config.js";
 
 /** A golden case's input: the proxy asking, the registry, the config and what the proxy subscribes to. */
 export interface GoldenInput {
@@ -38,29 +37,23 @@ export type GoldenType = keyof typeof TYPES;
 
 /** Builds the snapshot a golden case describes: config as ingest stores it, the registry as discovery writes it. */
 export function contextOf(input: Omit<GoldenInput, "subscribe" | "proxy">): PushContext {
-  const config = new Map<string, ConfigResource>();
-  for (const { value } of parseDocuments(input.config ?? "", { maxDocuments: 100 }).documents) {
+  const documents = parseDocuments(input.config ?? "", { maxDocuments: 100 }).documents.map(({ value }) => {
     const document = value as {
       kind: string;
       apiVersion: string;
       metadata: { name: string; namespace?: string; annotations?: Record<string, string> };
       spec: unknown;
     };
-    const decoded = decodeSpec(document.kind, document.spec);
-    assert.deepEqual(decoded.errors, [], `${document.kind} ${document.metadata.name} is invalid`);
-    const resource: ConfigResource = {
+    return {
       kind: document.kind,
       apiVersion: document.apiVersion,
-      namespace: document.metadata.namespace ?? "default",
       name: document.metadata.name,
-      labels: {},
-      annotations: document.metadata.annotations ?? {},
-      generation: 1,
-      revision: 0,
-      spec: findKind(document.kind)!.codec.toJSON(decoded.value) as Record<string, unknown>,
+      namespace: document.metadata.namespace,
+      annotations: document.metadata.annotations,
+      spec: document.spec,
     };
-    config.set(configKey(resource), resource);
-  }
+  });
+  const config = storedConfig(documents);
   const services = new Map(input.services.map((s) => [String(s.hostname), Service.fromJSON(s)]));
   const shards = new Map(
     (input.endpoints ?? []).map((shard) => [

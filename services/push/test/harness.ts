@@ -9,6 +9,7 @@ import {
   Service,
 } from "@sextant/proto";
 import type { DiscoveryRequest, DiscoveryResponse } from "@sextant/proto/envoy";
+import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { type StartedService, startService } from "@sextant/runtime";
 import { debugTokenEnv, freePort } from "@sextant/testing";
 import { pushService } from "../src/main.js";
@@ -136,17 +137,9 @@ export class AdsTestClient extends RecordingStream<DiscoveryRequest, DiscoveryRe
 
 /** The node of a proxyless gRPC client in namespace default. */
 export function grpcNode(pod = "client-1", metadata: Record<string, unknown> = {}) {
-  return {
+  return Node.fromPartial({
     id: `sidecar~10.0.0.1~${pod}.default~default.svc.cluster.local`,
-    cluster: "",
     metadata: { GENERATOR: "grpc", NAMESPACE: "default", ...metadata },
-    dynamicParameters: {},
-    locality: undefined,
     userAgentName: "test",
-    userAgentVersion: undefined,
-    userAgentBuildVersion: undefined,
-    extensions: [],
-    clientFeatures: [],
-    listeningAddresses: [],
-  };
+  });
 }

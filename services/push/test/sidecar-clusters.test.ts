@@ -9,6 +9,7 @@ import {
   UpstreamTlsContext,
 } from "@sextant/proto/envoy";
 import { Cluster_LbPolicy } from "@sextant/proto/gen/envoy/config/cluster/v3/cluster";
+import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { HealthStatus as EnvoyHealthStatus } from "@sextant/proto/gen/envoy/config/core/v3/health_check";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
@@ -60,19 +61,14 @@ function sidecar(
   ip = "10.0.0.1",
   locality?: { region: string; zone: string; subZone: string },
 ): MeshProxy {
-  return parseProxy({
-    id: `sidecar~${ip}~pod-1.${namespace}~${namespace}.svc.cluster.local`,
-    cluster: "",
-    metadata: { NAMESPACE: namespace, LABELS: labels, INSTANCE_IPS: ip },
-    dynamicParameters: {},
-    locality,
-    userAgentName: "envoy",
-    userAgentVersion: undefined,
-    userAgentBuildVersion: undefined,
-    extensions: [],
-    clientFeatures: [],
-    listeningAddresses: [],
-  });
+  return parseProxy(
+    Node.fromPartial({
+      id: `sidecar~${ip}~pod-1.${namespace}~${namespace}.svc.cluster.local`,
+      metadata: { NAMESPACE: namespace, LABELS: labels, INSTANCE_IPS: ip },
+      locality,
+      userAgentName: "envoy",
+    }),
+  );
 }
 
 /** Every resource the tests generate must pass Envoy's validate rules (the golden checker's). */

@@ -5,8 +5,7 @@
 // each rule across every mode.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { configKey } from "@sextant/model";
-import { type ConfigResource, EndpointShard, Service } from "@sextant/proto";
+import { EndpointShard, Service } from "@sextant/proto";
 import {
   DownstreamTlsContext,
   HttpConnectionManager,
@@ -14,12 +13,12 @@ import {
   Listener,
   TypeUrl,
 } from "@sextant/proto/envoy";
-import { decodeSpec, findKind } from "@sextant/validation";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
 import { generateSidecarListeners } from "../src/translate/sidecar/listeners.js";
 import { decode } from "./sidecar-routes.fixtures.test.js";
+import { type ConfigItem, storedConfig } from "./stored-config.js";
 
 /** The workload under test: its Service's ports (one per kind of protocol) and its address. */
 const PORTS = [
@@ -34,27 +33,8 @@ const LABELS = { app: "store", version: "v1" };
 /** A port no Service declares. */
 const UNDECLARED = 12345;
 
-type Spec = { kind: string; name: string; namespace?: string; spec: unknown };
-
 /** A registry with the store workload at IP, and config as ingest stores it. */
-function pushWith(config: Spec[]): PushContext {
-  const resources = new Map<string, ConfigResource>();
-  for (const item of config) {
-    const decoded = decodeSpec(item.kind, item.spec);
-    assert.deepEqual(decoded.errors, [], `${item.kind} ${item.name} is invalid`);
-    const resource: ConfigResource = {
-      kind: item.kind,
-      apiVersion: "security.istio.io/v1",
-      namespace: item.namespace ?? "default",
-      name: item.name,
-      labels: {},
-      annotations: {},
-      generation: 1,
-      revision: 0,
-      spec: findKind(item.kind)!.codec.toJSON(decoded.value) as Record<string, unknown>,
-    };
-    resources.set(configKey(resource), resource);
-  }
+function pushWith(config: ConfigItem[]): PushContext {
   const hostname = "store.default.svc.cluster.local";
   const service = Service.fromJSON({
     hostname,
@@ -69,14 +49,14 @@ function pushWith(config: Spec[]): PushContext {
     endpoints: [{ address: IP, labels: LABELS, serviceAccount: "store", namespace: "default" }],
   }).endpoints;
   return PushContext.build({
-    config: resources,
+    config: storedConfig(config),
     services: new Map([[`default/${hostname}`, service]]),
     endpointShards: new Map([[hostname, { hostname, endpoints }]]),
     domainSuffix: "cluster.local",
   });
 }
 
-const mode = (mtlsMode: string, portLevelMtls?: Record<number, { mode: string }>): Spec => ({
+const mode = (mtlsMode: string, portLevelMtls?: Record<number, { mode: string }>): ConfigItem => ({
   kind: "PeerAuthentication",
   name: "store",
   spec: {
@@ -225,7 +205,7 @@ describe("virtualInbound", () => {
   });
 
   it("sends HTTP to undeclared ports through an HCM with the authorization filters", () => {
-    const policy: Spec = {
+    const policy: ConfigItem = {
       kind: "AuthorizationPolicy",
       name: "only-get",
       spec: {

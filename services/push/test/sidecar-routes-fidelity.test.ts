@@ -4,27 +4,16 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Service } from "@sextant/proto";
-import { CorsPolicy, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
-import { XdsCache } from "../src/cache/xds-cache.js";
+import { CorsPolicy } from "@sextant/proto/envoy";
 import { PushContext } from "../src/model/push-context.js";
-import { generateSidecarRoutes } from "../src/translate/sidecar/routes.js";
-import { bookinfo, decode, sidecarProxy } from "./sidecar-routes.fixtures.test.js";
+import { bookinfo, productpageRoutes, ratingsVirtualService } from "./sidecar-routes.fixtures.test.js";
 
 // biome-ignore lint/suspicious/noExplicitAny: decoded JSON, checked by the assertions
 type Json = Record<string, any>;
 
-function routeConfig(push: PushContext): Json {
-  const proxy = sidecarProxy("10.1.0.4", { app: "productpage", version: "v1" });
-  const generated = generateSidecarRoutes({ push, proxy, cache: new XdsCache() }, new Set(["9080"]));
-  assert.equal(generated.length, 1);
-  return decode(generated[0]!.resource, TypeUrl.RouteConfiguration, RouteConfiguration);
-}
-
 /** The routes of ratings' virtual host under a VirtualService for ratings with these HTTP routes. */
 function ratingsRoutes(http: unknown[]): Json[] {
-  const json = routeConfig(
-    bookinfo([{ kind: "VirtualService", name: "ratings", spec: { hosts: ["ratings"], http } }]),
-  );
+  const { json } = productpageRoutes(bookinfo([ratingsVirtualService(http)]));
   return json.virtualHosts.find((v: Json) => v.name.startsWith("ratings.")).routes;
 }
 
@@ -150,28 +139,21 @@ describe("sidecar RDS fidelity", () => {
 
   it("never emits a direct response over 1 MiB, and allows up to 1 MiB on the route configuration", () => {
     const push = bookinfo([
-      {
-        kind: "VirtualService",
-        name: "ratings",
-        spec: {
-          hosts: ["ratings"],
-          http: [
-            {
-              name: "huge",
-              match: [{ uri: { prefix: "/huge" } }],
-              directResponse: { status: 200, body: { string: "x".repeat(1024 * 1024 + 1) } },
-            },
-            {
-              name: "large",
-              match: [{ uri: { prefix: "/large" } }],
-              directResponse: { status: 200, body: { string: "x".repeat(1024 * 1024) } },
-            },
-            { name: "rest", route: ratings },
-          ],
+      ratingsVirtualService([
+        {
+          name: "huge",
+          match: [{ uri: { prefix: "/huge" } }],
+          directResponse: { status: 200, body: { string: "x".repeat(1024 * 1024 + 1) } },
         },
-      },
+        {
+          name: "large",
+          match: [{ uri: { prefix: "/large" } }],
+          directResponse: { status: 200, body: { string: "x".repeat(1024 * 1024) } },
+        },
+        { name: "rest", route: ratings },
+      ]),
     ]);
-    const json = routeConfig(push);
+    const { json } = productpageRoutes(push);
     assert.equal(json.maxDirectResponseBodySizeBytes, 1024 * 1024);
     const routes = json.virtualHosts.find((v: Json) => v.name.startsWith("ratings.")).routes;
     assert.deepEqual(
@@ -215,7 +197,7 @@ describe("sidecar RDS fidelity", () => {
       endpointShards: new Map(),
       domainSuffix: "cluster.local",
     });
-    const json = routeConfig(push);
+    const { json } = productpageRoutes(push);
     assert.deepEqual(
       json.virtualHosts.map((v: Json) => [v.name, v.domains]),
       [

@@ -4,32 +4,16 @@
  * sidecar proxies.
  */
 import assert from "node:assert/strict";
-import { configKey } from "@sextant/model";
-import { type Any, type ConfigResource, EndpointShard, Service, unpackAny } from "@sextant/proto";
-import { decodeSpec, findKind } from "@sextant/validation";
+import { type Any, EndpointShard, Service, unpackAny } from "@sextant/proto";
+import { RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
+import { generateSidecarRoutes } from "../src/translate/sidecar/routes.js";
+import { type ConfigItem, storedConfig } from "./stored-config.js";
 
 /** A Bookinfo-like registry: reviews, ratings and productpage in default, each with a VIP and an HTTP port 9080. */
-export function bookinfo(config: Array<{ kind: string; name: string; namespace?: string; spec: unknown }>) {
-  const resources = new Map<string, ConfigResource>();
-  for (const item of config) {
-    // As ingest stores it: decoded and validated, then re-encoded canonically.
-    const decoded = decodeSpec(item.kind, item.spec);
-    assert.deepEqual(decoded.errors, [], `${item.kind} ${item.name} is invalid`);
-    const resource: ConfigResource = {
-      kind: item.kind,
-      apiVersion: "networking.istio.io/v1",
-      namespace: item.namespace ?? "default",
-      name: item.name,
-      labels: {},
-      annotations: {},
-      generation: 1,
-      revision: 0,
-      spec: findKind(item.kind)!.codec.toJSON(decoded.value) as Record<string, unknown>,
-    };
-    resources.set(configKey(resource), resource);
-  }
+export function bookinfo(config: ConfigItem[]) {
   const service = (name: string, vip: string, protocol = "PROTOCOL_HTTP", port = 9080) =>
     Service.fromJSON({
       hostname: `${name}.default.svc.cluster.local`,
@@ -71,7 +55,7 @@ export function bookinfo(config: Array<{ kind: string; name: string; namespace?:
     ]),
   );
   return PushContext.build({
-    config: resources,
+    config: storedConfig(config),
     services,
     endpointShards: shards,
     domainSuffix: "cluster.local",
@@ -84,6 +68,25 @@ export function sidecarProxy(ip: string, labels: Record<string, string>) {
     id: `sidecar~${ip}~${labels.app ?? "pod"}-xyz.default~default.svc.cluster.local`,
     metadata: { NAMESPACE: "default", LABELS: labels, INSTANCE_IPS: ip },
   } as never);
+}
+
+/** A VirtualService for ratings with these HTTP routes. */
+export const ratingsVirtualService = (http: unknown[]): ConfigItem => ({
+  kind: "VirtualService",
+  name: "ratings",
+  spec: { hosts: ["ratings"], http },
+});
+
+/** The route configuration 9080 productpage's sidecar (v1 unless labels say otherwise) gets, and its JSON. */
+export function productpageRoutes(
+  push: PushContext,
+  labels: Record<string, string> = { app: "productpage", version: "v1" },
+) {
+  const proxy = sidecarProxy("10.1.0.4", labels);
+  const generated = generateSidecarRoutes({ push, proxy, cache: new XdsCache() }, new Set(["9080"]));
+  assert.equal(generated.length, 1);
+  const json = decode(generated[0]!.resource, TypeUrl.RouteConfiguration, RouteConfiguration);
+  return { generated: generated[0]!, json };
 }
 
 export function decode<T>(

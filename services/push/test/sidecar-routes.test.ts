@@ -10,19 +10,16 @@ import {
 } from "@sextant/proto/envoy";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
-import type { PushContext } from "../src/model/push-context.js";
 import { generateSidecarListeners } from "../src/translate/sidecar/listeners.js";
 import { generateSidecarRoutes, virtualHostDomains } from "../src/translate/sidecar/routes.js";
 import { contextOf } from "./golden-inputs.js";
-import { bookinfo, decode, sidecarProxy } from "./sidecar-routes.fixtures.test.js";
-
-function routes(push: PushContext, labels: Record<string, string> = { app: "productpage", version: "v1" }) {
-  const proxy = sidecarProxy("10.1.0.4", labels);
-  const generated = generateSidecarRoutes({ push, proxy, cache: new XdsCache() }, new Set(["9080"]));
-  assert.equal(generated.length, 1);
-  const json = decode(generated[0]!.resource, TypeUrl.RouteConfiguration, RouteConfiguration);
-  return { generated: generated[0]!, json };
-}
+import {
+  bookinfo,
+  decode,
+  productpageRoutes,
+  ratingsVirtualService,
+  sidecarProxy,
+} from "./sidecar-routes.fixtures.test.js";
 
 const reviews9010 = {
   kind: "VirtualService",
@@ -42,7 +39,7 @@ const reviews9010 = {
 
 describe("sidecar RDS", () => {
   it("routes Bookinfo's virtual-service-reviews-90-10 as Istio: weighted clusters 90/10", () => {
-    const { json, generated } = routes(bookinfo([reviews9010]));
+    const { json, generated } = productpageRoutes(bookinfo([reviews9010]));
     assert.equal(json.name, "9080");
     const names = json.virtualHosts.map((v: { name: string }) => v.name);
     assert.deepEqual(names, [
@@ -190,46 +187,39 @@ describe("sidecar RDS", () => {
 
   it("translates matches, sourceLabels, fault, retries, timeouts, mirrors, rewrite, headers and CORS", () => {
     const push = bookinfo([
-      {
-        kind: "VirtualService",
-        name: "ratings",
-        spec: {
-          hosts: ["ratings"],
-          http: [
-            {
-              name: "only-v2",
-              match: [{ sourceLabels: { version: "v2" } }],
-              route: [{ destination: { host: "ratings" } }],
-            },
-            {
-              name: "jason",
-              match: [
-                {
-                  name: "m",
-                  uri: { prefix: "/ratings" },
-                  headers: { "end-user": { exact: "jason" } },
-                  queryParams: { debug: { exact: "" } },
-                  method: { exact: "GET" },
-                  withoutHeaders: { "x-skip": {} },
-                },
-              ],
-              fault: { delay: { fixedDelay: "7s", percentage: { value: 50 } }, abort: { httpStatus: 500 } },
-              timeout: "2s",
-              retries: { attempts: 3, perTryTimeout: "1s", retryOn: "5xx,503" },
-              mirror: { host: "reviews", subset: "v2" },
-              mirrorPercentage: { value: 25 },
-              rewrite: { uri: "/v2/ratings", authority: "ratings-v2" },
-              headers: { request: { set: { "x-a": "1" }, add: { "x-b": "2" }, remove: ["x-c"] } },
-              corsPolicy: { allowOrigins: [{ exact: "https://example.com" }], allowMethods: ["GET", "POST"] },
-              route: [{ destination: { host: "ratings", subset: "v1" } }],
-            },
-            { redirect: { uri: "/moved", redirectCode: 302 } },
-            { route: [{ destination: { host: "ratings" } }] },
-          ],
+      ratingsVirtualService([
+        {
+          name: "only-v2",
+          match: [{ sourceLabels: { version: "v2" } }],
+          route: [{ destination: { host: "ratings" } }],
         },
-      },
+        {
+          name: "jason",
+          match: [
+            {
+              name: "m",
+              uri: { prefix: "/ratings" },
+              headers: { "end-user": { exact: "jason" } },
+              queryParams: { debug: { exact: "" } },
+              method: { exact: "GET" },
+              withoutHeaders: { "x-skip": {} },
+            },
+          ],
+          fault: { delay: { fixedDelay: "7s", percentage: { value: 50 } }, abort: { httpStatus: 500 } },
+          timeout: "2s",
+          retries: { attempts: 3, perTryTimeout: "1s", retryOn: "5xx,503" },
+          mirror: { host: "reviews", subset: "v2" },
+          mirrorPercentage: { value: 25 },
+          rewrite: { uri: "/v2/ratings", authority: "ratings-v2" },
+          headers: { request: { set: { "x-a": "1" }, add: { "x-b": "2" }, remove: ["x-c"] } },
+          corsPolicy: { allowOrigins: [{ exact: "https://example.com" }], allowMethods: ["GET", "POST"] },
+          route: [{ destination: { host: "ratings", subset: "v1" } }],
+        },
+        { redirect: { uri: "/moved", redirectCode: 302 } },
+        { route: [{ destination: { host: "ratings" } }] },
+      ]),
     ]);
-    const { json } = routes(push);
+    const { json } = productpageRoutes(push);
     const vhost = json.virtualHosts.find((v: { name: string }) => v.name.startsWith("ratings."));
     // The sourceLabels route is not for a v1 proxy; the redirect is a catch-all, so the last route goes.
     assert.equal(vhost.routes.length, 2);
@@ -279,7 +269,7 @@ describe("sidecar RDS", () => {
     assert.deepEqual(redirect.redirect, { pathRedirect: "/moved", responseCode: "FOUND" });
 
     // A v2 proxy gets the sourceLabels route first, and it is a catch-all.
-    const v2 = routes(push, { app: "productpage", version: "v2" }).json.virtualHosts.find(
+    const v2 = productpageRoutes(push, { app: "productpage", version: "v2" }).json.virtualHosts.find(
       (v: { name: string }) => v.name.startsWith("ratings."),
     );
     assert.deepEqual(
@@ -292,7 +282,7 @@ describe("sidecar RDS", () => {
     const push = bookinfo([
       { kind: "Sidecar", name: "default", spec: { outboundTrafficPolicy: { mode: "REGISTRY_ONLY" } } },
     ]);
-    const { json } = routes(push);
+    const { json } = productpageRoutes(push);
     const last = json.virtualHosts.at(-1);
     assert.equal(last.name, "block_all");
     assert.deepEqual(last.routes[0].directResponse, { status: 502 });

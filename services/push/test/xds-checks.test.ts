@@ -53,6 +53,10 @@ const tcpProxyFilter = {
     TcpProxy.fromPartial({ statPrefix: "PassthroughCluster", cluster: "PassthroughCluster" }),
   ),
 };
+const tlsInspector = {
+  name: "envoy.filters.listener.tls_inspector",
+  typedConfig: { typeUrl: TypeUrl.TlsInspector, value: Buffer.alloc(0) },
+};
 const rbacFilter = {
   name: "envoy.filters.network.rbac",
   typedConfig: packAny(TypeUrl.NetworkRBAC, NetworkRBAC, NetworkRBAC.fromPartial({ statPrefix: "tcp." })),
@@ -266,15 +270,9 @@ describe("the xDS checker (snapshotViolations)", () => {
     });
 
     it("rejects filter chains whose matches overlap in a repeated field or a CIDR range", () => {
-      const tls = [
-        {
-          name: "envoy.filters.listener.tls_inspector",
-          typedConfig: { typeUrl: TypeUrl.TlsInspector, value: Buffer.alloc(0) },
-        },
-      ];
       assert.deepEqual(
         listenerWith({
-          listenerFilters: tls,
+          listenerFilters: [tlsInspector],
           filterChains: [
             {
               filterChainMatch: { serverNames: ["a.example.com", "B.example.com"] },
@@ -324,15 +322,9 @@ describe("the xDS checker (snapshotViolations)", () => {
     });
 
     it("rejects partial wildcard server names and the unimplemented address_suffix", () => {
-      const tls = [
-        {
-          name: "envoy.filters.listener.tls_inspector",
-          typedConfig: { typeUrl: TypeUrl.TlsInspector, value: Buffer.alloc(0) },
-        },
-      ];
       assert.deepEqual(
         listenerWith({
-          listenerFilters: tls,
+          listenerFilters: [tlsInspector],
           filterChains: [
             { filterChainMatch: { serverNames: ["foo*.example.com"] }, filters: [tcpProxyFilter] },
           ],
@@ -494,15 +486,9 @@ describe("the xDS checker (snapshotViolations)", () => {
     });
 
     it("rejects TLS matched and served over HTTP without a transport socket (Istio)", () => {
-      const tls = [
-        {
-          name: "envoy.filters.listener.tls_inspector",
-          typedConfig: { typeUrl: TypeUrl.TlsInspector, value: Buffer.alloc(0) },
-        },
-      ];
       assert.deepEqual(
         listenerWith({
-          listenerFilters: tls,
+          listenerFilters: [tlsInspector],
           filterChains: [{ filterChainMatch: { transportProtocol: "tls" }, filters: [hcmFilter()] }],
         }),
         [
@@ -512,15 +498,9 @@ describe("the xDS checker (snapshotViolations)", () => {
     });
 
     it("requires every chain of a destination port to match a transport protocol once one does (Istio)", () => {
-      const tls = [
-        {
-          name: "envoy.filters.listener.tls_inspector",
-          typedConfig: { typeUrl: TypeUrl.TlsInspector, value: Buffer.alloc(0) },
-        },
-      ];
       assert.deepEqual(
         listenerWith({
-          listenerFilters: tls,
+          listenerFilters: [tlsInspector],
           filterChains: [
             {
               filterChainMatch: { destinationPort: 9080, transportProtocol: "tls" },
@@ -541,12 +521,7 @@ describe("the xDS checker (snapshotViolations)", () => {
           name: "virtualInbound",
           address: { socketAddress: { address: "0.0.0.0", portValue: 15006 } },
           trafficDirection: 1, // INBOUND
-          listenerFilters: [
-            {
-              name: "envoy.filters.listener.tls_inspector",
-              typedConfig: { typeUrl: TypeUrl.TlsInspector, value: Buffer.alloc(0) },
-            },
-          ],
+          listenerFilters: [tlsInspector],
           filterChains: chains,
         });
       assert.deepEqual(

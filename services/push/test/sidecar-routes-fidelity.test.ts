@@ -201,7 +201,7 @@ describe("sidecar RDS fidelity", () => {
     assert.deepEqual(
       json.virtualHosts.map((v: Json) => [v.name, v.domains]),
       [
-        ["Reviews.example:9080", ["Reviews.example", "Reviews.example:9080"]],
+        ["Reviews.example:9080", ["Reviews.example", "Reviews.example."]],
         ["allow_any", ["*"]],
       ],
     );

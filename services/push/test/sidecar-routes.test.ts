@@ -9,6 +9,7 @@ import {
   TypeUrl,
 } from "@sextant/proto/envoy";
 import { XdsCache } from "../src/cache/xds-cache.js";
+import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
 import { generateSidecarListeners } from "../src/translate/sidecar/listeners.js";
 import { generateSidecarRoutes, virtualHostDomains } from "../src/translate/sidecar/routes.js";
 import { contextOf } from "./golden-inputs.js";
@@ -73,31 +74,115 @@ describe("sidecar RDS", () => {
     assert.equal(ratings.routes[0].decorator.operation, "ratings.default.svc.cluster.local:9080/*");
   });
 
-  it("gives virtual hosts Istio's domains: FQDN, short names of the proxy's namespace, VIP, with and without the port", () => {
-    const service = Service.fromJSON({
-      hostname: "reviews.default.svc.cluster.local",
-      namespace: "default",
-      addresses: ["10.96.0.10"],
-      ports: [{ name: "http", number: 9080, protocol: "PROTOCOL_HTTP" }],
+  describe("virtual host domains", () => {
+    const proxyIn = (namespace: string, instanceIps: string) =>
+      parseProxy({
+        id: `sidecar~${instanceIps.split(",")[0]}~client-xyz.${namespace}~${namespace}.svc.cluster.local`,
+        metadata: { NAMESPACE: namespace, INSTANCE_IPS: instanceIps },
+      } as never);
+    const ipv4 = proxyIn("default", "10.1.0.4");
+    const ipv6 = proxyIn("default", "fd00:10:244::4");
+    const dual = proxyIn("default", "10.1.0.4,fd00:10:244::4");
+    const service = (fields: Record<string, unknown>) =>
+      Service.fromJSON({
+        hostname: "reviews.default.svc.cluster.local",
+        namespace: "default",
+        ports: [{ name: "http", number: 9080, protocol: "PROTOCOL_HTTP" }],
+        resolution: "RESOLUTION_STATIC",
+        registry: "kubernetes",
+        ...fields,
+      });
+    const domains = (s: Service, proxy: MeshProxy) => virtualHostDomains(s, proxy, "cluster.local").domains;
+
+    it("lists the FQDN, its absolute form, the short names of the proxy's namespace and the VIP, without ports", () => {
+      const reviews = service({ addresses: ["10.96.0.10"] });
+      assert.deepEqual(virtualHostDomains(reviews, ipv4, "cluster.local"), {
+        domains: [
+          "reviews.default.svc.cluster.local",
+          "reviews.default.svc.cluster.local.",
+          "reviews",
+          "reviews.default.svc",
+          "reviews.default",
+          "10.96.0.10",
+        ],
+        altHosts: ["reviews.default.svc.cluster.local.", "reviews", "reviews.default.svc", "reviews.default"],
+      });
+      assert.deepEqual(domains(reviews, proxyIn("other", "10.1.0.4")), [
+        "reviews.default.svc.cluster.local",
+        "reviews.default.svc.cluster.local.",
+        "reviews.default",
+        "reviews.default.svc",
+        "10.96.0.10",
+      ]);
     });
-    assert.deepEqual(virtualHostDomains(service, 9080, "default"), [
-      "reviews.default.svc.cluster.local",
-      "reviews.default.svc.cluster.local:9080",
-      "reviews",
-      "reviews:9080",
-      "reviews.default.svc",
-      "reviews.default.svc:9080",
-      "reviews.default",
-      "reviews.default:9080",
-      "10.96.0.10",
-      "10.96.0.10:9080",
-    ]);
-    assert.deepEqual(virtualHostDomains(service, 9080, "other").slice(2, 6), [
-      "reviews.default",
-      "reviews.default:9080",
-      "reviews.default.svc",
-      "reviews.default.svc:9080",
-    ]);
+
+    it("gives no short names to a hostname outside the proxy's .svc.<domain suffix>", () => {
+      const external = service({ hostname: "db.prod.svc.corp.example", registry: "serviceentry" });
+      assert.deepEqual(domains(external, ipv4), ["db.prod.svc.corp.example", "db.prod.svc.corp.example."]);
+    });
+
+    it("lists every cluster IP of a dual-stack service the proxy's families reach, IPv6 bracketed", () => {
+      const mysql = service({ addresses: ["10.96.0.40", "fd00:10:96::40"] });
+      assert.deepEqual(domains(mysql, dual).slice(-2), ["10.96.0.40", "[fd00:10:96::40]"]);
+      assert.deepEqual(domains(mysql, ipv4).slice(-1), ["10.96.0.40"]);
+      assert.deepEqual(domains(mysql, ipv6).slice(-2), ["reviews.default", "[fd00:10:96::40]"]);
+      // An IPv6-only service has no address an IPv4 proxy can use.
+      assert.deepEqual(domains(service({ addresses: ["fd00:10:96::41"] }), ipv4).slice(-1), [
+        "reviews.default",
+      ]);
+    });
+
+    it("lists one address of a ServiceEntry, the first, whatever its family", () => {
+      const entry = service({
+        hostname: "api.example.com",
+        addresses: ["fd00:20::1", "240.0.0.5"],
+        registry: "serviceentry",
+      });
+      assert.deepEqual(domains(entry, ipv4), ["api.example.com", "api.example.com.", "[fd00:20::1]"]);
+    });
+
+    it("adds the *.-prefixed names of a headless Kubernetes service, not of a ServiceEntry with resolution NONE", () => {
+      const headless = service({
+        hostname: "mysql.default.svc.cluster.local",
+        addresses: ["0.0.0.0"],
+        resolution: "RESOLUTION_PASSTHROUGH",
+      });
+      assert.deepEqual(domains(headless, ipv4), [
+        "mysql.default.svc.cluster.local",
+        "mysql.default.svc.cluster.local.",
+        "mysql",
+        "mysql.default.svc",
+        "mysql.default",
+        "*.mysql.default.svc.cluster.local",
+        "*.mysql.default.svc.cluster.local.",
+        "*.mysql",
+        "*.mysql.default.svc",
+        "*.mysql.default",
+      ]);
+      const none = service({
+        hostname: "legacy.example.com",
+        resolution: "RESOLUTION_PASSTHROUGH",
+        registry: "serviceentry",
+      });
+      assert.deepEqual(domains(none, ipv4), ["legacy.example.com", "legacy.example.com."]);
+    });
+  });
+
+  it("sets ignore_port_in_host_matching on <port> and <hostname>:<port> route configurations", () => {
+    const proxy = sidecarProxy("10.1.0.4", { app: "productpage", version: "v1" });
+    const names = ["9080", "reviews.default.svc.cluster.local:9080"];
+    const generated = generateSidecarRoutes(
+      { push: bookinfo([]), proxy, cache: new XdsCache() },
+      new Set(names),
+    );
+    assert.deepEqual(
+      generated.map((g) => g.name),
+      names,
+    );
+    for (const { resource } of generated) {
+      const json = decode(resource, TypeUrl.RouteConfiguration, RouteConfiguration);
+      assert.equal(json.ignorePortInHostMatching, true);
+    }
   });
 
   it("translates matches, sourceLabels, fault, retries, timeouts, mirrors, rewrite, headers and CORS", () => {

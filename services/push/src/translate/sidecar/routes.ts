@@ -1,4 +1,4 @@
-import { isIPv6 } from "node:net";
+import { isIP } from "node:net";
 import { resolveHost } from "@sextant/model";
 import { type ConfigRef, packAny, type Service } from "@sextant/proto";
 import {
@@ -24,7 +24,7 @@ import type {
   StringMatch,
   VirtualService,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
-import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
+import { Protocol, Resolution } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import { regexProblem } from "@sextant/validation";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { RoutedVirtualService } from "../../model/delegation.js";
@@ -44,6 +44,7 @@ import {
 } from "../common/routes.js";
 import { type GenerationContext, generateByName } from "../generator.js";
 import { outboundClusterName } from "../names.js";
+import { addressesOfProxyFamilies, WILDCARD_IPV4 } from "./dual-stack.js";
 import { CORS_FILTER_NAME, PASSTHROUGH_CLUSTER } from "./filters.js";
 
 /** A plain object RouteConfiguration.fromPartial turns into a typed message. */
@@ -132,6 +133,9 @@ function parseRouteName(name: string): { port: number; host?: string } | undefin
  * domains `*`, without a catch-all; no virtual host if the port is not
  * there or not HTTP or sniffed.
  *
+ * Both ignore the port in host matching, as Istio's for every proxy but
+ * proxyless gRPC: a Host header `reviews:9080` matches the domain `reviews`.
+ *
  * Null for a name that is neither.
  */
 export function buildSidecarRouteConfiguration(
@@ -168,11 +172,13 @@ export function buildSidecarRouteConfiguration(
     const services = scope.services
       .filter(hasPort)
       .sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
-    const knownHosts = new Set(
-      services.flatMap((service) => [service.hostname, `${service.hostname}:${port}`]),
-    );
+    const knownHosts = new Set(services.map((service) => service.hostname));
     for (const service of services) {
-      const domains = uniqueDomains(service, port, proxy.namespace, claimed, knownHosts);
+      const domains = uniqueDomains(
+        virtualHostDomains(service, proxy, push.domainSuffix),
+        claimed,
+        knownHosts,
+      );
       if (domains.length > 0) virtualHosts.push(virtualHost(service, domains));
     }
     virtualHosts.push(catchAllVirtualHost(scope.outboundTrafficPolicy));
@@ -182,6 +188,8 @@ export function buildSidecarRouteConfiguration(
     virtualHosts: virtualHosts as never,
     validateClusters: false,
     maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_SIZE_BYTES,
+    // The domains carry no port (see virtualHostDomains).
+    ignorePortInHostMatching: true,
   });
   return { name, resource: packAny(TypeUrl.RouteConfiguration, RouteConfiguration, configuration), sources };
 }
@@ -231,51 +239,104 @@ function catchAllVirtualHost(policy: "ALLOW_ANY" | "REGISTRY_ONLY"): Plain {
   };
 }
 
+/** The domains of a service's virtual host, and which of them are its expanded (alternative) names. */
+interface VirtualHostDomains {
+  domains: string[];
+  /** Istio's altHosts: the absolute FQDN and short names, which yield to another service's own hostname. */
+  altHosts: string[];
+}
+
 /**
- * Istio's generateVirtualHostDomains: the FQDN, then the short names a
- * client in the proxy's namespace may use (GenerateAltVirtualHosts: in the
- * same namespace `name`, `name.ns.svc`, `name.ns`; from another namespace
- * `name.ns`, `name.ns.svc`), then the service's VIP; each with and without
- * the port. IPv6 addresses are bracketed.
+ * Istio's generateVirtualHostDomains for an Envoy sidecar (Istio's
+ * SidecarIgnorePort: every proxy but proxyless gRPC), whose route
+ * configurations set ignore_port_in_host_matching, so no domain carries a
+ * port: the hostname, its alternative names (GenerateAltVirtualHosts: the
+ * absolute FQDN `<fqdn>.`, Istio's PILOT_ENABLE_ABSOLUTE_FQDN_VHOST_DOMAIN,
+ * on since 1.27; then, for a hostname under the proxy's `.svc.<suffix>`,
+ * the short names a client in the proxy's namespace may use: in the same
+ * namespace `name`, `name.ns.svc`, `name.ns`; from another one `name.ns`,
+ * `name.ns.svc`), for a headless Kubernetes service each of these again
+ * with `*.` (a pod's own name, `<pod>.<service>...`, routes to the
+ * service), then the service's addresses the proxy can use (see
+ * {@link virtualHostAddresses}), an IPv6 one bracketed.
  */
-export function virtualHostDomains(service: Service, port: number, proxyNamespace: string): string[] {
+export function virtualHostDomains(
+  service: Service,
+  proxy: MeshProxy,
+  domainSuffix: string,
+): VirtualHostDomains {
   const host = service.hostname;
-  const names = [host];
+  const altHosts = alternativeHosts(host, proxy.namespace, domainSuffix);
+  const names = [bracketIPv6(host), ...altHosts];
+  const headless =
+    service.registry === "kubernetes" && service.resolution === Resolution.RESOLUTION_PASSTHROUGH;
+  const wildcards = headless ? names.map((name) => `*.${name}`) : [];
+  const addresses = virtualHostAddresses(service, proxy).map(bracketIPv6);
+  return { domains: [...names, ...wildcards, ...addresses], altHosts };
+}
+
+/**
+ * Istio's GenerateAltVirtualHosts without ports, for a proxy in Kubernetes
+ * (its DNS domain `<namespace>.svc.<suffix>`): the absolute FQDN (not for an
+ * IP address), then the short names of a hostname `<name>.<ns>.svc.<suffix>`.
+ */
+function alternativeHosts(host: string, proxyNamespace: string, domainSuffix: string): string[] {
+  const out = isIP(host) === 0 ? [`${host}.`] : [];
+  if (!host.endsWith(`.svc.${domainSuffix}`)) return out;
   const svc = host.indexOf(".svc.");
   const dot = host.indexOf(".");
-  if (svc > 0 && dot > 0 && dot < svc) {
-    const short = host.slice(0, dot);
-    const namespace = host.slice(dot + 1, svc);
-    const withNamespace = host.slice(0, svc);
-    if (namespace === proxyNamespace) names.push(short, `${withNamespace}.svc`, withNamespace);
-    else names.push(withNamespace, `${withNamespace}.svc`);
-  }
-  const vip = service.addresses.find((address) => address && address !== "0.0.0.0");
-  if (vip) names.push(isIPv6(vip) ? `[${vip}]` : vip);
-  return names.flatMap((name) => [name, `${name}:${port}`]);
+  if (dot < 0 || dot >= svc) return out;
+  const short = host.slice(0, dot);
+  const withNamespace = host.slice(0, svc);
+  const namespace = host.slice(dot + 1, svc);
+  if (namespace === proxyNamespace) out.push(short, `${withNamespace}.svc`, withNamespace);
+  else out.push(withNamespace, `${withNamespace}.svc`);
+  return out;
+}
+
+/**
+ * The addresses of a service a proxy's virtual host lists (Istio's
+ * GetAllAddressesForProxy on the per-port copy of the service it routes
+ * by). A Kubernetes service: its cluster IPs of the proxy's IP families,
+ * every one for a dual-stack proxy (Sextant's dual-stack rule, Istio with
+ * ISTIO_DUAL_STACK), none if no cluster IP is of the proxy's families. A
+ * ServiceEntry: its first address, of any family; Istio makes a service
+ * per address and keys the port's services by hostname, so one address
+ * (whichever its unordered registry lists last) reaches the virtual host,
+ * and Sextant binds the first (see listeners.ts). Never `0.0.0.0` (a
+ * headless service, a ServiceEntry without addresses).
+ */
+function virtualHostAddresses(service: Service, proxy: MeshProxy): string[] {
+  const usable = (address: string) => address !== "" && address !== WILDCARD_IPV4;
+  if (service.registry === "kubernetes")
+    return addressesOfProxyFamilies(proxy, service.addresses).filter(usable);
+  const first = service.addresses.find(usable);
+  return first === undefined ? [] : [first];
+}
+
+/** Istio's IPv6Compliant: a name with a colon (an IPv6 address) in brackets, as a Host header carries it. */
+function bracketIPv6(name: string): string {
+  return name.includes(":") ? `[${name}]` : name;
 }
 
 /**
  * Istio's dedupeDomains: a domain (case-insensitively) belongs to the first
- * virtual host that claims it, and a short name generated for one service
- * that is another service's own hostname (a ServiceEntry host
+ * virtual host that claims it, and an alternative name generated for one
+ * service that is another service's own hostname (a ServiceEntry host
  * `reviews.default` beside the Kubernetes service `reviews` of namespace
  * default) is left to that service. Envoy rejects a route configuration
  * with a domain in two virtual hosts. Claims the domains it returns.
  */
 function uniqueDomains(
-  service: Service,
-  port: number,
-  proxyNamespace: string,
+  { domains, altHosts }: VirtualHostDomains,
   claimed: Set<string>,
   knownHosts: ReadonlySet<string>,
 ): string[] {
-  const own = new Set([service.hostname, `${service.hostname}:${port}`]);
   const kept: string[] = [];
-  for (const domain of virtualHostDomains(service, port, proxyNamespace)) {
+  for (const domain of domains) {
     const lower = domain.toLowerCase();
     if (claimed.has(lower)) continue;
-    if (!own.has(domain) && knownHosts.has(domain)) continue;
+    if (altHosts.includes(domain) && knownHosts.has(domain)) continue;
     kept.push(domain);
     claimed.add(lower);
   }

@@ -67,7 +67,14 @@ export function buildLoadAssignment(
   const subsetLabels = parsed.subset ? rule?.spec.subsets.find((s) => s.name === parsed.subset)?.labels : {};
   if (!subsetLabels) return null;
 
+  const port = (endpoint: Endpoint) =>
+    endpoint.ports[servicePort.name] || servicePort.targetPort || servicePort.number;
   const byLocality = new Map<string, { locality: Endpoint["locality"]; endpoints: Endpoint[] }>();
+  // gRPC C-core (1.51 among them) NACKs a load assignment that names one address:port twice,
+  // in one locality or two ("duplicate endpoint address"): the registry may hold it twice
+  // (a pod in two EndpointSlices of its service, a WorkloadEntry and a pod with one IP), so the
+  // first, in registry order, wins.
+  const seen = new Set<string>();
   for (const endpoint of push.endpointsByHost.get(parsed.host) ?? []) {
     if (
       endpoint.health !== HealthStatus.HEALTH_STATUS_HEALTHY &&
@@ -77,14 +84,15 @@ export function buildLoadAssignment(
     if (!isIpLiteral(endpoint.address)) continue;
     if (!onProxyNode(service, endpoint, proxy)) continue;
     if (!Object.entries(subsetLabels).every(([label, value]) => endpoint.labels[label] === value)) continue;
+    const address = `${endpoint.address}:${port(endpoint)}`;
+    if (seen.has(address)) continue;
+    seen.add(address);
     const locality = endpoint.locality ?? { region: "", zone: "", subzone: "" };
     const key = `${locality.region}/${locality.zone}/${locality.subzone}`;
     const group = byLocality.get(key) ?? { locality, endpoints: [] };
     group.endpoints.push(endpoint);
     byLocality.set(key, group);
   }
-  const port = (endpoint: Endpoint) =>
-    endpoint.ports[servicePort.name] || servicePort.targetPort || servicePort.number;
   const localities = [...byLocality]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([, { locality, endpoints }]) => {

@@ -114,12 +114,35 @@ export function buildLoadAssignment(
         priority: 0,
       };
     });
-  const assignment = ClusterLoadAssignment.fromPartial({ clusterName: name, endpoints: localities });
+  const assignment = ClusterLoadAssignment.fromPartial({
+    clusterName: name,
+    endpoints: withinUint32(localities),
+  });
   return {
     name,
     resource: packAny(TypeUrl.ClusterLoadAssignment, ClusterLoadAssignment, assignment),
     sources: rule && parsed.subset ? [rule.ref] : [],
   };
+}
+
+const UINT32_MAX = 0xffff_ffff;
+
+/**
+ * Locality weights whose sum fits a uint32: gRPC C-core NACKs a priority
+ * whose locality weights add up to more ("sum of locality weights for
+ * priority 0 exceeds uint32 max"), and a single weight over it does not fit
+ * the field. Endpoint weights are uint32 each (WorkloadEntry `weight`), so a
+ * few large ones overflow; then every locality keeps its share, scaled down,
+ * and at least 1.
+ */
+function withinUint32<T extends { loadBalancingWeight: number }>(localities: T[]): T[] {
+  const total = localities.reduce((sum, locality) => sum + locality.loadBalancingWeight, 0);
+  if (total <= UINT32_MAX) return localities;
+  const room = UINT32_MAX - localities.length;
+  return localities.map((locality) => ({
+    ...locality,
+    loadBalancingWeight: 1 + Math.floor((locality.loadBalancingWeight / total) * room),
+  }));
 }
 
 function isIpLiteral(address: string): boolean {

@@ -36,7 +36,7 @@ const GRPC_MAX_RING_SIZE = 8_388_608;
  * written, for the clients of gRFC A48 (grpc-go, grpc-java) that both
  * clients push serves would NACK.
  */
-const GRPC_SIMPLE_LB = new Set([
+const SIMPLE_LB_GRPC_RUNS = new Set([
   LoadBalancerSettings_SimpleLB.UNSPECIFIED,
   LoadBalancerSettings_SimpleLB.ROUND_ROBIN,
 ]);
@@ -45,9 +45,10 @@ const GRPC_SIMPLE_LB = new Set([
  * Clusters for proxyless gRPC clients, one per requested
  * `outbound|<port>|<subset>|<fqdn>`: EDS over ADS, with the DestinationRule's
  * traffic policy (subset over top level, port-level over both) in the forms
- * both gRPC C-core 1.51 and grpc-js-xds 1.14 accept: what they cannot run is
- * left out or replaced by what they can, and logged. An ISTIO_MUTUAL cluster's SANs are the service
- * accounts of its host's endpoints, so the key names their version: an
+ * both gRPC C-core 1.51 and grpc-js-xds 1.14 accept: what they cannot run
+ * is left out or replaced by what they can, and logged. An ISTIO_MUTUAL
+ * cluster's SANs are the service accounts of its host's endpoints, so the
+ * key names their version: an
  * endpoint change that brings a new account rebuilds the cluster, one that
  * does not finds it cached.
  */
@@ -118,7 +119,7 @@ export function buildCluster(
         { cluster: name, namespace, minimumRingSize: requested },
         `proxyless gRPC rings hold at most ${GRPC_MAX_RING_SIZE} entries; sending that as minimum_ring_size`,
       );
-  } else if (loadBalancer?.simple !== undefined && !GRPC_SIMPLE_LB.has(loadBalancer.simple)) {
+  } else if (loadBalancer?.simple !== undefined && !SIMPLE_LB_GRPC_RUNS.has(loadBalancer.simple)) {
     logger?.warn(
       { cluster: name, namespace, lbPolicy: LoadBalancerSettings_SimpleLB[loadBalancer.simple] },
       "proxyless gRPC cannot apply this load balancer; sending ROUND_ROBIN",

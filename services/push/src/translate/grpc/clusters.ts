@@ -48,9 +48,8 @@ const SIMPLE_LB_GRPC_RUNS = new Set([
  * both gRPC C-core 1.51 and grpc-js-xds 1.14 accept: what they cannot run
  * is left out or replaced by what they can, and logged. An ISTIO_MUTUAL
  * cluster's SANs are the service accounts of its host's endpoints, so the
- * key names their version: an
- * endpoint change that brings a new account rebuilds the cluster, one that
- * does not finds it cached.
+ * key names their version: an endpoint change that brings a new account
+ * rebuilds the cluster, one that does not finds it cached.
  */
 export function generateGrpcClusters(context: GenerationContext, watched: WatchedNames): GeneratedResource[] {
   const { push, proxy } = context;

@@ -460,3 +460,152 @@ spec:
     assert.deepEqual(nacks(mesh), []);
   });
 });
+
+describe("gRPC C-core (python3-grpcio) and grpc-js-xds through push: load balancers they cannot run", () => {
+  // Both parse only lb_policy ROUND_ROBIN and RING_HASH: sent LEAST_REQUEST or RANDOM as written,
+  // C-core 1.51 NACKs the cluster ("LB policy is not supported"), grpc-js-xds too ("unsupported
+  // lb_policy"), and a client that never had the cluster cannot call at all. Push sends them
+  // ROUND_ROBIN instead (and logs it), so both clients still reach the service.
+  let mesh: SecureMesh;
+  let ccoreClient: CcoreWorkload;
+  let grpcJsClient: Workload;
+  const servers: CcoreWorkload[] = [];
+  const logs = () => [ccoreClient, ...servers].map((w) => w?.output() ?? "").join("\n");
+
+  before(async () => {
+    assertGrpcioInstalled();
+    mesh = await startSecureMesh([productpage, reviews, ratings]);
+    const backends = [
+      await backend("reviews-v1", "reviews", "v1", "127.0.0.91", reviews),
+      await backend("reviews-v2", "reviews", "v2", "127.0.0.92", reviews),
+    ];
+    await mesh.apply(registration(REVIEWS, "10.96.0.91", backends));
+    // Before any client asks: the first Cluster each client gets is the one with these policies.
+    await mesh.apply(`apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: reviews, namespace: default}
+spec:
+  host: ${REVIEWS}
+  trafficPolicy:
+    loadBalancer: {simple: LEAST_REQUEST}
+  subsets:
+  - name: v1
+    labels: {version: v1}
+    trafficPolicy:
+      loadBalancer: {simple: RANDOM}
+  - {name: v2, labels: {version: v2}}
+`);
+    for (const entry of backends) {
+      servers.push(
+        await startCcoreWorkload({
+          role: "server",
+          name: entry.name,
+          agent: await startAgentFor(mesh, entry),
+          address: `${entry.address}:${entry.port}`,
+        }),
+      );
+    }
+    ccoreClient = await startCcoreWorkload({
+      role: "client",
+      name: "productpage",
+      agent: await mesh.startAgent({
+        pod: "productpage-v1-0",
+        account: productpage,
+        ip: "127.0.0.93",
+        labels: { app: "productpage", version: "v1" },
+      }),
+    });
+    grpcJsClient = await mesh.startWorkload({
+      role: "client",
+      name: "ratings",
+      agent: await mesh.startAgent({
+        pod: "ratings-v1-0",
+        account: ratings,
+        ip: "127.0.0.94",
+        labels: { app: "ratings", version: "v1" },
+      }),
+    });
+  });
+  after(async () => {
+    for (const workload of [ccoreClient, ...servers]) await workload?.stop();
+    await mesh?.close();
+  });
+
+  it("LEAST_REQUEST on the host: both clients reach both versions", async () => {
+    for (const client of [ccoreClient, grpcJsClient]) {
+      await until(
+        async () => {
+          const { counts } = await client.tally(reviewsTarget, 30);
+          return ["reviews-v1", "reviews-v2"].every((name) => (counts[name] ?? 0) > 0);
+        },
+        {
+          timeoutMs: 60_000,
+          message: `a client never reached both versions (a NACK of LEAST_REQUEST?)`,
+          output: logs,
+        },
+      );
+    }
+  });
+
+  it("RANDOM on a subset: both clients route every call to it", async () => {
+    await mesh.apply(ALL_V1);
+    for (const client of [ccoreClient, grpcJsClient]) {
+      await until(async () => (await client.tally(reviewsTarget, 30)).counts["reviews-v1"] === 30, {
+        timeoutMs: 30_000,
+        message: `traffic never went to v1 only (a NACK of RANDOM?)`,
+        output: logs,
+      });
+      const { counts, errors } = await client.tally(reviewsTarget, 50);
+      assert.deepEqual(counts, { "reviews-v1": 50 }, errors.join("\n"));
+    }
+  });
+
+  // grpc-js-xds only: a C-core 1.51 client dies of SIGSEGV on its first pick through any RING_HASH
+  // cluster, retry policy or not (its ring hash picker crash, grpc/grpc#31766, fixed upstream by
+  // grpc/grpc#32012), so the C-core client makes no call from here on.
+  it("consistentHash with a maglev table on a subset: sent as a ring, the grpc-js-xds client routes every call to it", async () => {
+    await mesh.apply(`apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: reviews, namespace: default}
+spec:
+  host: ${REVIEWS}
+  trafficPolicy:
+    loadBalancer: {simple: LEAST_REQUEST}
+  subsets:
+  - name: v1
+    labels: {version: v1}
+    trafficPolicy:
+      loadBalancer: {simple: RANDOM}
+  - name: v2
+    labels: {version: v2}
+    trafficPolicy:
+      loadBalancer:
+        consistentHash: {httpHeaderName: x-user, maglev: {tableSize: 65537}}
+`);
+    await mesh.apply(
+      virtualService(
+        REVIEWS,
+        `  - route:
+    - destination: {host: ${REVIEWS}, subset: v2}
+`,
+      ),
+    );
+    await until(async () => (await grpcJsClient.tally(reviewsTarget, 30)).counts["reviews-v2"] === 30, {
+      timeoutMs: 30_000,
+      message: `traffic never went to v2 only (a NACK of the ring?)`,
+      output: logs,
+    });
+  });
+
+  it("neither client NACKed a cluster, and push logged the load balancers it could not apply", async () => {
+    assert.deepEqual(nacks(mesh), []);
+    const fallbacks = mesh.push
+      .output()
+      .split("\n")
+      .filter((line) =>
+        line.includes('"proxyless gRPC cannot apply this load balancer; sending ROUND_ROBIN"'),
+      )
+      .map((line) => (JSON.parse(line) as { lbPolicy: string }).lbPolicy);
+    assert.deepEqual([...new Set(fallbacks)].sort(), ["LEAST_REQUEST", "RANDOM"]);
+  });
+});

@@ -119,8 +119,10 @@ spec:
   it("records a NACK with the client's own message, ties it to the DestinationRule, and keeps the old config serving", async () => {
     await apply(sample("virtual-service-all-v1.yaml"));
     await eventually(async () => (await tally(client, 40)).get("reviews-v1") === 40, { timeoutMs: 10_000 });
-    // Bookinfo's own destination-rule-reviews.yaml asks for RANDOM, which gRPC clients do not implement.
-    await apply(sample("destination-rule-reviews.yaml"));
+    // Bookinfo's own destination-rule-all-mtls.yaml asks for ISTIO_MUTUAL, which this client, whose
+    // bootstrap declares no certificate provider (no mesh certificates), cannot run. (A load
+    // balancer gRPC lacks, RANDOM, is no longer NACKed: push sends it as ROUND_ROBIN.)
+    await apply(sample("destination-rule-all-mtls.yaml"));
     const nack = await eventually(
       async () => {
         const syncz = (await (
@@ -132,7 +134,7 @@ spec:
       },
       { timeoutMs: 15_000, message: "no NACK in /debug/syncz" },
     );
-    assert.match(nack.message, /unsupported lb_policy: RANDOM|lb_policy.*RANDOM/);
+    assert.match(nack.message, /ca_certificate_provider_instance/);
     const analysis = await eventually(async () => {
       const report = (await (await fetch(`http://127.0.0.1:${ingest.httpPort}/v1/analyze`)).json()) as {
         messages: Array<{ kind: string; name: string; origin: string; message: string }>;
@@ -141,7 +143,7 @@ spec:
         (m) => m.origin === "proxy" && m.kind === "DestinationRule" && m.name === "reviews",
       );
     });
-    assert.match(analysis.message, /RANDOM/);
+    assert.match(analysis.message, /ca_certificate_provider_instance/);
     const counts = await tally(client, 100);
     assert.deepEqual([...counts], [["reviews-v1", 100]]);
     await apply(sample("destination-rule-all.yaml"));

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { type Any, EndpointShard, HealthStatus } from "@sextant/proto";
@@ -9,6 +10,7 @@ import { XdsCache } from "../src/cache/xds-cache.js";
 import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
 import type { PushContext } from "../src/model/push-context.js";
 import type { GeneratedResource } from "../src/model/types.js";
+import type { GenerationContext } from "../src/translate/generator.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { contextOf, dumpAny, type GoldenInput, TYPES } from "./golden-inputs.js";
 import { grpcNode } from "./harness.js";
@@ -186,6 +188,35 @@ subscribe: {clusters: ["${name}"]}
     const change = (hosts: string[]) => ({ full: false, endpointHosts: new Set(hosts) });
     assert.ok(generator.needsPush(change([host]), new Set([name])), "CDS not pushed on its host's endpoints");
     assert.ok(!generator.needsPush(change(["ratings.default.svc.cluster.local"]), new Set([name])));
+  });
+
+  it("logs each load balancer it cannot send as written (testdata/grpc/lb-fallback)", () => {
+    const input = parse(readFileSync(`${testdata}/lb-fallback.in.yaml`, "utf8")) as GoldenInput;
+    const warnings: Array<{ cluster: string; lbPolicy?: string; minimumRingSize?: number; message: string }> =
+      [];
+    const logger = {
+      warn: (fields: { cluster: string; lbPolicy?: string }, message: string) => {
+        warnings.push({ ...fields, message });
+      },
+    } as unknown as GenerationContext["logger"];
+    const context = { push: contextOf(input), proxy: proxyOf(input), cache: new XdsCache(), logger };
+    XDS_TYPES.generator("grpc", TypeUrl.Cluster)!.generate(context, new Set(input.subscribe.clusters));
+    const subset = (cluster: string) => cluster.split("|")[2];
+    assert.deepEqual(
+      warnings.map((w) => [subset(w.cluster), w.lbPolicy ?? w.minimumRingSize ?? "", w.message]).sort(),
+      [
+        ["", "LEAST_REQUEST", "proxyless gRPC cannot apply this load balancer; sending ROUND_ROBIN"],
+        [
+          "huge-ring",
+          10000000,
+          "proxyless gRPC rings hold at most 8388608 entries; sending that as minimum_ring_size",
+        ],
+        ["least-conn", "LEAST_CONN", "proxyless gRPC cannot apply this load balancer; sending ROUND_ROBIN"],
+        ["maglev", "", "proxyless gRPC has no MAGLEV load balancer; sending RING_HASH"],
+        ["passthrough", "PASSTHROUGH", "proxyless gRPC cannot apply this load balancer; sending ROUND_ROBIN"],
+        ["random", "RANDOM", "proxyless gRPC cannot apply this load balancer; sending ROUND_ROBIN"],
+      ],
+    );
   });
 
   it("drops unhealthy endpoints", () => {

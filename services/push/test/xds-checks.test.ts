@@ -874,3 +874,49 @@ describe("the xDS checker (snapshotViolations)", () => {
     });
   });
 });
+
+describe("the xDS checker for proxyless gRPC: what C-core 1.51 and grpc-js-xds reject beyond Envoy", () => {
+  const grpcCheck = (replace: XdsSnapshot) => check(replace, "grpc");
+  const locality = (zone: string, weight: number, ...addresses: string[]) => ({
+    locality: { region: "r", zone },
+    loadBalancingWeight: weight,
+    lbEndpoints: addresses.map((address) => ({
+      endpoint: { address: { socketAddress: { address, portValue: 9080 } } },
+    })),
+  });
+
+  it("accepts ROUND_ROBIN and RING_HASH with a ring of at most 8388608", () => {
+    assert.deepEqual(grpcCheck({ clusters: [cluster()] }), []);
+    assert.deepEqual(
+      grpcCheck({ clusters: [cluster({ lbPolicy: 2, ringHashLbConfig: { minimumRingSize: 8_388_608 } })] }),
+      [],
+    );
+  });
+
+  it("rejects any other lb_policy", () => {
+    assert.deepEqual(grpcCheck({ clusters: [cluster({ lbPolicy: 1 })] }), [
+      `clusters ${CLUSTER}: lb_policy: LEAST_REQUEST (gRPC: "LB policy is not supported")`,
+    ]);
+    assert.deepEqual(grpcCheck({ clusters: [cluster({ lbPolicy: 3 })] }), [
+      `clusters ${CLUSTER}: lb_policy: RANDOM (gRPC: "LB policy is not supported")`,
+    ]);
+  });
+
+  it("rejects an address twice in a load assignment, and locality weights over a uint32", () => {
+    const assignment = (...localities: ReturnType<typeof locality>[]) =>
+      ClusterLoadAssignment.fromPartial({ clusterName: CLUSTER, endpoints: localities });
+    assert.deepEqual(grpcCheck({ endpoints: [assignment(locality("a", 2, "10.1.0.1", "10.1.0.2"))] }), []);
+    assert.deepEqual(
+      grpcCheck({ endpoints: [assignment(locality("a", 1, "10.1.0.1"), locality("b", 1, "10.1.0.1"))] }),
+      [`endpoints ${CLUSTER}: endpoints: 10.1.0.1:9080 twice (gRPC: "duplicate endpoint address")`],
+    );
+    assert.deepEqual(
+      grpcCheck({
+        endpoints: [
+          assignment(locality("a", 4_000_000_000, "10.1.0.1"), locality("b", 400_000_000, "10.1.0.2")),
+        ],
+      }),
+      [`endpoints ${CLUSTER}: endpoints: locality weights add up to 4400000000 (gRPC: "exceeds uint32 max")`],
+    );
+  });
+});

@@ -106,7 +106,8 @@ export function snapshotViolations(snapshot: XdsSnapshot, options: SnapshotCheck
         for (const v of violations) out.push(`${type} ${name}: ${formatViolation(v)}`);
       };
       let found = validateAny(any).map(formatViolation);
-      if (options.proxy === "grpc") found = unacceptedGrpcViolations(found);
+      if (options.proxy === "grpc")
+        found = [...unacceptedGrpcViolations(found), ...grpcClientViolations(type, resource)];
       for (const v of found) out.push(`${type} ${name}: ${v}`);
       if (!resource) return;
       decoded[type].push({ name, resource });
@@ -181,6 +182,44 @@ function snapshotWideViolations(
       out.push(
         `listeners ${name}: bind_to_port: false, but no listener has use_original_dst to hand it connections`,
       );
+  }
+  return out;
+}
+
+const wrapped = (field: unknown): number | undefined => (field as { value?: number } | undefined)?.value;
+
+/**
+ * What the proxyless clients' own parsers reject in a Cluster or a
+ * ClusterLoadAssignment that Envoy's rules allow (gRPC C-core 1.51
+ * xds_cluster.cc and xds_endpoint.cc; grpc-js-xds 1.14 cluster-resource-type).
+ * Their ring size limit, 8388608, is Envoy's too.
+ */
+function grpcClientViolations(type: GoldenType, resource: Decoded | undefined): string[] {
+  if (!resource) return [];
+  const out: string[] = [];
+  if (type === "clusters") {
+    const lbPolicy = String(resource.lb_policy ?? "ROUND_ROBIN");
+    if (lbPolicy !== "ROUND_ROBIN" && lbPolicy !== "RING_HASH")
+      out.push(`lb_policy: ${lbPolicy} (gRPC: "LB policy is not supported")`);
+    if (resource.load_balancing_policy) out.push("load_balancing_policy: set (C-core 1.51 ignores it)");
+  }
+  if (type === "endpoints") {
+    const seen = new Set<string>();
+    let total = 0;
+    for (const locality of (resource.endpoints ?? []) as Decoded[]) {
+      total += wrapped(locality.load_balancing_weight) ?? 0;
+      for (const lbEndpoint of (locality.lb_endpoints ?? []) as Decoded[]) {
+        const socket = ((lbEndpoint.endpoint as Decoded | undefined)?.address as Decoded | undefined)
+          ?.socket_address as Decoded | undefined;
+        const address = `${String(socket?.address)}:${String(socket?.port_value ?? 0)}`;
+        if (seen.has(address)) out.push(`endpoints: ${address} twice (gRPC: "duplicate endpoint address")`);
+        seen.add(address);
+        if (wrapped(lbEndpoint.load_balancing_weight) === 0)
+          out.push(`endpoints: ${address} weight 0 (gRPC: "must be greater than 0")`);
+      }
+    }
+    if (total > 0xffff_ffff)
+      out.push(`endpoints: locality weights add up to ${total} (gRPC: "exceeds uint32 max")`);
   }
   return out;
 }

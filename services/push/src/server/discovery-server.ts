@@ -73,7 +73,7 @@ export class DiscoveryServer {
     this.#queue = new PushQueue(options.concurrency, (id, change, startedAt) =>
       this.pushTo(id, change, startedAt),
     );
-    this.#resources = new GeneratedResources(options.types, options.cache, options.context);
+    this.#resources = new GeneratedResources(options.types, options.cache, options.context, options.logger);
     // What connections of either variant report to the server.
     this.#callbacks = {
       logger: options.logger,

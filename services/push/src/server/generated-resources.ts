@@ -1,3 +1,4 @@
+import type { Logger } from "@sextant/observability";
 import type { XdsCache } from "../cache/xds-cache.js";
 import type { MeshProxy } from "../model/proxy.js";
 import type { PushContext } from "../model/push-context.js";
@@ -19,6 +20,7 @@ export class GeneratedResources implements ResourceSource {
     private readonly cache: XdsCache,
     /** The current snapshot; undefined until the initial sync is done. */
     private readonly context: () => PushContext | undefined,
+    private readonly logger?: Pick<Logger, "warn">,
   ) {}
 
   serves(proxy: MeshProxy, typeUrl: string): boolean {
@@ -49,7 +51,7 @@ export class GeneratedResources implements ResourceSource {
       this.cache.clear();
       this.#cacheVersion = push.configVersion;
     }
-    const context = { push, proxy, cache: this.cache };
+    const context = { push, proxy, cache: this.cache, logger: this.logger };
     const named = namedOf(names);
     if (!isWildcard(names)) return generator.generate(context, named);
     const resources = generator.generate(context, WILDCARD);

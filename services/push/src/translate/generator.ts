@@ -1,3 +1,4 @@
+import type { Logger } from "@sextant/observability";
 import type { XdsCache } from "../cache/xds-cache.js";
 import type { MeshProxy } from "../model/proxy.js";
 import type { PushContext } from "../model/push-context.js";
@@ -8,6 +9,8 @@ export interface GenerationContext {
   readonly push: PushContext;
   readonly proxy: MeshProxy;
   readonly cache: XdsCache;
+  /** Where a generator says what it could not translate as written (istiod's warnings). */
+  readonly logger?: Pick<Logger, "warn">;
 }
 
 /**

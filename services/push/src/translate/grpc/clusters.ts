@@ -18,25 +18,38 @@ import { type GenerationContext, generateByName } from "../generator.js";
 import { parseOutboundClusterName } from "../names.js";
 import { upstreamMtlsSocket } from "./tls.js";
 
-/** Istio's simple load balancers as Envoy's lb_policy; gRPC clients accept ROUND_ROBIN and RING_HASH. */
-const LB_POLICY: Partial<Record<LoadBalancerSettings_SimpleLB, Cluster_LbPolicy>> = {
-  [LoadBalancerSettings_SimpleLB.UNSPECIFIED]: Cluster_LbPolicy.ROUND_ROBIN,
-  [LoadBalancerSettings_SimpleLB.ROUND_ROBIN]: Cluster_LbPolicy.ROUND_ROBIN,
-  [LoadBalancerSettings_SimpleLB.LEAST_CONN]: Cluster_LbPolicy.LEAST_REQUEST,
-  [LoadBalancerSettings_SimpleLB.LEAST_REQUEST]: Cluster_LbPolicy.LEAST_REQUEST,
-  [LoadBalancerSettings_SimpleLB.RANDOM]: Cluster_LbPolicy.RANDOM,
-  [LoadBalancerSettings_SimpleLB.PASSTHROUGH]: Cluster_LbPolicy.CLUSTER_PROVIDED,
-};
+/**
+ * The largest ring a gRPC client builds: both clients NACK a
+ * `ring_hash_lb_config` ring size above it (C-core 1.51 "must be in the range
+ * of 1 to 8388608", grpc-js-xds "minimum_ring_size is too large").
+ */
+const GRPC_MAX_RING_SIZE = 8_388_608;
+
+/**
+ * Of Envoy's lb_policy values, gRPC C-core 1.51 and grpc-js-xds 1.14 parse
+ * only ROUND_ROBIN and RING_HASH (C-core: "LB policy is not supported",
+ * grpc-js-xds: "unsupported lb_policy"), and neither knows a
+ * `load_balancing_policy` for least request or random. So every simple load
+ * balancer but ROUND_ROBIN is sent as ROUND_ROBIN, gRPC's default, and push
+ * logs that it could not apply it. istiod's grpcgen does the same for RANDOM,
+ * PASSTHROUGH and the deprecated LEAST_CONN, but sends LEAST_REQUEST as
+ * written, for the clients of gRFC A48 (grpc-go, grpc-java) that both
+ * clients push serves would NACK.
+ */
+const SIMPLE_LB_GRPC_RUNS = new Set([
+  LoadBalancerSettings_SimpleLB.UNSPECIFIED,
+  LoadBalancerSettings_SimpleLB.ROUND_ROBIN,
+]);
 
 /**
  * Clusters for proxyless gRPC clients, one per requested
  * `outbound|<port>|<subset>|<fqdn>`: EDS over ADS, with the DestinationRule's
- * traffic policy (subset over top level, port-level over both) translated
- * faithfully: a policy the client cannot run is sent as written, and the
- * client's NACK says so. An ISTIO_MUTUAL cluster's SANs are the service
- * accounts of its host's endpoints, so the key names their version: an
- * endpoint change that brings a new account rebuilds the cluster, one that
- * does not finds it cached.
+ * traffic policy (subset over top level, port-level over both) in the forms
+ * both gRPC C-core 1.51 and grpc-js-xds 1.14 accept: what they cannot run
+ * is left out or replaced by what they can, and logged. An ISTIO_MUTUAL
+ * cluster's SANs are the service accounts of its host's endpoints, so the
+ * key names their version: an endpoint change that brings a new account
+ * rebuilds the cluster, one that does not finds it cached.
  */
 export function generateGrpcClusters(context: GenerationContext, watched: WatchedNames): GeneratedResource[] {
   const { push, proxy } = context;
@@ -51,12 +64,17 @@ export function generateGrpcClusters(context: GenerationContext, watched: Watche
         push.configVersion,
         push.serviceAccountVersion(parseOutboundClusterName(name)?.host ?? ""),
       ),
-    (name) => buildCluster(push, proxy.namespace, name),
+    (name) => buildCluster(push, proxy.namespace, name, context.logger),
   );
 }
 
 /** The cluster `name` as seen from namespace; null if its service, port or subset does not exist. */
-export function buildCluster(push: PushContext, namespace: string, name: string): GeneratedResource | null {
+export function buildCluster(
+  push: PushContext,
+  namespace: string,
+  name: string,
+  logger?: GenerationContext["logger"],
+): GeneratedResource | null {
   const parsed = parseOutboundClusterName(name);
   if (!parsed) return null;
   const service = push.serviceFor(parsed.host, namespace);
@@ -74,29 +92,41 @@ export function buildCluster(push: PushContext, namespace: string, name: string)
     lbPolicy: Cluster_LbPolicy.ROUND_ROBIN,
   };
   const loadBalancer = policy?.loadBalancer;
-  if (loadBalancer?.consistentHash) {
+  const consistentHash = loadBalancer?.consistentHash;
+  if (consistentHash) {
+    // Istio's ApplyRingHashLoadBalancer: ringHash's size, else the deprecated field's, else
+    // Envoy's 1024. A maglev table becomes a ring: gRPC clients have no MAGLEV (istiod's
+    // grpcgen sends it, and they NACK it), and both are consistent hashes of the same key.
     cluster.lbPolicy = Cluster_LbPolicy.RING_HASH;
-    const minimumRingSize =
-      loadBalancer.consistentHash.ringHash?.minimumRingSize || loadBalancer.consistentHash.minimumRingSize;
+    const requested = consistentHash.maglev
+      ? undefined
+      : consistentHash.ringHash
+        ? consistentHash.ringHash.minimumRingSize || undefined
+        : consistentHash.minimumRingSize || 1024;
+    const minimumRingSize = requested === undefined ? undefined : Math.min(requested, GRPC_MAX_RING_SIZE);
     cluster.ringHashLbConfig = {
       hashFunction: Cluster_RingHashLbConfig_HashFunction.XX_HASH,
       ...(minimumRingSize ? { minimumRingSize } : {}),
     };
-  } else if (loadBalancer?.simple !== undefined) {
-    cluster.lbPolicy = LB_POLICY[loadBalancer.simple] ?? Cluster_LbPolicy.ROUND_ROBIN;
+    if (consistentHash.maglev)
+      logger?.warn(
+        { cluster: name, namespace },
+        "proxyless gRPC has no MAGLEV load balancer; sending RING_HASH",
+      );
+    else if (requested !== minimumRingSize)
+      logger?.warn(
+        { cluster: name, namespace, minimumRingSize: requested },
+        `proxyless gRPC rings hold at most ${GRPC_MAX_RING_SIZE} entries; sending that as minimum_ring_size`,
+      );
+  } else if (loadBalancer?.simple !== undefined && !SIMPLE_LB_GRPC_RUNS.has(loadBalancer.simple)) {
+    logger?.warn(
+      { cluster: name, namespace, lbPolicy: LoadBalancerSettings_SimpleLB[loadBalancer.simple] },
+      "proxyless gRPC cannot apply this load balancer; sending ROUND_ROBIN",
+    );
   }
-  const http = policy?.connectionPool?.http;
-  if (http?.http2MaxRequests || http?.http1MaxPendingRequests || http?.maxRetries) {
-    cluster.circuitBreakers = {
-      thresholds: [
-        {
-          ...(http.http2MaxRequests ? { maxRequests: http.http2MaxRequests } : {}),
-          ...(http.http1MaxPendingRequests ? { maxPendingRequests: http.http1MaxPendingRequests } : {}),
-          ...(http.maxRetries ? { maxRetries: http.maxRetries } : {}),
-        },
-      ],
-    };
-  }
+  // As istiod's grpcgen (gRFC A32): gRPC reads only max_requests of the circuit breakers.
+  const maxRequests = policy?.connectionPool?.http?.http2MaxRequests;
+  if (maxRequests && maxRequests > 0) cluster.circuitBreakers = { thresholds: [{ maxRequests }] };
   const outlier = policy?.outlierDetection;
   if (outlier) {
     const consecutive5xx = outlier.consecutive5xxErrors ?? (outlier.consecutiveErrors || undefined);

@@ -67,7 +67,14 @@ export function buildLoadAssignment(
   const subsetLabels = parsed.subset ? rule?.spec.subsets.find((s) => s.name === parsed.subset)?.labels : {};
   if (!subsetLabels) return null;
 
+  const port = (endpoint: Endpoint) =>
+    endpoint.ports[servicePort.name] || servicePort.targetPort || servicePort.number;
   const byLocality = new Map<string, { locality: Endpoint["locality"]; endpoints: Endpoint[] }>();
+  // gRPC C-core (1.51 among them) NACKs a load assignment that names one address:port twice,
+  // in one locality or two ("duplicate endpoint address"): the registry may hold it twice
+  // (a pod in two EndpointSlices of its service, a WorkloadEntry and a pod with one IP), so the
+  // first, in registry order, wins.
+  const seen = new Set<string>();
   for (const endpoint of push.endpointsByHost.get(parsed.host) ?? []) {
     if (
       endpoint.health !== HealthStatus.HEALTH_STATUS_HEALTHY &&
@@ -77,14 +84,15 @@ export function buildLoadAssignment(
     if (!isIpLiteral(endpoint.address)) continue;
     if (!onProxyNode(service, endpoint, proxy)) continue;
     if (!Object.entries(subsetLabels).every(([label, value]) => endpoint.labels[label] === value)) continue;
+    const address = `${endpoint.address}:${port(endpoint)}`;
+    if (seen.has(address)) continue;
+    seen.add(address);
     const locality = endpoint.locality ?? { region: "", zone: "", subzone: "" };
     const key = `${locality.region}/${locality.zone}/${locality.subzone}`;
     const group = byLocality.get(key) ?? { locality, endpoints: [] };
     group.endpoints.push(endpoint);
     byLocality.set(key, group);
   }
-  const port = (endpoint: Endpoint) =>
-    endpoint.ports[servicePort.name] || servicePort.targetPort || servicePort.number;
   const localities = [...byLocality]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([, { locality, endpoints }]) => {
@@ -106,12 +114,35 @@ export function buildLoadAssignment(
         priority: 0,
       };
     });
-  const assignment = ClusterLoadAssignment.fromPartial({ clusterName: name, endpoints: localities });
+  const assignment = ClusterLoadAssignment.fromPartial({
+    clusterName: name,
+    endpoints: withinUint32(localities),
+  });
   return {
     name,
     resource: packAny(TypeUrl.ClusterLoadAssignment, ClusterLoadAssignment, assignment),
     sources: rule && parsed.subset ? [rule.ref] : [],
   };
+}
+
+const UINT32_MAX = 0xffff_ffff;
+
+/**
+ * Locality weights whose sum fits a uint32: gRPC C-core NACKs a priority
+ * whose locality weights add up to more ("sum of locality weights for
+ * priority 0 exceeds uint32 max"), and a single weight over it does not fit
+ * the field. Endpoint weights are uint32 each (WorkloadEntry `weight`), so a
+ * few large ones overflow; then every locality keeps its share, scaled down,
+ * and at least 1.
+ */
+function withinUint32<T extends { loadBalancingWeight: number }>(localities: T[]): T[] {
+  const total = localities.reduce((sum, locality) => sum + locality.loadBalancingWeight, 0);
+  if (total <= UINT32_MAX) return localities;
+  const room = UINT32_MAX - localities.length;
+  return localities.map((locality) => ({
+    ...locality,
+    loadBalancingWeight: 1 + Math.floor((locality.loadBalancingWeight / total) * room),
+  }));
 }
 
 function isIpLiteral(address: string): boolean {

@@ -602,7 +602,8 @@ function cidrRange(value: string): { addressPrefix: string; prefixLen: number; k
 
 /** An IP address (one isIP accepts) as its bits. */
 function addressBits(address: string, family: number): bigint {
-  const fromOctets = (octets: string) => octets.split(".").reduce((acc, octet) => (acc << 8n) | BigInt(octet), 0n);
+  const fromOctets = (octets: string) =>
+    octets.split(".").reduce((acc, octet) => (acc << 8n) | BigInt(octet), 0n);
   if (family === 4) return fromOctets(address);
   // An IPv6 address may end in an IPv4 one (::ffff:10.0.0.1): its two last groups.
   const dotted = address.includes(".") ? address.slice(address.lastIndexOf(":") + 1) : "";

@@ -449,17 +449,16 @@ spec:
     it("merges a port whose address another listener binds into that listener, and binds no address twice", () => {
       const tcp = [{ name: "tcp", number: 5432, protocol: "PROTOCOL_TCP" }];
       const dual = { ...kube("db", "fd00:96::41", tcp), addresses: ["fd00:96::41", "10.96.0.41"] };
-      const addressesOf = (listeners: Map<string, Record<string, never>>) =>
+      const addressesOf = (listeners: ReturnType<typeof outbound>) =>
         [...listeners.entries()]
           .filter(([name]) => !name.startsWith("virtual"))
-          .map(([name, listener]: [string, Record<string, never>]) => [
+          .map(([name, listener]) => [
             name,
-            (
-              (listener.additionalAddresses ?? []) as Array<{
-                address: { socketAddress: { address: string } };
-              }>
-            ).map((extra) => extra.address.socketAddress.address),
-            (listener.filterChains as Array<never>).map(clusterOf),
+            (listener.additionalAddresses ?? []).map(
+              (extra: { address: { socketAddress: { address: string } } }) =>
+                extra.address.socketAddress.address,
+            ),
+            listener.filterChains.map(clusterOf),
           ]);
       // The dual-stack service first: the IPv4-only one on its second address joins its listener,
       // where its chain, with the same match, loses to the first (as two services on one VIP).
@@ -504,6 +503,10 @@ spec:
     - destinationSubnets: [10.0.0.0/8, 172.16.0.0/12]
     route:
     - destination: {host: two.default.svc.cluster.local}
+  - match:
+    - destinationSubnets: [192.168.0.0/16, 192.168.1.0/16]
+    route:
+    - destination: {host: three.default.svc.cluster.local}
 `;
       const listeners = outbound(
         [
@@ -541,9 +544,11 @@ spec:
           "three.default.svc.cluster.local",
         ],
       ]);
+      // 192.168.1.0/16 is 192.168.0.0/16 to Envoy, which rejects a chain listing a range twice.
       assert.deepEqual(chains("10.96.0.31_5432"), [
         [{ prefixRanges: [range("10.0.0.0", 8)] }, "one.default.svc.cluster.local"],
         [{ prefixRanges: [range("172.16.0.0", 12)] }, "two.default.svc.cluster.local"],
+        [{ prefixRanges: [range("192.168.0.0", 16)] }, "three.default.svc.cluster.local"],
       ]);
     });
   });

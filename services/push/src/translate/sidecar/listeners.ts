@@ -607,7 +607,7 @@ function addressBits(address: string, family: number): bigint {
   if (family === 4) return fromOctets(address);
   // An IPv6 address may end in an IPv4 one (::ffff:10.0.0.1): its two last groups.
   const dotted = address.includes(".") ? address.slice(address.lastIndexOf(":") + 1) : "";
-  const head = dotted ? address.slice(0, address.length - dotted.length) + "0:0" : address;
+  const head = dotted ? `${address.slice(0, address.length - dotted.length)}0:0` : address;
   const [left = "", right] = head.split("::");
   const groups = (part: string) => (part ? part.split(":") : []);
   const missing = right === undefined ? [] : Array(8 - groups(left).length - groups(right).length).fill("0");
@@ -828,12 +828,17 @@ function configMetadata(ref: ConfigRef): Record<string, unknown> {
 /** Istio's toFilterChainMatch: ALPN and transport protocol, the SNI hosts sorted, the destination CIDRs sorted. */
 function filterChainMatch(chain: ChainPlan): Record<string, unknown> {
   const match: Record<string, unknown> = {};
+  // Each value once as Envoy reads it: it rejects a chain that lists one twice (overlapping rules).
+  const values = matchValues(chain);
   if (chain.sniHosts.length > 0 && !chain.sniHosts.includes("*"))
-    match.serverNames = [...new Set(chain.sniHosts)].sort();
-  const ranges = [...chain.cidrs]
+    match.serverNames = [...values.serverNames.values()].sort();
+  const ranges = [...values.cidrs.values()]
+    .filter(Boolean)
     .sort()
-    .map(cidrRange)
-    .filter((range) => range && range.addressPrefix !== WILDCARD_IPV4);
+    .map((cidr) => {
+      const { addressPrefix, prefixLen } = cidrRange(cidr)!;
+      return { addressPrefix, prefixLen };
+    });
   if (ranges.length > 0) match.prefixRanges = ranges;
   if (chain.transportProtocol) match.transportProtocol = chain.transportProtocol;
   if (chain.applicationProtocols.length > 0) match.applicationProtocols = chain.applicationProtocols;

@@ -470,6 +470,11 @@ spec:
         ["10.96.0.41_5432", [], ["outbound|5432||a.default.svc.cluster.local"]],
         ["fd00:96::41_5432", [], ["outbound|5432||db.default.svc.cluster.local"]],
       ]);
+      // A cluster IP listed twice is bound once.
+      const twice = { ...kube("twice", "10.96.0.43", tcp), addresses: ["10.96.0.43", "10.96.0.43"] };
+      assert.deepEqual(addressesOf(outbound([twice])), [
+        ["10.96.0.43_5432", [], ["outbound|5432||twice.default.svc.cluster.local"]],
+      ]);
     });
 
     it("keeps of each chain only what no earlier chain of its listener matches (Envoy's overlap rule)", () => {

@@ -429,11 +429,11 @@ function placePort(
   }
   if (!current) {
     const sniffing = protocol !== "tcp";
-    // An additional address another listener has already stays with that one.
-    const extraBinds = binds.slice(1).filter((bind) => {
+    // An additional address another listener has already stays with that one; a repeated one is bound once.
+    const extraBinds = [...new Set(binds.slice(1))].filter((bind) => {
       const owner = owners.get(`${bind}_${port.number}`);
       if (owner) debug("%s does not bind %s:%d, which %s has", name, bind, port.number, owner.name);
-      return !owner;
+      return !owner && bind !== binds[0];
     });
     const plan: ListenerPlan = {
       name,

@@ -401,5 +401,160 @@ spec:
         ["10.96.0.21_15001"],
       );
     });
+
+    it("binds no listener of any protocol on a wildcard address at the proxy's own ports", () => {
+      // Services without an address bind the wildcard whatever their protocol; Envoy would reject
+      // such a listener as a duplicate of virtualOutbound, virtualInbound or a bootstrap listener.
+      const services = [
+        external("capture.example.com", [
+          { name: "sniffed", number: 15001, protocol: "PROTOCOL_UNSPECIFIED" },
+          { name: "tcp", number: 15006, protocol: "PROTOCOL_TCP" },
+          { name: "tls", number: 15021, protocol: "PROTOCOL_TLS" },
+          // The node names no Prometheus port: Istio's 15090 is the bootstrap's.
+          { name: "tcp-metrics", number: 15090, protocol: "PROTOCOL_TCP" },
+          { name: "tcp-other", number: 15002, protocol: "PROTOCOL_TCP" },
+        ]),
+        {
+          ...kube("pods", undefined, [{ name: "tcp", number: 15001, protocol: "PROTOCOL_TCP" }]),
+          resolution: "RESOLUTION_PASSTHROUGH",
+        },
+      ];
+      for (const ips of ["10.1.0.9", "fd00::9", "10.1.0.9,fd00::9"]) {
+        const push = contextOf({
+          services,
+          endpoints: [
+            {
+              hostname: "pods.default.svc.cluster.local",
+              endpoints: [{ address: "10.244.0.7", ports: { tcp: 15001 } }],
+            },
+          ],
+        });
+        const proxy = parseProxy({
+          id: `sidecar~${ips.split(",")[0]}~client-xyz.default~default.svc.cluster.local`,
+          metadata: { NAMESPACE: "default", LABELS: { app: "client" }, INSTANCE_IPS: ips },
+        } as never);
+        const names = generateSidecarListeners({ push, proxy, cache: new XdsCache() }, "*").map(
+          (g) => g.name,
+        );
+        const wildcard = ips.startsWith("fd00") ? "::" : "0.0.0.0";
+        // A headless service's pod address is not the wildcard: its listener stays.
+        assert.deepEqual(
+          names.sort(),
+          [`${wildcard}_15002`, "10.244.0.7_15001", "virtualInbound", "virtualOutbound"].sort(),
+          ips,
+        );
+      }
+    });
+
+    it("merges a port whose address another listener binds into that listener, and binds no address twice", () => {
+      const tcp = [{ name: "tcp", number: 5432, protocol: "PROTOCOL_TCP" }];
+      const dual = { ...kube("db", "fd00:96::41", tcp), addresses: ["fd00:96::41", "10.96.0.41"] };
+      const addressesOf = (listeners: ReturnType<typeof outbound>) =>
+        [...listeners.entries()]
+          .filter(([name]) => !name.startsWith("virtual"))
+          .map(([name, listener]) => [
+            name,
+            (listener.additionalAddresses ?? []).map(
+              (extra: { address: { socketAddress: { address: string } } }) =>
+                extra.address.socketAddress.address,
+            ),
+            listener.filterChains.map(clusterOf),
+          ]);
+      // The dual-stack service first: the IPv4-only one on its second address joins its listener,
+      // where its chain, with the same match, loses to the first (as two services on one VIP).
+      assert.deepEqual(addressesOf(outbound([dual, kube("dbv4", "10.96.0.41", tcp)], "10.1.0.9,fd00::9")), [
+        ["fd00:96::41_5432", ["10.96.0.41"], ["outbound|5432||db.default.svc.cluster.local"]],
+      ]);
+      // The IPv4-only one first: the dual-stack one keeps its own address, not the one already bound.
+      assert.deepEqual(addressesOf(outbound([kube("a", "10.96.0.41", tcp), dual], "10.1.0.9,fd00::9")), [
+        ["10.96.0.41_5432", [], ["outbound|5432||a.default.svc.cluster.local"]],
+        ["fd00:96::41_5432", [], ["outbound|5432||db.default.svc.cluster.local"]],
+      ]);
+      // A cluster IP listed twice is bound once.
+      const twice = { ...kube("twice", "10.96.0.43", tcp), addresses: ["10.96.0.43", "10.96.0.43"] };
+      assert.deepEqual(addressesOf(outbound([twice])), [
+        ["10.96.0.43_5432", [], ["outbound|5432||twice.default.svc.cluster.local"]],
+      ]);
+    });
+
+    it("keeps of each chain only what no earlier chain of its listener matches (Envoy's overlap rule)", () => {
+      const config = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: secure, namespace: default}
+spec:
+  hosts: [secure.default.svc.cluster.local, db.default.svc.cluster.local]
+  tls:
+  - match:
+    - sniHosts: [a.example.com]
+      destinationSubnets: [10.0.0.0/8]
+    route:
+    - destination: {host: one.default.svc.cluster.local}
+  - match:
+    - sniHosts: [A.example.com, b.example.com]
+      destinationSubnets: [10.1.2.3/8, 192.168.0.0/16]
+    route:
+    - destination: {host: two.default.svc.cluster.local}
+  - match:
+    - sniHosts: [b.example.com, c.example.com]
+      destinationSubnets: [10.0.0.0/8]
+    route:
+    - destination: {host: three.default.svc.cluster.local}
+  tcp:
+  - match:
+    - destinationSubnets: [10.0.0.0/8]
+    route:
+    - destination: {host: one.default.svc.cluster.local}
+  - match:
+    - destinationSubnets: [10.0.0.0/8, 172.16.0.0/12]
+    route:
+    - destination: {host: two.default.svc.cluster.local}
+  - match:
+    - destinationSubnets: [192.168.0.0/16, 192.168.1.0/16]
+    route:
+    - destination: {host: three.default.svc.cluster.local}
+`;
+      const listeners = outbound(
+        [
+          kube("secure", "10.96.0.30", [{ name: "tls", number: 8443, protocol: "PROTOCOL_TLS" }]),
+          kube("db", "10.96.0.31", [{ name: "tcp", number: 5432, protocol: "PROTOCOL_TCP" }]),
+        ],
+        "10.1.0.9",
+        config,
+      );
+      const chains = (name: string) =>
+        listeners
+          .get(name)!
+          .filterChains.map((chain: { filterChainMatch: Record<string, unknown> }) => [
+            chain.filterChainMatch,
+            clusterOf(chain as never).split("|")[3],
+          ]);
+      const range = (addressPrefix: string, prefixLen: number) => ({ addressPrefix, prefixLen });
+      // The second route keeps b on 10/8 and both names on 192.168/16 (not one match's product: two
+      // chains); the third keeps c only; A.example.com is a.example.com to Envoy.
+      assert.deepEqual(chains("10.96.0.30_8443"), [
+        [
+          { serverNames: ["a.example.com"], prefixRanges: [range("10.0.0.0", 8)] },
+          "one.default.svc.cluster.local",
+        ],
+        [
+          { serverNames: ["b.example.com"], prefixRanges: [range("10.0.0.0", 8)] },
+          "two.default.svc.cluster.local",
+        ],
+        [
+          { serverNames: ["A.example.com", "b.example.com"], prefixRanges: [range("192.168.0.0", 16)] },
+          "two.default.svc.cluster.local",
+        ],
+        [
+          { serverNames: ["c.example.com"], prefixRanges: [range("10.0.0.0", 8)] },
+          "three.default.svc.cluster.local",
+        ],
+      ]);
+      // 192.168.1.0/16 is 192.168.0.0/16 to Envoy, which rejects a chain listing a range twice.
+      assert.deepEqual(chains("10.96.0.31_5432"), [
+        [{ prefixRanges: [range("10.0.0.0", 8)] }, "one.default.svc.cluster.local"],
+        [{ prefixRanges: [range("172.16.0.0", 12)] }, "two.default.svc.cluster.local"],
+        [{ prefixRanges: [range("192.168.0.0", 16)] }, "three.default.svc.cluster.local"],
+      ]);
+    });
   });
 });

@@ -40,6 +40,11 @@ export function ipMode(proxy: MeshProxy): IpMode {
 export const WILDCARD_IPV4 = "0.0.0.0";
 export const WILDCARD_IPV6 = "::";
 
+/** Whether an address is the unspecified address of its family (a listener on it takes every address). */
+export function isWildcardAddress(address: string): boolean {
+  return address === WILDCARD_IPV4 || address === WILDCARD_IPV6;
+}
+
 /** The loopback addresses of each family. */
 export const LOCALHOST_IPV4 = "127.0.0.1";
 export const LOCALHOST_IPV6 = "::1";

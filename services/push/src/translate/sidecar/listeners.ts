@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { debuglog } from "node:util";
 import { hostMatches, resolveHost } from "@sextant/model";
 import { type ConfigRef, packAny, type Service, type ServicePort } from "@sextant/proto";
 import { HttpConnectionManager, Listener, TypeUrl } from "@sextant/proto/envoy";
@@ -24,6 +25,7 @@ import { outboundClusterName } from "../names.js";
 import {
   additionalAddresses,
   addressesOfProxyFamilies,
+  isWildcardAddress,
   WILDCARD_IPV4,
   wildcardAddresses,
 } from "./dual-stack.js";
@@ -45,6 +47,9 @@ export const VIRTUAL_OUTBOUND = "virtualOutbound";
 export const VIRTUAL_OUTBOUND_PORT = 15001;
 
 const ZERO = { seconds: 0, nanos: 0 };
+
+/** Why a listener or chain is left out or narrowed; on with NODE_DEBUG=sextant-listeners. */
+const debug = debuglog("sextant-listeners");
 
 /**
  * Listeners for Envoy sidecars (LDS; Envoy subscribes with the wildcard):
@@ -235,48 +240,68 @@ interface PortRequest {
  *   `<hostname>:<port>` (that service's routes alone) on the service's own
  *   address, by RDS `<port>` on the wildcard;
  *
- * several services on one address merging their chains, a chain whose match
- * equals an earlier one's dropped. HTTP ports that are the proxy's own
- * (15001, 15006, the status and Prometheus ports) get no listener.
+ * several services on one address merging their chains (see addChains), a
+ * service port whose listener would bind an address another listener has
+ * merging into that one (Envoy rejects two listeners on one address, even
+ * if neither binds). A listener on a wildcard address at a port of the
+ * proxy's own listeners is not built (see reservedPorts).
  */
 function outboundPlans(push: PushContext, proxy: MeshProxy): Map<string, ListenerPlan> {
   const scope = sidecarScope(push, proxy);
-  const wildcards = wildcardAddresses(proxy);
-  const plans = new Map<string, ListenerPlan>();
+  const placement: Placement = {
+    plans: new Map(),
+    owners: new Map(),
+    wildcards: wildcardAddresses(proxy),
+    reserved: reservedPorts(proxy),
+  };
   for (const egress of scope.egressListeners) {
     const virtualServices = egress.virtualServices;
     for (const service of egress.services) {
       for (const port of service.ports) {
-        if (conflictsWithProxyPort(proxy, port)) continue;
         for (const request of portRequests(push, proxy, service, port))
-          placePort(push, proxy, plans, request, virtualServices, wildcards);
+          placePort(push, proxy, placement, request, virtualServices);
       }
     }
   }
-  return plans;
+  return placement.plans;
 }
 
+/** The outbound listeners being planned, and what decides where a port goes. */
+interface Placement {
+  /** The listeners by name. */
+  plans: Map<string, ListenerPlan>;
+  /** The listener holding each `<address>_<port>`, its additional addresses included. */
+  owners: Map<string, ListenerPlan>;
+  wildcards: [string, ...string[]];
+  reserved: ReadonlySet<number>;
+}
+
+/** The ports of Istio's bootstrap static listeners when the node does not say (its agent always does). */
+const DEFAULT_STATIC_PORTS: ReadonlyArray<[key: string, port: number | undefined]> = [
+  ["ENVOY_STATUS_PORT", 15021],
+  ["ENVOY_PROMETHEUS_PORT", 15090],
+  ["ENVOY_SECURE_METRICS_PORT", undefined],
+  ["ENVOY_SECURE_MERGED_METRICS_PORT", undefined],
+];
+
 /**
- * Istio's conflictWithReservedListener for a listener without an explicit
- * bind: an HTTP port (which binds the wildcard) equal to the proxy's
- * outbound or inbound capture port, or to its status, Prometheus or secure
- * metrics port. TCP and sniffed ports are not checked (they normally bind
- * their service's VIP, where they conflict with nothing; Istio checks them
- * before it knows the address, so a TCP port without a VIP is kept too).
+ * The ports of the proxy's own wildcard listeners (Istio's
+ * conflictWithReservedListener): the outbound and inbound capture ports
+ * (virtualOutbound, virtualInbound) and the bootstrap's static listeners
+ * (status, Prometheus, secure metrics), from the node's metadata, Istio's
+ * 15021 and 15090 when it has none. An outbound listener on a wildcard
+ * address at one of them would have the address of one of those, which
+ * Envoy rejects ("duplicate address"). Istio checks only ports that bind
+ * the wildcard for certain (HTTP ones); a TCP or sniffed port of a service
+ * without an address binds it too, so here the check is on the address.
  */
-function conflictsWithProxyPort(proxy: MeshProxy, port: ServicePort): boolean {
-  if (!isHttpProtocol(port.protocol)) return false;
-  const reserved = [VIRTUAL_OUTBOUND_PORT, VIRTUAL_INBOUND_PORT];
-  for (const key of [
-    "ENVOY_STATUS_PORT",
-    "ENVOY_PROMETHEUS_PORT",
-    "ENVOY_SECURE_METRICS_PORT",
-    "ENVOY_SECURE_MERGED_METRICS_PORT",
-  ]) {
-    const value = Number(proxy.metadata[key]);
-    if (Number.isInteger(value) && value > 0) reserved.push(value);
+function reservedPorts(proxy: MeshProxy): Set<number> {
+  const reserved = new Set([VIRTUAL_OUTBOUND_PORT, VIRTUAL_INBOUND_PORT]);
+  for (const [key, fallback] of DEFAULT_STATIC_PORTS) {
+    const value = Number(proxy.metadata[key] ?? fallback);
+    if (Number.isInteger(value) && value > 0) reserved.add(value);
   }
-  return reserved.includes(port.number);
+  return reserved;
 }
 
 /**
@@ -344,11 +369,11 @@ function listenAddresses(proxy: MeshProxy, service: Service): [string, ...string
 function placePort(
   push: PushContext,
   proxy: MeshProxy,
-  plans: Map<string, ListenerPlan>,
+  placement: Placement,
   request: PortRequest,
   virtualServices: readonly TypedConfig<VirtualService>[],
-  wildcards: string[],
 ): void {
+  const { plans, owners, wildcards } = placement;
   const { service, port } = request;
   const protocol = listenerProtocolOf(port.protocol);
   if (!protocol) return;
@@ -363,8 +388,20 @@ function placePort(
       cidrs = addresses;
     } else binds = addresses;
   }
+  if (placement.reserved.has(port.number) && binds.some(isWildcardAddress)) {
+    debug(
+      "no listener for %s:%d on %s: the port is one of the proxy's own listeners",
+      service.hostname,
+      port.number,
+      binds.join(","),
+    );
+    return;
+  }
   const name = `${binds[0]}_${port.number}`;
-  const current = plans.get(name);
+  // The listener with this address, under its own name when the address is another's additional one.
+  const current = owners.get(name);
+  if (current && current.name !== name)
+    debug("%s:%d merges into %s, which binds %s", service.hostname, port.number, current.name, binds[0]);
   const httpChain = (rds: string): ChainPlan => ({
     sniHosts: [],
     cidrs: [],
@@ -392,18 +429,27 @@ function placePort(
   }
   if (!current) {
     const sniffing = protocol !== "tcp";
-    plans.set(name, {
+    // An additional address another listener has already stays with that one; a repeated one is bound once.
+    const extraBinds = [...new Set(binds.slice(1))].filter((bind) => {
+      const owner = owners.get(`${bind}_${port.number}`);
+      if (owner) debug("%s does not bind %s:%d, which %s has", name, bind, port.number, owner.name);
+      return !owner && bind !== binds[0];
+    });
+    const plan: ListenerPlan = {
       name,
-      binds,
+      binds: [binds[0]!, ...extraBinds],
       port: port.number,
       protocol: sniffing ? Protocol.PROTOCOL_UNSPECIFIED : port.protocol,
-      chains,
-    });
+      chains: [],
+    };
+    plans.set(name, plan);
+    for (const bind of plan.binds) owners.set(`${bind}_${port.number}`, plan);
+    addChains(plan, chains);
     return;
   }
   // Server-first protocols (MongoDB, MySQL) share a port with nothing else: an inspector would stall them.
   if (!sharesWellKnownPort(port.protocol, current.protocol)) return;
-  mergeChains(current, chains);
+  addChains(current, chains);
   if (currentIsTcp && protocol !== "tcp") current.protocol = Protocol.PROTOCOL_UNSPECIFIED;
 }
 
@@ -413,29 +459,118 @@ function sharesWellKnownPort(incoming: Protocol, existing: Protocol): boolean {
   return !((serverFirst(incoming) || serverFirst(existing)) && incoming !== existing);
 }
 
-/** Appends the incoming chains whose match equals no chain's already there (Envoy rejects equal matches; the first wins). */
-function mergeChains(plan: ListenerPlan, incoming: ChainPlan[]): void {
+/**
+ * Adds chains to a listener, in order, each without what an earlier chain
+ * already matches. Envoy files every chain under each combination of the
+ * values its match lists (destination range, server name, transport
+ * protocol, ALPN: the leaves of its filter chain trie) and rejects the
+ * listener if two chains share one, "the same" or "overlapping" matching
+ * rules. Istio drops a chain whose match equals an earlier one's
+ * (filterChainOpts.conflictsWith), so a repeated or partly shared match
+ * (two TCP routes on the same subnets, TLS routes whose SNI lists share a
+ * host) still reaches Envoy; here the first chain keeps a combination, as
+ * the first route of a VirtualService wins, and a later one keeps what is
+ * left of its own: all of it, part of it (one chain, or several when what
+ * is left is not one match's product), or nothing.
+ */
+function addChains(plan: ListenerPlan, incoming: readonly ChainPlan[]): void {
+  const taken = new Set(
+    plan.chains.flatMap((chain) => {
+      const values = matchValues(chain);
+      return matchLeaves(values).map((leaf) => leafKey(values, leaf));
+    }),
+  );
   for (const chain of incoming) {
-    if (!plan.chains.some((existing) => sameMatch(existing, chain))) plan.chains.push(chain);
+    const values = matchValues(chain);
+    const leaves = matchLeaves(values);
+    const free = leaves.filter((leaf) => !taken.has(leafKey(values, leaf)));
+    if (free.length === 0) {
+      debug("%s: a chain is dropped, an earlier one has its match", plan.name);
+      continue;
+    }
+    const kept = free.length === leaves.length ? [chain] : chainsCovering(chain, values, free);
+    if (kept.length !== 1 || kept[0] !== chain)
+      debug("%s: a chain keeps what earlier ones do not match", plan.name);
+    plan.chains.push(...kept);
+    for (const leaf of free) taken.add(leafKey(values, leaf));
   }
 }
 
+/** The values of a chain's match in each dimension, keyed as Envoy compares them, with the value as written ("" = any). */
+interface MatchValues {
+  cidrs: Map<string, string>;
+  serverNames: Map<string, string>;
+  transport: string;
+  alpns: Map<string, string>;
+}
+
+/** A combination of a match's values: destination range, server name, ALPN (the transport is the match's one). */
+type Leaf = readonly [cidr: string, serverName: string, alpn: string];
+
+/** A leaf of Envoy's filter chain trie: a combination with its match's transport protocol. */
+const leafKey = (values: MatchValues, leaf: Leaf) => [values.transport, ...leaf].join("|");
+
+/** What filterChainMatch emits, as Envoy reads it: masked ranges, server names lowercased, a wildcard's by its suffix. */
+function matchValues(chain: ChainPlan): MatchValues {
+  const anyIfEmpty = (values: Map<string, string>) => (values.size > 0 ? values : new Map([["", ""]]));
+  const cidrs = new Map<string, string>();
+  for (const cidr of chain.cidrs) {
+    const range = cidrRange(cidr);
+    if (range && range.addressPrefix !== WILDCARD_IPV4 && !cidrs.has(range.key)) cidrs.set(range.key, cidr);
+  }
+  const serverNames = new Map<string, string>();
+  if (!chain.sniHosts.includes("*")) {
+    for (const host of chain.sniHosts) {
+      const key = host.toLowerCase().replace(/^\*\./, ".");
+      if (!serverNames.has(key)) serverNames.set(key, host);
+    }
+  }
+  return {
+    cidrs: anyIfEmpty(cidrs),
+    serverNames: anyIfEmpty(serverNames),
+    transport: chain.transportProtocol,
+    alpns: anyIfEmpty(new Map(chain.applicationProtocols.map((alpn) => [alpn, alpn]))),
+  };
+}
+
+/** Every combination of a match's values. */
+function matchLeaves(values: MatchValues): Leaf[] {
+  const leaves: Leaf[] = [];
+  for (const cidr of values.cidrs.keys())
+    for (const serverName of values.serverNames.keys())
+      for (const alpn of values.alpns.keys()) leaves.push([cidr, serverName, alpn]);
+  return leaves;
+}
+
 /**
- * Istio's filterChainOpts.conflictsWith: equal transport protocol and ALPN
- * list, equal SNI sets (order and "*" aside) and equal destination CIDR sets
- * (masked; 0.0.0.0 aside).
+ * Chains like chain that together match exactly the given leaves (a subset
+ * of chain's): one with the values the leaves use when they are all of
+ * those values' combinations, else one per destination range, then per
+ * server name, each narrowed the same way.
  */
-function sameMatch(a: ChainPlan, b: ChainPlan): boolean {
-  if (a.transportProtocol !== b.transportProtocol) return false;
-  if (a.applicationProtocols.join(",") !== b.applicationProtocols.join(",")) return false;
-  const sniSet = (hosts: string[]) => [...new Set(hosts.filter((h) => h !== "*"))].sort().join(",");
-  if (sniSet(a.sniHosts) !== sniSet(b.sniHosts)) return false;
-  const cidrSet = (cidrs: string[]) =>
-    [...new Set(cidrs.map(cidrRange).filter((r) => r && r.addressPrefix !== WILDCARD_IPV4))]
-      .map((r) => `${r!.addressPrefix}/${r!.prefixLen}`)
-      .sort()
-      .join(",");
-  return cidrSet(a.cidrs) === cidrSet(b.cidrs);
+function chainsCovering(chain: ChainPlan, values: MatchValues, leaves: readonly Leaf[]): ChainPlan[] {
+  const used = [0, 1, 2].map((d) => [...new Set(leaves.map((leaf) => leaf[d]!))]);
+  if (used[0]!.length * used[1]!.length * used[2]!.length === leaves.length) {
+    // A dimension keeps its list as written unless some of its values are gone.
+    const written = (all: Map<string, string>, keys: string[], field: string[]) =>
+      keys.length === all.size ? field : keys.map((key) => all.get(key)!);
+    return [
+      {
+        ...chain,
+        cidrs: written(values.cidrs, used[0]!, chain.cidrs),
+        sniHosts: written(values.serverNames, used[1]!, chain.sniHosts),
+        applicationProtocols: written(values.alpns, used[2]!, chain.applicationProtocols),
+      },
+    ];
+  }
+  const split = used.findIndex((keys) => keys.length > 1);
+  return used[split]!.flatMap((key) =>
+    chainsCovering(
+      chain,
+      values,
+      leaves.filter((leaf) => leaf[split] === key),
+    ),
+  );
 }
 
 /** Istio's isMatchAll: a chain without any match condition (SNI "*" counts as none). */
@@ -449,22 +584,36 @@ function matchesAll(chain: ChainPlan): boolean {
 }
 
 /** An address or CIDR as Envoy's CidrRange, masked; undefined if it is neither. */
-function cidrRange(value: string): { addressPrefix: string; prefixLen: number } | undefined {
+function cidrRange(value: string): { addressPrefix: string; prefixLen: number; key: string } | undefined {
   const [address = "", length] = value.split("/");
   const family = isIP(address);
   if (family === 0) return undefined;
   const bits = family === 4 ? 32 : 128;
   const prefixLen = length === undefined ? bits : Number(length);
   if (!Number.isInteger(prefixLen) || prefixLen < 0 || prefixLen > bits) return undefined;
-  if (family === 6) return { addressPrefix: address, prefixLen };
-  const octets = address.split(".").map(Number);
-  const value32 = octets.reduce((acc, octet) => acc * 256 + octet, 0);
-  const mask = prefixLen === 0 ? 0 : 2 ** 32 - 2 ** (32 - prefixLen);
-  const masked = Number((BigInt(value32) & BigInt(mask)).toString());
-  return {
-    addressPrefix: [24, 16, 8, 0].map((shift) => Math.floor(masked / 2 ** shift) % 256).join("."),
-    prefixLen,
-  };
+  // Envoy's CidrRange keeps the first prefixLen bits: ranges that differ only past them are one range.
+  const width = BigInt(bits - prefixLen);
+  const masked = (addressBits(address, family) >> width) << width;
+  const key = `${masked.toString(16)}/${prefixLen}`;
+  if (family === 6) return { addressPrefix: address, prefixLen, key };
+  const octets = [24n, 16n, 8n, 0n].map((shift) => Number((masked >> shift) & 255n));
+  return { addressPrefix: octets.join("."), prefixLen, key };
+}
+
+/** An IP address (one isIP accepts) as its bits. */
+function addressBits(address: string, family: number): bigint {
+  const fromOctets = (octets: string) =>
+    octets.split(".").reduce((acc, octet) => (acc << 8n) | BigInt(octet), 0n);
+  if (family === 4) return fromOctets(address);
+  // An IPv6 address may end in an IPv4 one (::ffff:10.0.0.1): its two last groups.
+  const dotted = address.includes(".") ? address.slice(address.lastIndexOf(":") + 1) : "";
+  const head = dotted ? `${address.slice(0, address.length - dotted.length)}0:0` : address;
+  const [left = "", right] = head.split("::");
+  const groups = (part: string) => (part ? part.split(":") : []);
+  const missing = right === undefined ? [] : Array(8 - groups(left).length - groups(right).length).fill("0");
+  const all = [...groups(left), ...missing, ...groups(right ?? "")];
+  const bits = all.reduce((acc, group) => (acc << 16n) | BigInt(Number.parseInt(group, 16)), 0n);
+  return dotted ? (bits & ~0xffffffffn) | fromOctets(dotted) : bits;
 }
 
 /**
@@ -679,12 +828,17 @@ function configMetadata(ref: ConfigRef): Record<string, unknown> {
 /** Istio's toFilterChainMatch: ALPN and transport protocol, the SNI hosts sorted, the destination CIDRs sorted. */
 function filterChainMatch(chain: ChainPlan): Record<string, unknown> {
   const match: Record<string, unknown> = {};
+  // Each value once as Envoy reads it: it rejects a chain that lists one twice (overlapping rules).
+  const values = matchValues(chain);
   if (chain.sniHosts.length > 0 && !chain.sniHosts.includes("*"))
-    match.serverNames = [...new Set(chain.sniHosts)].sort();
-  const ranges = [...chain.cidrs]
+    match.serverNames = [...values.serverNames.values()].sort();
+  const ranges = [...values.cidrs.values()]
+    .filter(Boolean)
     .sort()
-    .map(cidrRange)
-    .filter((range) => range && range.addressPrefix !== WILDCARD_IPV4);
+    .map((cidr) => {
+      const { addressPrefix, prefixLen } = cidrRange(cidr)!;
+      return { addressPrefix, prefixLen };
+    });
   if (ranges.length > 0) match.prefixRanges = ranges;
   if (chain.transportProtocol) match.transportProtocol = chain.transportProtocol;
   if (chain.applicationProtocols.length > 0) match.applicationProtocols = chain.applicationProtocols;

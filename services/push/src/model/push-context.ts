@@ -239,13 +239,13 @@ export class PushContext {
    *
    * a rule of any other namespace never applies, whatever its exportTo.
    * Within a step, the most specific host (exact, then the longest
-   * wildcard). Given the proxy's labels, a rule with a workloadSelector
-   * applies only to matching proxies of its own namespace, and wins over
-   * one without; without labels, selectors are not looked at. Istio merges
-   * several selector-less rules for one host (subsets of later ones added);
-   * here the first by namespace/name is taken, as ingest keeps no creation
-   * time. `serviceNamespace` is the namespace of the service the host
-   * names, the registry's by default.
+   * wildcard). A rule with a workloadSelector applies only to proxies of
+   * its own namespace; given their labels, only to those it selects, and
+   * then it wins over one without (without labels, the first rule is
+   * taken). Istio merges several selector-less rules for one host (subsets
+   * of later ones added); here the first by namespace/name is taken, as
+   * ingest keeps no creation time. `serviceNamespace` is the namespace of
+   * the service the host names, the registry's by default.
    */
   destinationRuleFor(
     host: string,
@@ -290,8 +290,7 @@ export function visible(exportTo: readonly string[], ownNamespace: string, names
 /**
  * Whether a DestinationRule may apply to a proxy of namespace: one without
  * a workloadSelector always; one with it only to the proxies of its own
- * namespace whose labels it selects (when the labels are not given, the
- * selector is not looked at).
+ * namespace, those whose labels it selects (when the labels are given).
  */
 function ruleSelects(
   config: TypedConfig<DestinationRule>,
@@ -299,8 +298,9 @@ function ruleSelects(
   labels: Readonly<Record<string, string>> | undefined,
 ): boolean {
   const selector = config.spec.workloadSelector;
-  if (!selector || !labels) return true;
-  return config.ref.namespace === namespace && selectorMatches(selector.matchLabels, labels);
+  if (!selector) return true;
+  if (config.ref.namespace !== namespace) return false;
+  return !labels || selectorMatches(selector.matchLabels, labels);
 }
 
 /** Istio's MostSpecificHostMatch: the exact host if listed, else the longest wildcard that covers it. */

@@ -304,7 +304,7 @@ function ruleSelects(
 }
 
 /** Istio's MostSpecificHostMatch: the exact host if listed, else the longest wildcard that covers it. */
-export function mostSpecificHost(host: string, patterns: readonly string[]): string | undefined {
+function mostSpecificHost(host: string, patterns: readonly string[]): string | undefined {
   if (patterns.includes(host)) return host;
   let best: string | undefined;
   for (const pattern of patterns)

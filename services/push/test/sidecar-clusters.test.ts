@@ -310,6 +310,53 @@ spec: {mtls: {mode: DISABLE}}
     assert.equal(cluster?.transportSocket, undefined);
   });
 
+  it("chooses the DestinationRule as istiod for every generator: the proxy's namespace, the service's, the root namespace, never a third", () => {
+    const rule = (name: string, namespace: string, ruleHost: string, extra = "") =>
+      `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: ${name}, namespace: ${namespace}}
+spec:
+  host: "${ruleHost}"${extra}
+`;
+    const push = contextOf({
+      services: [kubeService("reviews"), kubeService("ratings", "data")],
+      config: [
+        // Exported everywhere, but of neither the proxy's, the service's nor the root namespace.
+        rule("third", "ns2", host("reviews")),
+        rule("third-ratings", "ns2", host("ratings", "data")),
+        rule("service-private", "default", host("reviews"), "\n  exportTo: [.]"),
+        rule("root-wildcard", "istio-system", "*.svc.cluster.local"),
+        rule("root-exact", "istio-system", host("reviews")),
+        rule("own-wildcard", "data", "*.data.svc.cluster.local"),
+        rule(
+          "own-selected",
+          "data",
+          host("ratings", "data"),
+          "\n  workloadSelector: {matchLabels: {app: canary}}",
+        ),
+      ].join("---\n"),
+    });
+    const chosen = (ruleHost: string, namespace: string, labels?: Record<string, string>) =>
+      push.destinationRuleFor(ruleHost, namespace, labels)?.ref.name;
+    // From the service's namespace: its own rule, whatever its exportTo.
+    assert.equal(chosen(host("reviews"), "default"), "service-private");
+    // From ns1: the service's rule is private, ns2's does not apply, the root's exact host wins over its wildcard.
+    assert.equal(chosen(host("reviews"), "ns1"), "root-exact");
+    // From ns2: its own rule.
+    assert.equal(chosen(host("reviews"), "ns2"), "third");
+    // From ns1: the service's namespace's wildcard, not ns2's exact host; its selector rule is not for ns1.
+    assert.equal(chosen(host("ratings", "data"), "ns1"), "own-wildcard");
+    // A workloadSelector counts for matching proxies of its namespace, and wins there.
+    assert.equal(chosen(host("ratings", "data"), "data", { app: "canary" }), "own-selected");
+    assert.equal(chosen(host("ratings", "data"), "data", { app: "other" }), "own-wildcard");
+    // Clusters follow the same choice.
+    const cluster = clusters(push, sidecar("ns1")).get(outbound("reviews"));
+    assert.equal(
+      (cluster?.metadata?.filterMetadata?.istio as { config?: string } | undefined)?.config,
+      "/apis/networking.istio.io/v1/namespaces/istio-system/destination-rule/root-exact",
+    );
+  });
+
   it("applies a DestinationRule with Istio's precedence: subsets, port-level replacing, TLS modes", () => {
     const push = contextOf({
       services: [

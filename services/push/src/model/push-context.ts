@@ -15,6 +15,7 @@ import {
   composePeerAuthentication,
   DEFAULT_ROOT_NAMESPACE,
   type MergedPeerAuthentication,
+  selectorMatches,
   type WorkloadAuthorizationPolicies,
 } from "./security.js";
 import type { TypedConfig } from "./types.js";
@@ -59,6 +60,8 @@ export class PushContext {
   readonly sidecars: readonly TypedConfig<Sidecar>[];
   /** WorkloadGroups by namespace/name: auto-registration checks a proxy's identity against its group's. */
   readonly #workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
+  /** The DestinationRules by their namespace, in the order of {@link destinationRules}. */
+  readonly #rulesByNamespace = new Map<string, TypedConfig<DestinationRule>[]>();
   /** Every service of the registry, sorted by hostname then namespace (deterministic iteration). */
   readonly services: readonly Service[];
   readonly endpointsByHost: ReadonlyMap<string, readonly Endpoint[]>;
@@ -76,6 +79,11 @@ export class PushContext {
     this.servicesByHost = parts.servicesByHost;
     this.virtualServices = parts.virtualServices;
     this.destinationRules = parts.destinationRules;
+    for (const config of this.destinationRules) {
+      const list = this.#rulesByNamespace.get(config.ref.namespace);
+      if (list) list.push(config);
+      else this.#rulesByNamespace.set(config.ref.namespace, [config]);
+    }
     this.peerAuthentications = parts.peerAuthentications;
     this.authorizationPolicies = parts.authorizationPolicies;
     this.sidecars = parts.sidecars;
@@ -221,21 +229,48 @@ export class PushContext {
   }
 
   /**
-   * The DestinationRule for host seen from namespace, as Istio resolves it:
-   * one in the proxy's own namespace first, then the service's namespace,
-   * then any other visible one; exact hosts before wildcards.
+   * The DestinationRule that applies to host for a proxy of namespace, as
+   * istiod's PushContext.destinationRule and SidecarScope.DestinationRule
+   * pick it, for clusters, endpoints and routes alike:
+   *
+   * 1. the rules of the proxy's own namespace (whatever their exportTo),
+   * 2. else those of the service's namespace exported to the proxy's,
+   * 3. else those of the root namespace exported to the proxy's;
+   *
+   * a rule of any other namespace never applies, whatever its exportTo.
+   * Within a step, the most specific host (exact, then the longest
+   * wildcard). A rule with a workloadSelector applies only to proxies of
+   * its own namespace; given their labels, only to those it selects, and
+   * then it wins over one without (without labels, the first rule is
+   * taken). Istio merges several selector-less rules for one host (subsets
+   * of later ones added); here the first by namespace/name is taken, as
+   * ingest keeps no creation time. `serviceNamespace` is the namespace of
+   * the service the host names, the registry's by default.
    */
-  destinationRuleFor(host: string, namespace: string): TypedConfig<DestinationRule> | undefined {
-    const service = this.servicesByHost.get(host);
-    const candidates = this.destinationRules.filter(
-      (config) =>
-        visible(config.spec.exportTo, config.ref.namespace, namespace) &&
-        config.hosts.some((pattern) => hostMatches(pattern, host)),
-    );
-    const rank = (config: TypedConfig<DestinationRule>) =>
-      (config.ref.namespace === namespace ? 0 : config.ref.namespace === service?.namespace ? 2 : 4) +
-      (config.hosts.includes(host) ? 0 : 1);
-    return candidates.sort((a, b) => rank(a) - rank(b))[0];
+  destinationRuleFor(
+    host: string,
+    namespace: string,
+    labels?: Readonly<Record<string, string>>,
+    serviceNamespace = this.servicesByHost.get(host)?.namespace,
+  ): TypedConfig<DestinationRule> | undefined {
+    const namespaces = [namespace];
+    if (serviceNamespace && !namespaces.includes(serviceNamespace)) namespaces.push(serviceNamespace);
+    if (!namespaces.includes(this.rootNamespace)) namespaces.push(this.rootNamespace);
+    for (const owner of namespaces) {
+      const candidates = (this.#rulesByNamespace.get(owner) ?? []).filter(
+        (config) =>
+          (owner === namespace || visible(config.spec.exportTo, owner, namespace)) &&
+          ruleSelects(config, namespace, labels),
+      );
+      const best = mostSpecificHost(
+        host,
+        candidates.flatMap((config) => config.hosts),
+      );
+      if (best === undefined) continue;
+      const forHost = candidates.filter((config) => config.hosts.includes(best));
+      return (labels && forHost.find((config) => config.spec.workloadSelector !== undefined)) ?? forHost[0];
+    }
+    return undefined;
   }
 
   /** The service behind host, if the registry has it and it is visible from namespace. */
@@ -250,6 +285,32 @@ export class PushContext {
 export function visible(exportTo: readonly string[], ownNamespace: string, namespace: string): boolean {
   if (exportTo.length === 0 || exportTo.includes("*")) return true;
   return exportTo.some((entry) => (entry === "." ? ownNamespace : entry) === namespace);
+}
+
+/**
+ * Whether a DestinationRule may apply to a proxy of namespace: one without
+ * a workloadSelector always; one with it only to the proxies of its own
+ * namespace, those whose labels it selects (when the labels are given).
+ */
+function ruleSelects(
+  config: TypedConfig<DestinationRule>,
+  namespace: string,
+  labels: Readonly<Record<string, string>> | undefined,
+): boolean {
+  const selector = config.spec.workloadSelector;
+  if (!selector) return true;
+  if (config.ref.namespace !== namespace) return false;
+  return !labels || selectorMatches(selector.matchLabels, labels);
+}
+
+/** Istio's MostSpecificHostMatch: the exact host if listed, else the longest wildcard that covers it. */
+function mostSpecificHost(host: string, patterns: readonly string[]): string | undefined {
+  if (patterns.includes(host)) return host;
+  let best: string | undefined;
+  for (const pattern of patterns)
+    if (pattern.startsWith("*") && hostMatches(pattern, host) && (!best || pattern.length > best.length))
+      best = pattern;
+  return best;
 }
 
 /** What a PushContext holds besides its endpoints. */

@@ -1,25 +1,16 @@
-import { hostMatches } from "@sextant/model";
 import type { Endpoint, Service, ServicePort } from "@sextant/proto";
 import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { MeshProxy } from "../../model/proxy.js";
-import { type PushContext, visible } from "../../model/push-context.js";
+import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
 import type { TypedConfig } from "../../model/types.js";
 
 /**
- * The DestinationRule a sidecar applies to host, as istiod's
- * PushContext.destinationRule and SidecarScope.DestinationRule pick it:
- *
- * 1. the rules in the proxy's own namespace (whatever their exportTo),
- * 2. else those of the service's namespace exported to the proxy's,
- * 3. else those of the root namespace exported to the proxy's;
- *
- * within a step, the most specific host (exact, then the longest wildcard).
- * Among the rules for that host, one whose workloadSelector matches the
- * proxy's labels (a selector counts only in the proxy's namespace) wins over
- * one without a selector. Istio merges several selector-less rules for one
- * host (subsets of later ones added); here the first by namespace/name is
- * taken, as ingest keeps no creation time.
+ * The DestinationRule a sidecar applies to a service, as istiod's
+ * SidecarScope.DestinationRule picks it (see
+ * {@link PushContext.destinationRuleFor}: the proxy's namespace, the
+ * service's, the root namespace; the most specific host; a matching
+ * workloadSelector first), remembered per snapshot.
  */
 export function sidecarDestinationRule(
   push: PushContext,
@@ -30,26 +21,7 @@ export function sidecarDestinationRule(
   const labels = ruleLabelsKey(push, proxy);
   const key = `${proxy.namespace}\u0000${service.namespace}\u0000${service.hostname}\u0000${labels}`;
   if (index.chosen.has(key)) return index.chosen.get(key);
-  const namespaces = [proxy.namespace];
-  if (service.namespace && !namespaces.includes(service.namespace)) namespaces.push(service.namespace);
-  if (!namespaces.includes(push.rootNamespace)) namespaces.push(push.rootNamespace);
-  let chosen: TypedConfig<DestinationRule> | undefined;
-  for (const namespace of namespaces) {
-    const candidates = (index.byNamespace.get(namespace) ?? []).filter(
-      (config) =>
-        (namespace === proxy.namespace ||
-          visible(config.spec.exportTo, config.ref.namespace, proxy.namespace)) &&
-        appliesToProxy(config, proxy),
-    );
-    const host = mostSpecificHost(
-      service.hostname,
-      candidates.flatMap((config) => config.hosts),
-    );
-    if (host === undefined) continue;
-    const forHost = candidates.filter((config) => config.hosts.includes(host));
-    chosen = forHost.find((config) => config.spec.workloadSelector !== undefined) ?? forHost[0];
-    break;
-  }
+  const chosen = push.destinationRuleFor(service.hostname, proxy.namespace, proxy.labels, service.namespace);
   index.chosen.set(key, chosen);
   return chosen;
 }
@@ -64,7 +36,6 @@ export function ruleLabelsKey(push: PushContext, proxy: Pick<MeshProxy, "namespa
 }
 
 interface RuleIndex {
-  readonly byNamespace: ReadonlyMap<string, readonly TypedConfig<DestinationRule>[]>;
   /** Namespaces with a rule that has a workloadSelector. */
   readonly withSelector: ReadonlySet<string>;
   /** Choices made so far in this snapshot. */
@@ -73,40 +44,17 @@ interface RuleIndex {
 
 const ruleIndexes = new WeakMap<PushContext, RuleIndex>();
 
-/** The snapshot's DestinationRules by namespace, built once per snapshot. */
+/** The namespaces with selector rules and the choices made, kept once per snapshot. */
 function ruleIndex(push: PushContext): RuleIndex {
   let index = ruleIndexes.get(push);
   if (!index) {
-    const byNamespace = new Map<string, TypedConfig<DestinationRule>[]>();
     const withSelector = new Set<string>();
-    for (const config of push.destinationRules) {
-      byNamespace.set(config.ref.namespace, [...(byNamespace.get(config.ref.namespace) ?? []), config]);
+    for (const config of push.destinationRules)
       if (config.spec.workloadSelector) withSelector.add(config.ref.namespace);
-    }
-    index = { byNamespace, withSelector, chosen: new Map() };
+    index = { withSelector, chosen: new Map() };
     ruleIndexes.set(push, index);
   }
   return index;
-}
-
-/** A rule with a workloadSelector applies only to matching proxies of its own namespace. */
-function appliesToProxy(
-  config: TypedConfig<DestinationRule>,
-  proxy: Pick<MeshProxy, "namespace" | "labels">,
-): boolean {
-  const selector = config.spec.workloadSelector;
-  if (!selector) return true;
-  return config.ref.namespace === proxy.namespace && selectorMatches(selector.matchLabels, proxy.labels);
-}
-
-/** Istio's MostSpecificHostMatch: the exact host if listed, else the longest wildcard that covers it. */
-export function mostSpecificHost(host: string, patterns: readonly string[]): string | undefined {
-  if (patterns.includes(host)) return host;
-  let best: string | undefined;
-  for (const pattern of patterns)
-    if (pattern.startsWith("*") && hostMatches(pattern, host) && (!best || pattern.length > best.length))
-      best = pattern;
-  return best;
 }
 
 /** One service port a proxy serves (Istio's ServiceTarget): the service, its port, and the workload port. */

@@ -260,7 +260,7 @@ describe("virtualInbound", () => {
       };
       const agentPorts = { ENVOY_STATUS_PORT: 15021, ENVOY_PROMETHEUS_PORT: 15090 };
       const listener = virtualInbound(pushWith([sidecar, ...config]), IP, new XdsCache(), agentPorts);
-      const names = listener.filterChains.map(
+      const names: string[] = listener.filterChains.map(
         (c: Json) => `${c.name}:${c.filterChainMatch?.destinationPort ?? "*"}`,
       );
       return [...new Set(names)].filter((name) => !name.startsWith("virtualInbound"));

@@ -33,15 +33,17 @@ const LABELS = { app: "store", version: "v1" };
 /** A port no Service declares. */
 const UNDECLARED = 12345;
 
-/** A registry with the store workload at IP, and config as ingest stores it. */
-function pushWith(config: ConfigItem[]): PushContext {
+type Port = { name: string; number: number; protocol: string };
+
+/** A registry with the store workload at IP (its Service's ports PORTS unless given), and config as ingest stores it. */
+function pushWith(config: ConfigItem[], ports: readonly Port[] = PORTS): PushContext {
   const hostname = "store.default.svc.cluster.local";
   const service = Service.fromJSON({
     hostname,
     namespace: "default",
     name: "store",
     addresses: ["10.96.0.40"],
-    ports: PORTS.map((port) => ({ ...port, targetPort: port.number })),
+    ports: ports.map((port) => ({ ...port, targetPort: port.number })),
     selector: { app: "store" },
     registry: "kubernetes",
   });
@@ -69,10 +71,15 @@ const mode = (mtlsMode: string, portLevelMtls?: Record<number, { mode: string }>
 // biome-ignore lint/suspicious/noExplicitAny: decoded JSON, checked by the assertions
 type Json = Record<string, any>;
 
-function virtualInbound(push: PushContext, instanceIps = IP, cache = new XdsCache()): Json {
+function virtualInbound(
+  push: PushContext,
+  instanceIps = IP,
+  cache = new XdsCache(),
+  metadata: Json = {},
+): Json {
   const proxy = parseProxy({
     id: `sidecar~${instanceIps.split(",")[0]}~store-v1-xyz.default~default.svc.cluster.local`,
-    metadata: { NAMESPACE: "default", LABELS, INSTANCE_IPS: instanceIps },
+    metadata: { NAMESPACE: "default", LABELS, INSTANCE_IPS: instanceIps, ...metadata },
   } as never);
   const found = generateSidecarListeners({ push, proxy, cache }, new Set(["virtualInbound"]));
   assert.equal(found.length, 1);
@@ -202,6 +209,87 @@ describe("virtualInbound", () => {
     // 9080 is declared: its own chains take the port-level mode, and no catch-all matches it.
     assert.deepEqual(chainsOf(listener, "0.0.0.0_9080", 9080), ["raw_buffer - hcm"]);
     assert.deepEqual(chainsOf(listener, "virtualInbound", 9080), []);
+  });
+
+  it("leaves out the workload ports the proxy's own listeners take, and gives them no catch-all chains (Istio)", () => {
+    // The agent's node metadata announces its static listeners' ports.
+    const agentPorts = { ENVOY_STATUS_PORT: 15021, ENVOY_PROMETHEUS_PORT: 15090 };
+    const ports = [15001, 15006, 15021, 15090, 9080].map((number) => ({
+      name: `port${number}`,
+      number,
+      protocol: number === 9080 ? "PROTOCOL_HTTP" : "PROTOCOL_UNSPECIFIED",
+    }));
+    const strict = Object.fromEntries([15006, 15021].map((port) => [port, { mode: "STRICT" }]));
+    const push = pushWith([mode("PERMISSIVE", strict)], ports);
+    const listener = virtualInbound(push, IP, new XdsCache(), agentPorts);
+    const byPort = (port: number) =>
+      listener.filterChains.filter((c: Json) => c.filterChainMatch?.destinationPort === port);
+    // Traffic to 15006 reaches the blackhole chain alone, which matches no transport protocol.
+    assert.deepEqual(
+      byPort(15006).map((c: Json) => [c.name, c.filterChainMatch.transportProtocol]),
+      [["virtualInbound-blackhole", undefined]],
+    );
+    // A port-level mode for a port a service declares makes no catch-all chains there.
+    for (const port of [15001, 15021, 15090]) assert.deepEqual(byPort(port), [], `port ${port}`);
+    assert.deepEqual(chainsOf(listener, "0.0.0.0_9080", 9080).length, 2);
+    // Without the metadata the status and Prometheus ports are the workload's, even through a shared cache.
+    const cache = new XdsCache();
+    virtualInbound(push, IP, cache, agentPorts);
+    const plain = virtualInbound(push, IP, cache);
+    assert.deepEqual(chainsOf(plain, "0.0.0.0_15021", 15021), [
+      "tls [istio-http/1.0,istio-http/1.1,istio-h2] mtls hcm",
+      "tls mtls tcp",
+    ]);
+    assert.equal(chainsOf(plain, "0.0.0.0_15090", 15090).length, 5);
+    assert.deepEqual(chainsOf(plain, "0.0.0.0_15006", 15006), []);
+    assert.deepEqual(chainsOf(plain, "0.0.0.0_15001", 15001), []);
+  });
+
+  it("leaves out Sidecar ingress listeners on 15006, and on a static listener's port where Istio does", () => {
+    const ingress = (number: number, protocol: string, bind?: string) => ({
+      port: { number, protocol, name: `${protocol.toLowerCase()}-${number}` },
+      defaultEndpoint: "127.0.0.1:8080",
+      ...(bind && { bind }),
+    });
+    /** The chains' names and ports of virtualInbound for a Sidecar with these ingress listeners. */
+    const chainPorts = (listeners: Json[], config: ConfigItem[] = []) => {
+      const sidecar: ConfigItem = {
+        kind: "Sidecar",
+        name: "store",
+        spec: { workloadSelector: { labels: { app: "store" } }, ingress: listeners },
+      };
+      const agentPorts = { ENVOY_STATUS_PORT: 15021, ENVOY_PROMETHEUS_PORT: 15090 };
+      const listener = virtualInbound(pushWith([sidecar, ...config]), IP, new XdsCache(), agentPorts);
+      const names: string[] = listener.filterChains.map(
+        (c: Json) => `${c.name}:${c.filterChainMatch?.destinationPort ?? "*"}`,
+      );
+      return [...new Set(names)].filter((name) => !name.startsWith("virtualInbound"));
+    };
+    // An HTTP listener without a bind binds the wildcard in Istio, as does one bound to it: both
+    // conflict with the agent's listeners. A TCP one without a bind binds the instance address.
+    assert.deepEqual(chainPorts([ingress(15021, "HTTP"), ingress(15090, "TCP"), ingress(9080, "HTTP")]), [
+      `${IP}_9080:9080`,
+      `${IP}_15090:15090`,
+    ]);
+    assert.deepEqual(chainPorts([ingress(15090, "TCP", "0.0.0.0"), ingress(15021, "TCP", IP)]), [
+      `${IP}_15021:15021`,
+    ]);
+    // 15006 is the blackhole chain's, whatever the listener (Istio builds a chain there).
+    assert.deepEqual(chainPorts([ingress(15006, "TCP", IP), ingress(9080, "HTTP")]), [`${IP}_9080:9080`]);
+    // A port-level mode for 15006, which no ingress listener declares, makes no catch-all chains there either.
+    const strict = mode("PERMISSIVE", { 15006: { mode: "STRICT" }, [UNDECLARED]: { mode: "STRICT" } });
+    const listener = virtualInbound(
+      pushWith([
+        strict,
+        {
+          kind: "Sidecar",
+          name: "store",
+          spec: { workloadSelector: { labels: { app: "store" } }, ingress: [ingress(9080, "HTTP")] },
+        },
+      ]),
+    );
+    assert.deepEqual(chainsOf(listener, "virtualInbound", 15006), []);
+    assert.deepEqual(chainsOf(listener, "virtualInbound", UNDECLARED), ["tls mtls tcp"]);
   });
 
   it("sends HTTP to undeclared ports through an HCM with the authorization filters", () => {

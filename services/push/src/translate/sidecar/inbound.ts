@@ -108,13 +108,29 @@ function interceptionNone(proxy: MeshProxy): boolean {
   return proxy.metadata.INTERCEPTION_MODE === "NONE";
 }
 
+/** The outbound capture listener's port (virtualOutbound's, built in ./listeners.ts). */
+const VIRTUAL_OUTBOUND_PORT = 15001;
+
+/**
+ * The ports of the agent's static listeners (health and Prometheus), as
+ * the node metadata announces them (Istio's EnvoyStatusPort and
+ * EnvoyPrometheusPort).
+ */
+function staticListenerPorts(proxy: MeshProxy): number[] {
+  return [proxy.metadata.ENVOY_STATUS_PORT, proxy.metadata.ENVOY_PROMETHEUS_PORT]
+    .map(Number)
+    .filter((port) => Number.isInteger(port) && port > 0);
+}
+
 /**
  * The proxy's inbound ports (Istio's inbound chain configs): with a
  * Sidecar that has ingress listeners, one per listener (those with
  * captureMode NONE bind a port of their own in Istio and get no chain
  * here); otherwise one per workload port of its service targets (the same
  * ones the inbound clusters are built for; on a port several services
- * target, the first by hostname decides). Sorted by port.
+ * target, the first by hostname decides). A port one of the proxy's own
+ * listeners takes is left out (see serviceTargetPorts and
+ * sidecarIngressPorts). Sorted by port.
  */
 export function inboundPorts(push: PushContext, proxy: MeshProxy): InboundPort[] {
   const sidecar = applicableSidecar(push, proxy);
@@ -125,11 +141,20 @@ export function inboundPorts(push: PushContext, proxy: MeshProxy): InboundPort[]
   return ports.sort((a, b) => a.port - b.port);
 }
 
+/**
+ * The workload ports of the proxy's service targets, but those a listener
+ * of the proxy's own takes (Istio's conflictWithReservedListener for a
+ * chain bound to the wildcard, whatever its protocol): the outbound and
+ * inbound capture ports and the static listeners' ports. The application
+ * cannot listen there, and traffic addressed to 15006 must reach the
+ * blackhole chain, not loop back into virtualInbound.
+ */
 function serviceTargetPorts(push: PushContext, proxy: MeshProxy): InboundPort[] {
   const [bind] = wildcardAddresses(proxy);
+  const reserved = new Set([VIRTUAL_OUTBOUND_PORT, VIRTUAL_INBOUND_PORT, ...staticListenerPorts(proxy)]);
   const byPort = new Map<number, InboundPort>();
   for (const target of serviceTargets(push, proxy)) {
-    if (byPort.has(target.targetPort)) continue;
+    if (byPort.has(target.targetPort) || reserved.has(target.targetPort)) continue;
     byPort.set(target.targetPort, {
       port: target.targetPort,
       protocol: portProtocol(target.port.protocol),
@@ -147,16 +172,24 @@ function serviceTargetPorts(push: PushContext, proxy: MeshProxy): InboundPort[] 
  * protocol, named after its bind, else the proxy's first global unicast
  * address, else the wildcard (Istio's getSidecarInboundBindIPs); traced as
  * `<sidecar>.<namespace>:<port>` (Istio has no service for them). The
- * first listener of a port wins.
+ * first listener of a port wins. Left out, as in Istio, is a listener on a
+ * static listener's port that binds the wildcard, or binds nothing and is
+ * HTTP. Istio checks no capture port here, yet a chain on 15006 would take
+ * traffic from the blackhole chain (the one Istio's own config check
+ * allows there) and loop it back into virtualInbound: such a listener is
+ * left out too.
  */
 function sidecarIngressPorts(proxy: MeshProxy, sidecar: TypedConfig<Sidecar>): InboundPort[] {
   const [wildcard] = wildcardAddresses(proxy);
   const unicast = proxy.instanceIps.find(isGlobalUnicast);
+  const staticPorts = staticListenerPorts(proxy);
   const byPort = new Map<number, InboundPort>();
   for (const listener of sidecar.spec.ingress) {
     const number = listener.port?.number;
     if (!number || listener.captureMode === CaptureMode.NONE || byPort.has(number)) continue;
     const protocol = parseProtocol(listener.port?.protocol ?? "");
+    const bindsWildcard = listener.bind ? listener.bind === wildcard : isHttpProtocol(protocol);
+    if (number === VIRTUAL_INBOUND_PORT || (bindsWildcard && staticPorts.includes(number))) continue;
     byPort.set(number, {
       port: number,
       protocol: portProtocol(protocol),
@@ -184,10 +217,30 @@ function isGlobalUnicast(ip: string): boolean {
   return false;
 }
 
+/**
+ * The ports the proxy declares (Istio's needPerPortPassthroughFilterChain):
+ * its Sidecar's ingress listener ports when it has any, else the workload
+ * ports of its service targets, those its own listeners take included. A
+ * PeerAuthentication port-level mode for another port gets passthrough
+ * chains of its own.
+ */
+function declaredPorts(push: PushContext, proxy: MeshProxy): Set<number> {
+  const sidecar = applicableSidecar(push, proxy);
+  return new Set(
+    sidecar && sidecar.spec.ingress.length > 0
+      ? sidecar.spec.ingress.map((listener) => listener.port?.number ?? 0)
+      : serviceTargets(push, proxy).map((target) => target.targetPort),
+  );
+}
+
 /** What virtualInbound is built from beyond config: whether it exists, its ports and addresses (for the cache key). */
 export function virtualInboundKey(push: PushContext, proxy: MeshProxy): string {
   if (interceptionNone(proxy)) return "none";
-  return JSON.stringify([inboundPorts(push, proxy), wildcardAddresses(proxy)]);
+  return JSON.stringify([
+    inboundPorts(push, proxy),
+    [...declaredPorts(push, proxy)].sort((a, b) => a - b),
+    wildcardAddresses(proxy),
+  ]);
 }
 
 /** The inbound HTTP filters: authorization (CUSTOM, AUDIT, DENY, ALLOW: ./authz.ts), then fault, CORS, router. */
@@ -451,8 +504,10 @@ function portChains(push: PushContext, proxy: MeshProxy, port: InboundPort): Inb
  * through an HCM, so HTTP AuthorizationPolicy applies there too; the rest
  * as `virtualInbound` through tcp_proxy). First for every port, with the
  * workload's mode; then, for each port a PeerAuthentication sets a mode
- * for that no service declares, the same chains matching that port with
- * its mode.
+ * for that the proxy does not declare, the same chains matching that port
+ * with its mode. Not for 15006, though Istio builds them there too: they
+ * would take traffic from the blackhole chain and loop it back into
+ * virtualInbound.
  */
 function catchAllChains(push: PushContext, proxy: MeshProxy, declared: ReadonlySet<number>): InboundChain[] {
   const merged = push.peerAuthenticationFor(proxy.namespace, proxy.labels);
@@ -471,7 +526,9 @@ function catchAllChains(push: PushContext, proxy: MeshProxy, declared: ReadonlyS
     },
   });
   const chains = buildChains(source(), "auto", merged.mode);
-  const undeclared = [...merged.perPort].filter(([port]) => !declared.has(port)).sort(([a], [b]) => a - b);
+  const undeclared = [...merged.perPort]
+    .filter(([port]) => !declared.has(port) && port !== VIRTUAL_INBOUND_PORT)
+    .sort(([a], [b]) => a - b);
   for (const [port, mode] of undeclared) chains.push(...buildChains(source(port), "auto", mode));
   return chains;
 }
@@ -581,16 +638,10 @@ export function buildVirtualInbound(push: PushContext, proxy: MeshProxy): Genera
     ...authzSources(push, proxy),
     ...(sidecarIngress ? [sidecarIngress.ref] : []),
   ];
-  // A port is declared by the Sidecar's ingress listeners when it has any, else by the services.
-  const declared = new Set(
-    sidecarIngress
-      ? sidecarIngress.spec.ingress.map((listener) => listener.port?.number ?? 0)
-      : ports.map((port) => port.port),
-  );
   const [bind, ...extraBinds] = wildcardAddresses(proxy);
   const filterChains: InboundChain[] = [
     blackholeChain(),
-    ...catchAllChains(push, proxy, declared),
+    ...catchAllChains(push, proxy, declaredPorts(push, proxy)),
     ...ports.flatMap((port) => portChains(push, proxy, port)),
   ];
   const listener = Listener.fromPartial({

@@ -587,12 +587,13 @@ function envoyMatch(match: HTTPMatchRequest | undefined): Plain {
 
 /**
  * Istio's translateQueryParamMatch: a present match for "any value" (see
- * presentIfAnyValue) or an empty exact, else the exact, prefix or regex string match.
+ * presentIfAnyValue), else the exact, prefix or regex string match. An empty
+ * exact stays a string match (the parameter with an empty value), as Istio
+ * since 1.5; only Envoy's deprecated `value` field read "" as "present".
  */
 function queryParameterMatcher(name: string, value: StringMatch): Plain {
   const any = presentIfAnyValue(value);
-  if (any.exact !== undefined && any.exact !== "")
-    return { name, stringMatch: { exact: any.exact, ignoreCase: false } };
+  if (any.exact !== undefined) return { name, stringMatch: { exact: any.exact, ignoreCase: false } };
   if (any.prefix !== undefined) return { name, stringMatch: { prefix: any.prefix, ignoreCase: false } };
   if (any.regex !== undefined)
     return { name, stringMatch: { safeRegex: { regex: any.regex }, ignoreCase: false } };

@@ -433,17 +433,19 @@ const regexArb = fc.constantFrom(
 );
 
 /**
- * A StringMatch (checkStringMatch): exact, prefix or a valid RE2 regex;
- * `allowEmpty` where Istio accepts "" (uri, headers, query params).
+ * A StringMatch (checkStringMatch): exact, prefix or a valid RE2 regex; an
+ * empty exact or prefix only where `emptyIn` names it, as Istio accepts ""
+ * (an empty exact in uri, headers and query params; an empty prefix only in uri).
  */
 function stringMatchArb(
   values: fc.Arbitrary<string>,
-  allowEmpty: boolean,
+  emptyIn: ReadonlyArray<"exact" | "prefix">,
 ): fc.Arbitrary<Record<string, string>> {
-  const value = allowEmpty ? fc.oneof(values, fc.constant("")) : values;
+  const valueFor = (kind: "exact" | "prefix") =>
+    emptyIn.includes(kind) ? fc.oneof(values, fc.constant("")) : values;
   return fc.oneof(
-    value.map((exact) => ({ exact })),
-    value.map((prefix) => ({ prefix })),
+    valueFor("exact").map((exact) => ({ exact })),
+    valueFor("prefix").map((prefix) => ({ prefix })),
     regexArb.map((regex) => ({ regex })),
   );
 }
@@ -467,21 +469,25 @@ function httpMatchArb(known: Known, host: string): fc.Arbitrary<Record<string, u
   return fc.record(
     {
       name: fc.constantFrom("m1", "m2"),
-      uri: stringMatchArb(fc.constantFrom("/", "/api", "/productpage", "/static/"), true),
+      uri: stringMatchArb(fc.constantFrom("/", "/api", "/productpage", "/static/"), ["exact", "prefix"]),
       method: fc.constantFrom("GET", "POST", "PUT", "DELETE").map((exact) => ({ exact })),
-      authority: stringMatchArb(fc.constantFrom("example.com", "alpha"), false),
+      authority: stringMatchArb(fc.constantFrom("example.com", "alpha"), []),
       scheme: fc.constantFrom("http", "https").map((exact) => ({ exact })),
-      headers: fc.dictionary(headerName, stringMatchArb(fc.constantFrom("jason", "v1", "Mozilla"), true), {
-        maxKeys: 2,
-      }),
+      headers: fc.dictionary(
+        headerName,
+        stringMatchArb(fc.constantFrom("jason", "v1", "Mozilla"), ["exact"]),
+        {
+          maxKeys: 2,
+        },
+      ),
       withoutHeaders: fc.dictionary(
         headerName,
-        fc.oneof(fc.constant({ regex: "*" }), stringMatchArb(fc.constantFrom("bot"), true)),
+        fc.oneof(fc.constant({ regex: "*" }), stringMatchArb(fc.constantFrom("bot"), ["exact"])),
         { maxKeys: 1 },
       ),
       queryParams: fc.dictionary(
         fc.constantFrom("page", "debug", "id"),
-        stringMatchArb(fc.constantFrom("1", "true"), true),
+        stringMatchArb(fc.constantFrom("1", "true"), ["exact"]),
         { maxKeys: 2 },
       ),
       ignoreUriCase: fc.boolean(),

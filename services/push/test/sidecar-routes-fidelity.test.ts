@@ -98,6 +98,34 @@ describe("sidecar RDS fidelity", () => {
     assert.deepEqual(route!.match.queryParameters, [{ name: "debug", presentMatch: true }]);
   });
 
+  it("turns an empty prefix, which Envoy's StringMatcher rejects, into a present match (not the uri's)", () => {
+    const [route] = ratingsRoutes([
+      {
+        match: [
+          {
+            uri: { prefix: "" },
+            headers: { "x-a": { prefix: "" } },
+            withoutHeaders: { "x-b": { prefix: "" } },
+            method: { prefix: "" },
+            authority: { prefix: "" },
+            scheme: { prefix: "" },
+            queryParams: { debug: { prefix: "" } },
+          },
+        ],
+        route: ratings,
+      },
+    ]);
+    assert.equal(route!.match.prefix, "");
+    assert.deepEqual(route!.match.headers, [
+      { name: "x-a", presentMatch: true },
+      { name: "x-b", presentMatch: true, invertMatch: true },
+      { name: ":method", presentMatch: true },
+      { name: ":authority", presentMatch: true },
+      { name: ":scheme", presentMatch: true },
+    ]);
+    assert.deepEqual(route!.match.queryParameters, [{ name: "debug", presentMatch: true }]);
+  });
+
   it("never emits a regex RE2 refuses: the match or route carrying it is left out", () => {
     const routes = ratingsRoutes([
       {

@@ -231,7 +231,8 @@ describe("sidecar RDS", () => {
       ["end-user", "x-skip", ":method"],
     );
     assert.equal(jason.match.headers[1].invertMatch, true);
-    assert.deepEqual(jason.match.queryParameters, [{ name: "debug", presentMatch: true }]);
+    // An empty exact is a string match, as Istio's translateQueryParamMatch (not "present").
+    assert.deepEqual(jason.match.queryParameters, [{ name: "debug", stringMatch: { exact: "" } }]);
     assert.equal(jason.route.cluster, "outbound|9080|v1|ratings.default.svc.cluster.local");
     assert.deepEqual(jason.route.timeout, { seconds: 2 });
     assert.equal(jason.route.maxStreamDuration, undefined);

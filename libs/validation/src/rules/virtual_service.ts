@@ -260,33 +260,45 @@ function checkAuthorityRewrite(issues: Issues, p: string, http: HTTPRoute): void
   }
 }
 
+/**
+ * Which empty values a StringMatch may hold. `uri`: any (a RouteMatch prefix or
+ * path may be empty). `value` (header, withoutHeaders and query parameter
+ * values): an empty exact but no empty prefix, as Istio's validateStringMatch,
+ * since Envoy's StringMatcher needs a prefix of at least one character.
+ * `nonEmpty` (scheme, method, authority, CORS origins): neither.
+ */
+type EmptyValues = "uri" | "value" | "nonEmpty";
+
 function checkStringMatch(
   issues: Issues,
   p: string,
   match: StringMatch | undefined,
-  allowEmptyPrefix: boolean,
+  empty: EmptyValues,
 ): void {
   if (!match) return;
   if (match.regex !== undefined) {
     checkRegex(issues, `${p}.regex`, match.regex);
-  } else if (match.prefix !== undefined && match.prefix === "" && !allowEmptyPrefix) {
-    issues.error(`${p}.prefix`, "prefix match must not be empty");
-  } else if (match.exact !== undefined && match.exact === "" && !allowEmptyPrefix) {
+  } else if (match.prefix === "" && empty !== "uri") {
+    issues.error(
+      `${p}.prefix`,
+      "prefix match must not be empty (Envoy needs at least one character); an empty match {} matches any value",
+    );
+  } else if (match.exact === "" && empty === "nonEmpty") {
     issues.error(`${p}.exact`, "exact match must not be empty");
   }
 }
 
 function checkHttpMatch(issues: Issues, p: string, m: HTTPMatchRequest): void {
-  checkStringMatch(issues, `${p}.uri`, m.uri, true);
-  checkStringMatch(issues, `${p}.scheme`, m.scheme, false);
-  checkStringMatch(issues, `${p}.method`, m.method, false);
-  checkStringMatch(issues, `${p}.authority`, m.authority, false);
+  checkStringMatch(issues, `${p}.uri`, m.uri, "uri");
+  checkStringMatch(issues, `${p}.scheme`, m.scheme, "nonEmpty");
+  checkStringMatch(issues, `${p}.method`, m.method, "nonEmpty");
+  checkStringMatch(issues, `${p}.authority`, m.authority, "nonEmpty");
   for (const [name, match] of Object.entries(m.headers)) {
     const hp = key(`${p}.headers`, name);
     if (!isHeaderName(name) && !name.startsWith("@request.auth.claims")) {
       issues.error(hp, `"${name}" is not a valid header name`);
     }
-    checkStringMatch(issues, hp, match, true);
+    checkStringMatch(issues, hp, match, "value");
   }
   for (const [name, match] of Object.entries(m.withoutHeaders)) {
     const hp = key(`${p}.withoutHeaders`, name);
@@ -294,10 +306,10 @@ function checkHttpMatch(issues: Issues, p: string, m: HTTPMatchRequest): void {
       issues.error(hp, `"${name}" is not a valid header name`);
     }
     // A bare "*" regex means "header present" in Istio, not an RE2 pattern.
-    if (match.regex !== "*") checkStringMatch(issues, hp, match, true);
+    if (match.regex !== "*") checkStringMatch(issues, hp, match, "value");
   }
   for (const [name, match] of Object.entries(m.queryParams)) {
-    checkStringMatch(issues, key(`${p}.queryParams`, name), match, true);
+    checkStringMatch(issues, key(`${p}.queryParams`, name), match, "value");
   }
   if (m.port !== 0) checkPort(issues, `${p}.port`, m.port);
   checkLabels(issues, `${p}.sourceLabels`, m.sourceLabels);
@@ -354,7 +366,7 @@ const LARGE_DIRECT_RESPONSE_BODY_BYTES = 100 * 1024;
 function checkCors(issues: Issues, p: string, cors: CorsPolicy | undefined): void {
   if (!cors) return;
   cors.allowOrigins.forEach((origin, i) => {
-    checkStringMatch(issues, at(`${p}.allowOrigins`, i), origin, false);
+    checkStringMatch(issues, at(`${p}.allowOrigins`, i), origin, "nonEmpty");
   });
   if (cors.allowOrigin.length > 0)
     issues.warn(`${p}.allowOrigin`, "allowOrigin is deprecated; use allowOrigins");

@@ -51,29 +51,34 @@ export function translateMatch(
   }
   const headers: Partial<HeaderMatcher>[] = [];
   for (const [name, value] of Object.entries(match?.headers ?? {}).sort(([a], [b]) => a.localeCompare(b))) {
-    headers.push(headerMatcher(name, presentIfStar(value), false, headerForm));
+    headers.push(headerMatcher(name, presentIfAnyValue(value), false, headerForm));
   }
   for (const [name, value] of Object.entries(match?.withoutHeaders ?? {}).sort(([a], [b]) =>
     a.localeCompare(b),
   )) {
-    headers.push(headerMatcher(name, presentIfStar(value), true, headerForm));
+    headers.push(headerMatcher(name, presentIfAnyValue(value), true, headerForm));
   }
   if (headers.length > 0) result.headers = headers;
   return result;
 }
 
 /**
- * Istio's canBeConvertedToPresentMatch: a header (or query parameter) regex of
- * exactly "*" is not an RE2 pattern but "the header is present", so it becomes
- * the empty StringMatch headerMatcher turns into a present match.
+ * The StringMatch a header or query parameter matcher is built from, with
+ * "any value" spelled as the empty StringMatch that becomes a present match.
+ * A regex of exactly "*" is Istio's canBeConvertedToPresentMatch: not an
+ * RE2 pattern but "present". An empty prefix is push's own: Istio's
+ * validation refuses it outside the uri (as @sextant/validation does) and
+ * Envoy's StringMatcher and gRPC's legacy prefix_match reject it (min_len
+ * 1), which would lose the whole RouteConfiguration; "starts with nothing"
+ * is what a present match tests, so push keeps the match's meaning.
  */
-export function presentIfStar(value: StringMatch): StringMatch {
-  return value.regex === "*" ? {} : value;
+export function presentIfAnyValue(value: StringMatch): StringMatch {
+  return value.regex === "*" || value.prefix === "" ? {} : value;
 }
 
 /**
  * True if every regex an HTTPMatchRequest carries is one Envoy's RE2 compiles
- * (after the "*" present-match conversion). Ingest's validation refuses the
+ * (after the present-match conversion). Ingest's validation refuses the
  * others; push checks again so one bad pattern never makes Envoy reject the
  * whole RouteConfiguration it would sit in.
  */
@@ -81,10 +86,10 @@ export function matchRegexesValid(match: HTTPMatchRequest | undefined): boolean 
   if (!match) return true;
   const patterns: Array<string | undefined> = [match.uri?.regex];
   for (const value of [match.scheme, match.method, match.authority]) {
-    if (value) patterns.push(presentIfStar(value).regex);
+    if (value) patterns.push(presentIfAnyValue(value).regex);
   }
   for (const values of [match.headers, match.withoutHeaders, match.queryParams]) {
-    for (const value of Object.values(values)) patterns.push(presentIfStar(value).regex);
+    for (const value of Object.values(values)) patterns.push(presentIfAnyValue(value).regex);
   }
   return patterns.every((pattern) => pattern === undefined || regexProblem(pattern) === undefined);
 }

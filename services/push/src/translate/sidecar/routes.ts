@@ -38,7 +38,7 @@ import {
   fraction,
   headerMatcher,
   matchRegexesValid,
-  presentIfStar,
+  presentIfAnyValue,
   translateFault,
   translateMatch,
 } from "../common/routes.js";
@@ -574,9 +574,9 @@ function envoyMatch(match: HTTPMatchRequest | undefined): Plain {
   const out = translateMatch(match);
   if (!match) return out;
   const headers = [...((out.headers as unknown[]) ?? [])];
-  if (match.method) headers.push(headerMatcher(":method", presentIfStar(match.method), false));
-  if (match.authority) headers.push(headerMatcher(":authority", presentIfStar(match.authority), false));
-  if (match.scheme) headers.push(headerMatcher(":scheme", presentIfStar(match.scheme), false));
+  if (match.method) headers.push(headerMatcher(":method", presentIfAnyValue(match.method), false));
+  if (match.authority) headers.push(headerMatcher(":authority", presentIfAnyValue(match.authority), false));
+  if (match.scheme) headers.push(headerMatcher(":scheme", presentIfAnyValue(match.scheme), false));
   if (headers.length > 0) out.headers = headers;
   const queryParameters = Object.entries(match.queryParams)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
@@ -585,14 +585,18 @@ function envoyMatch(match: HTTPMatchRequest | undefined): Plain {
   return out;
 }
 
-/** Istio's query parameter match: exact (an empty exact means "present"), prefix or regex (a regex "*" means "present"). */
+/**
+ * Istio's translateQueryParamMatch: a present match for "any value" (see
+ * presentIfAnyValue), else the exact, prefix or regex string match. An empty
+ * exact stays a string match (the parameter with an empty value), as Istio
+ * since 1.5; only Envoy's deprecated `value` field read "" as "present".
+ */
 function queryParameterMatcher(name: string, value: StringMatch): Plain {
-  if (value.regex === "*") return { name, presentMatch: true };
-  if (value.exact !== undefined && value.exact !== "")
-    return { name, stringMatch: { exact: value.exact, ignoreCase: false } };
-  if (value.prefix !== undefined) return { name, stringMatch: { prefix: value.prefix, ignoreCase: false } };
-  if (value.regex !== undefined)
-    return { name, stringMatch: { safeRegex: { regex: value.regex }, ignoreCase: false } };
+  const any = presentIfAnyValue(value);
+  if (any.exact !== undefined) return { name, stringMatch: { exact: any.exact, ignoreCase: false } };
+  if (any.prefix !== undefined) return { name, stringMatch: { prefix: any.prefix, ignoreCase: false } };
+  if (any.regex !== undefined)
+    return { name, stringMatch: { safeRegex: { regex: any.regex }, ignoreCase: false } };
   return { name, presentMatch: true };
 }
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { regexProblem, validateResource } from "../src/index.js";
+import { headerValueProblem, MAX_HEADER_BYTES, regexProblem, validateResource } from "../src/index.js";
 
 function directResponse(body: string) {
   return validateResource({
@@ -42,6 +42,72 @@ describe("VirtualService rules", () => {
     });
     assert.equal(result.errors.length, 1);
     assert.match(result.errors[0]!.message, /":path" cannot be modified: ":"-prefixed pseudo-headers/);
+  });
+
+  it("refuses header values Istio or Envoy refuse: lone %, bad commands, control characters, over 16 KiB", () => {
+    for (const ok of [
+      "",
+      "plain",
+      "100%%",
+      "%HOSTNAME%",
+      "prefix %DOWNSTREAM_REMOTE_ADDRESS% suffix",
+      "%REQ(x-b)%%%",
+      "%START_TIME(%Y-%m-%d)%",
+      "%REQ:10%",
+      '%UPSTREAM_METADATA(["istio", "x"])%',
+      "tab\there",
+      "x".repeat(MAX_HEADER_BYTES),
+    ]) {
+      assert.equal(headerValueProblem(ok), undefined, JSON.stringify(ok));
+    }
+    const refused: Array<[string, RegExp]> = [
+      ["50%", /unescaped "%" at position 2/],
+      ["abc%123", /unterminated variable at position 3/],
+      ["%START_TIME%%", /unescaped "%" at position 12/],
+      ["%hostname%", /no valid %COMMAND% at position 0/],
+      ["%A B%", /no valid %COMMAND% at position 0/],
+      // Istio wants the closing % right after the arguments; Envoy would take a length.
+      ["%REQ(x):10%", /expected "%" at position 7/],
+      ['%UPSTREAM_METADATA(["a" "b"])%', /expected ",", "]" or a space at position 24/],
+      ["a\nb", /control characters \(found \\x0a at position 1\)/],
+      ["a\u0000", /control characters/],
+      ["del\u007f", /control characters/],
+      ["x".repeat(MAX_HEADER_BYTES + 1), /16385 bytes; Envoy takes at most 16384/],
+      // Bytes, not characters.
+      ["é".repeat(MAX_HEADER_BYTES / 2 + 1), /16386 bytes/],
+    ];
+    for (const [value, reason] of refused) {
+      assert.match(headerValueProblem(value) ?? "", reason, JSON.stringify(value.slice(0, 40)));
+    }
+  });
+
+  it("names the header operation whose value or name Envoy would refuse", () => {
+    const result = validateResource({
+      apiVersion: "networking.istio.io/v1",
+      kind: "VirtualService",
+      metadata: { name: "a", namespace: "default" },
+      spec: {
+        hosts: ["r"],
+        http: [
+          {
+            headers: {
+              request: { set: { "x-a": "50%", ["x".repeat(MAX_HEADER_BYTES + 1)]: "1" } },
+              response: { add: { "x-b": "x".repeat(MAX_HEADER_BYTES + 1) }, remove: [""] },
+            },
+            route: [{ destination: { host: "r" } }],
+          },
+        ],
+      },
+    });
+    assert.deepEqual(
+      result.errors.map((e) => [e.path.slice(0, 60), e.message.slice(0, 40)]),
+      [
+        ["spec.http[0].headers.request.set[x-a]", 'unescaped "%" at position 2 (a literal %'],
+        [`spec.http[0].headers.request.set[${"x".repeat(27)}`, "header name is 16385 bytes; Envoy takes "],
+        ["spec.http[0].headers.response.add[x-b]", "header value is 16385 bytes; Envoy takes"],
+        ["spec.http[0].headers.response.remove[0]", "header name cannot be empty"],
+      ],
+    );
   });
 
   it("checks regexes as Envoy does: RE2 syntax, not empty, at most 1024 characters", () => {

@@ -4,6 +4,7 @@
 // comment names (libs/validation/src/rules/*.ts, which follow Istio's
 // pilot/pkg/config/validation), so that a case is never rejected by ingest:
 // everything the generators get is config a user can apply.
+import { headerNameProblem, headerValueProblem, MAX_HEADER_BYTES } from "@sextant/validation";
 import fc from "fast-check";
 
 /** The namespaces of workloads and config; istio-system is the root namespace (mesh-wide policy). */
@@ -29,6 +30,8 @@ export interface RegistryService {
   selector: Record<string, string>;
   resolution: string;
   meshExternal?: boolean;
+  /** For an ExternalName Service (resolution ALIAS): the host it is another name for. */
+  externalName?: string;
   registry: string;
 }
 
@@ -118,6 +121,9 @@ const servicePorts = fc
     })),
   );
 
+/** The port of a Service drawn with none that must have one. */
+const defaultPorts = [{ name: "http", number: 80, targetPort: 8080, protocol: "PROTOCOL_HTTP" }];
+
 /** Node localities: two regions, zones within them, sometimes a subzone. */
 const locality = fc.record({
   region: fc.constantFrom("us-east1", "us-west1"),
@@ -133,11 +139,33 @@ const podShape = fc.record({
   ownAccount: fc.boolean(),
 });
 
-/** A Kubernetes Service: ClusterIP or headless (no VIP, PASSTHROUGH), and its pods. */
+/**
+ * What an ExternalName Service may alias: a ServiceEntry host, another
+ * Kubernetes Service's FQDN, a host nobody serves, or a bare IP (which
+ * Kubernetes allows, as a name, though DNS cannot resolve it as a CNAME).
+ */
+const EXTERNAL_NAMES = [
+  "api.example.com",
+  `beta.ns1.svc.cluster.local`,
+  "unknown.example.net",
+  "search.external.test",
+  "203.0.113.7",
+];
+
+/**
+ * A Kubernetes Service: ClusterIP (single-stack or dual-stack, so two VIPs),
+ * headless (no VIP, PASSTHROUGH), or ExternalName (discovery's
+ * serviceFromKube: resolution ALIAS of the external name, no VIP, no
+ * selector, no endpoints, mesh-external; its ports are optional), and its pods.
+ */
 const kubeServiceShape = fc.record({
   namespace: fc.constantFrom(...NAMESPACES),
-  headless: fc.boolean(),
-  ports: servicePorts,
+  type: fc.constantFrom("ClusterIP", "ClusterIP", "DualStack", "Headless", "Headless", "ExternalName"),
+  externalName: fc.constantFrom(...EXTERNAL_NAMES),
+  ports: fc.oneof(
+    { weight: 9, arbitrary: servicePorts },
+    { weight: 1, arbitrary: servicePorts.map(() => [] as typeof defaultPorts) },
+  ),
   pods: fc.array(podShape, { maxLength: 3 }),
 });
 
@@ -220,20 +248,51 @@ const PROTOCOL_OF: Record<string, string> = Object.fromEntries(
   PORT_KINDS.map((k) => [k.prefix.toUpperCase(), k.protocol]),
 );
 
-/** A random registry: Kubernetes Services (ClusterIP or headless) with pods, and ServiceEntry services. */
+/** A random registry: Kubernetes Services (ClusterIP, dual-stack, headless, ExternalName) with pods, and ServiceEntry services. */
 export const registryArb: fc.Arbitrary<Registry> = registryShape.map(({ kube, serviceEntries }) => {
   const registry: Registry = { services: [], endpoints: [], workloads: [], serviceEntries: [] };
-  kube.forEach((svc, i) => {
+  kube.forEach((shape, i) => {
+    // The first service holds the case's proxy, so it is never an ExternalName one (which has no pods);
+    // only an ExternalName Service may have no ports (Kubernetes' rule).
+    const type = i === 0 && shape.type === "ExternalName" ? "ClusterIP" : shape.type;
+    const svc = {
+      ...shape,
+      type,
+      ports: (type !== "ExternalName" && shape.ports.length === 0
+        ? defaultPorts
+        : shape.ports) as typeof defaultPorts,
+    };
     const hostname = `${svc.name}.${svc.namespace}.svc.${DOMAIN}`;
+    if (type === "ExternalName") {
+      registry.services.push({
+        hostname,
+        namespace: svc.namespace,
+        name: svc.name,
+        addresses: [],
+        ports: svc.ports,
+        labels: { app: svc.name },
+        selector: {},
+        resolution: "RESOLUTION_ALIAS",
+        meshExternal: true,
+        externalName: svc.externalName,
+        registry: "kubernetes",
+      });
+      return;
+    }
     registry.services.push({
       hostname,
       namespace: svc.namespace,
       name: svc.name,
-      addresses: svc.headless ? [] : [`10.96.0.${10 + i}`],
+      addresses:
+        type === "Headless"
+          ? []
+          : type === "DualStack"
+            ? [`10.96.0.${10 + i}`, `fd00:10:96::${(10 + i).toString(16)}`]
+            : [`10.96.0.${10 + i}`],
       ports: svc.ports,
       labels: { app: svc.name },
       selector: { app: svc.name },
-      resolution: svc.headless ? "RESOLUTION_PASSTHROUGH" : "RESOLUTION_STATIC",
+      resolution: type === "Headless" ? "RESOLUTION_PASSTHROUGH" : "RESOLUTION_STATIC",
       registry: "kubernetes",
     });
     // Every case has a pod to be its proxy: the first service always has one.
@@ -381,7 +440,7 @@ function hostArb(known: Known, { wildcards = true } = {}): fc.Arbitrary<string> 
 /** A service's port number, or any port (a route may name a port the service lacks). */
 function portOf(known: Known, host: string): fc.Arbitrary<number> {
   const service = known.services.find((s) => s.hostname === host || s.name === host.split(".")[0]);
-  return service
+  return service && service.ports.length > 0
     ? fc.oneof(
         { weight: 4, arbitrary: fc.constantFrom(...service.ports.map((p) => p.number)) },
         { weight: 1, arbitrary: portNumber },
@@ -450,15 +509,109 @@ function stringMatchArb(
   );
 }
 
-/** Header names isHeaderName accepts (lower-case tokens). */
-const headerName = fc.constantFrom(
-  "x-user",
-  "end-user",
-  "x-request-id",
-  "cookie",
-  "x-b3-traceid",
-  "user-agent",
+/**
+ * Header names a route may add, set, remove or match: common lower-case
+ * ones, and tokens in mixed case or with the rarer token characters, which
+ * Envoy takes as they are (HTTP_HEADER_NAME, and lower-cases when it adds).
+ * Names validation refuses (empty, not a token) are drawn too and filtered
+ * out by its own rule (headerNameProblem), so that the generator follows
+ * validation and never hands push a name ingest would refuse.
+ */
+const headerName = fc
+  .oneof(
+    {
+      weight: 6,
+      arbitrary: fc.constantFrom(
+        "x-user",
+        "end-user",
+        "x-request-id",
+        "cookie",
+        "x-b3-traceid",
+        "user-agent",
+      ),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.constantFrom(
+        "X-Custom-Header",
+        "x_under_score",
+        "x.dotted",
+        "x~tilde!#$&'*+^`|",
+        "X-USER",
+      ),
+    },
+    { weight: 1, arbitrary: fc.constantFrom("", "x a", "x:colon", "x\ny", "é") },
+  )
+  .filter((name) => headerNameProblem(name) === undefined);
+
+/** Match header names beyond the operation ones (Istio's ValidateHTTPHeaderNameOrJwtClaimRoute): pseudo-headers and JWT claims. */
+const matchHeaderName = fc.oneof(
+  { weight: 6, arbitrary: headerName },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      ":method",
+      ":authority",
+      ":path",
+      ":scheme",
+      "@request.auth.claims.group",
+      "@request.auth.claims[nested][key]",
+    ),
+  },
 );
+
+/**
+ * Pieces of a header value: plain text (spaces, tabs, non-ASCII, JSON,
+ * punctuation), `%%` escapes, the substitution commands Envoy knows (with
+ * arguments and a length), and pieces validation refuses: a lone `%`,
+ * lower-case or unknown-syntax commands, control characters.
+ */
+const headerValuePiece = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc.constantFrom("v", "sextant", "a b", "\ttab", "é ü ✓", '{"k":"v"}', "a,b;c=d", "=", " "),
+  },
+  { weight: 2, arbitrary: fc.constant("%%") },
+  {
+    weight: 4,
+    arbitrary: fc.constantFrom(
+      "%DOWNSTREAM_REMOTE_ADDRESS%",
+      "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%",
+      "%DOWNSTREAM_LOCAL_ADDRESS%",
+      "%UPSTREAM_REMOTE_ADDRESS%",
+      "%HOSTNAME%",
+      "%PROTOCOL%",
+      "%START_TIME%",
+      "%START_TIME(%s.%3f)%",
+      "%REQ(x-user)%",
+      "%REQ(:authority)%",
+      "%REQ:10%",
+      "%REQ(user-agent):5%",
+      '%UPSTREAM_METADATA(["istio", "canonical_name"])%',
+      "%UPSTREAM_METADATA(istio:canonical_name)%",
+      "%FILTER_STATE(key)%",
+      "%ENVIRONMENT(HOME)%",
+    ),
+  },
+  { weight: 1, arbitrary: fc.constantFrom("%", "%hostname%", "%A B%", "\n", "\r", "\u0000", "\u007f") },
+);
+
+/**
+ * A header value for set/add: pieces joined, or (rarely) a value at or just
+ * over Envoy's 16 KiB limit; filtered by validation's own rule, as ingest
+ * would refuse the rest.
+ */
+const headerValue: fc.Arbitrary<string> = fc
+  .oneof(
+    { weight: 40, arbitrary: fc.array(headerValuePiece, { maxLength: 3 }).map((pieces) => pieces.join("")) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .constantFrom(MAX_HEADER_BYTES - 1, MAX_HEADER_BYTES, MAX_HEADER_BYTES + 1)
+        .map((n) => "%%".padEnd(n, "x")),
+    },
+  )
+  .filter((value) => headerValueProblem(value) === undefined);
 
 /**
  * An HTTP match (checkHttpMatch): uri/method/authority/scheme matches,
@@ -474,14 +627,12 @@ function httpMatchArb(known: Known, host: string): fc.Arbitrary<Record<string, u
       authority: stringMatchArb(fc.constantFrom("example.com", "alpha"), []),
       scheme: fc.constantFrom("http", "https").map((exact) => ({ exact })),
       headers: fc.dictionary(
-        headerName,
+        matchHeaderName,
         stringMatchArb(fc.constantFrom("jason", "v1", "Mozilla"), ["exact"]),
-        {
-          maxKeys: 2,
-        },
+        { maxKeys: 2 },
       ),
       withoutHeaders: fc.dictionary(
-        headerName,
+        matchHeaderName,
         fc.oneof(fc.constant({ regex: "*" }), stringMatchArb(fc.constantFrom("bot"), ["exact"])),
         { maxKeys: 1 },
       ),
@@ -506,22 +657,23 @@ function httpMatchArb(known: Known, host: string): fc.Arbitrary<Record<string, u
  * passes `allowHost` false when a rewrite sets the authority.
  */
 function headersArb(allowHost: boolean): fc.Arbitrary<Record<string, unknown>> {
-  const value: fc.Arbitrary<string> = fc.constantFrom("v", "sextant", "%DOWNSTREAM_REMOTE_ADDRESS%");
   const ops = (withHost: boolean) =>
     fc
       .record(
         {
-          set: fc.dictionary(headerName, value, { maxKeys: 2 }),
-          add: fc.dictionary(headerName, value, { maxKeys: 2 }),
+          set: fc.dictionary(headerName, headerValue, { maxKeys: 2 }),
+          add: fc.dictionary(headerName, headerValue, { maxKeys: 2 }),
           remove: fc.uniqueArray(headerName, { maxLength: 2 }),
           host: withHost ? fc.constantFrom("set", "add", "none") : fc.constant("none"),
           hostName: fc.constantFrom("host", "Host", ":authority"),
+          // The host rewrite is a literal (host_rewrite_literal), checked as a header value by Istio.
+          hostValue: fc.constantFrom("rewritten.example.com", "Rewritten.Example.COM", "beta:8080", "100%%"),
         },
-        { requiredKeys: ["set", "add", "remove", "host", "hostName"] },
+        { requiredKeys: ["set", "add", "remove", "host", "hostName", "hostValue"] },
       )
-      .map(({ host, hostName, ...rest }) => {
-        if (host === "set") rest.set = { ...rest.set, [hostName]: "rewritten.example.com" };
-        if (host === "add") rest.add = { ...rest.add, [hostName]: "rewritten.example.com" };
+      .map(({ host, hostName, hostValue, ...rest }) => {
+        if (host === "set") rest.set = { ...rest.set, [hostName]: hostValue };
+        if (host === "add") rest.add = { ...rest.add, [hostName]: hostValue };
         return rest;
       });
   return fc.record({ request: ops(allowHost), response: ops(false) }, { requiredKeys: [] });
@@ -573,15 +725,31 @@ const retriesArb = fc.oneof(
             "gateway-error",
             "connect-failure",
             "reset",
+            "reset-before-request",
             "retriable-4xx",
+            "refused-stream",
+            "retriable-status-codes",
+            "retriable-headers",
+            "envoy-ratelimited",
+            "http3-post-connect-failure",
             "503",
+            "404",
+            "429",
+            "100",
+            "599",
             "unavailable",
             "cancelled",
+            "deadline-exceeded",
+            "internal",
+            "resource-exhausted",
           ),
-          { minLength: 1, maxLength: 3 },
+          { minLength: 1, maxLength: 4 },
         )
-        .map((list) => list.join(",")),
+        // Istio trims each condition and skips empty ones: "5xx, 503" and "5xx,,503" are valid.
+        .chain((list) => fc.constantFrom(",", ", ", ",,").map((sep) => list.join(sep))),
       retryRemoteLocalities: fc.boolean(),
+      retryIgnorePreviousHosts: fc.boolean(),
+      backoff: fc.constantFrom("0.025s", "1s"),
     },
     { requiredKeys: ["attempts"] },
   ),
@@ -640,7 +808,10 @@ function mirrorArb(known: Known): fc.Arbitrary<Record<string, unknown>> {
     fc.record(
       {
         mirror: destinationArb(known),
-        mirrorPercentage: fc.constantFrom(0, 25.5, 100).map((value) => ({ value })),
+        // Istio takes 0 and [0.0001, 100]; Envoy's mirror runtime fraction has a million parts.
+        mirrorPercentage: fc
+          .constantFrom(0, 0.0001, 0.00015, 25.5, 33.333333, 99.9999, 100)
+          .map((value) => ({ value })),
       },
       { requiredKeys: ["mirror"] },
     ),
@@ -649,7 +820,7 @@ function mirrorArb(known: Known): fc.Arbitrary<Record<string, unknown>> {
         fc.record(
           {
             destination: destinationArb(known),
-            percentage: fc.constantFrom(10, 100).map((value) => ({ value })),
+            percentage: fc.constantFrom(0, 0.0001, 10, 50.5, 100).map((value) => ({ value })),
           },
           { requiredKeys: ["destination"] },
         ),
@@ -1080,7 +1251,7 @@ function sidecarArb(known: Known): fc.Arbitrary<Resource> {
         ),
         outbound: fc.oneof(
           fc.constantFrom({ mode: "REGISTRY_ONLY" }, { mode: "ALLOW_ANY" }),
-          fc.constantFrom(...known.services).map((s) => ({
+          fc.constantFrom(...known.services.filter((s) => s.ports.length > 0)).map((s) => ({
             mode: "ALLOW_ANY",
             egressProxy: { host: s.hostname, port: { number: s.ports[0]!.number } },
           })),

@@ -28,6 +28,7 @@ import {
   isIpAddress,
 } from "./common.js";
 import type { RuleContext } from "./context.js";
+import { headerNameProblem, headerValueProblem, matchHeaderNameProblem } from "./headers.js";
 
 /** Envoy retry conditions (HTTP and gRPC) that Istio accepts in retryOn. */
 export const RETRY_ON_POLICIES = new Set([
@@ -295,16 +296,14 @@ function checkHttpMatch(issues: Issues, p: string, m: HTTPMatchRequest): void {
   checkStringMatch(issues, `${p}.authority`, m.authority, "nonEmpty");
   for (const [name, match] of Object.entries(m.headers)) {
     const hp = key(`${p}.headers`, name);
-    if (!isHeaderName(name) && !name.startsWith("@request.auth.claims")) {
-      issues.error(hp, `"${name}" is not a valid header name`);
-    }
+    const problem = matchHeaderNameProblem(name);
+    if (problem) issues.error(hp, problem);
     checkStringMatch(issues, hp, match, "value");
   }
   for (const [name, match] of Object.entries(m.withoutHeaders)) {
     const hp = key(`${p}.withoutHeaders`, name);
-    if (!isHeaderName(name) && !name.startsWith("@request.auth.claims")) {
-      issues.error(hp, `"${name}" is not a valid header name`);
-    }
+    const problem = matchHeaderNameProblem(name);
+    if (problem) issues.error(hp, problem);
     // A bare "*" regex means "header present" in Istio, not an RE2 pattern.
     if (match.regex !== "*") checkStringMatch(issues, hp, match, "value");
   }
@@ -328,11 +327,13 @@ function checkHeaderOperations(issues: Issues, p: string, headers: Headers | und
     if (!ops) continue;
     const base = `${p}.${side}`;
     for (const op of ["set", "add"] as const) {
-      for (const name of Object.keys(ops[op])) {
+      for (const [name, value] of Object.entries(ops[op])) {
         // A request's Host (or :authority) is set as the route's host rewrite, as in Istio.
         const authority =
           side === "request" && (name.toLowerCase() === "host" || name.toLowerCase() === ":authority");
-        const problem = authority ? undefined : headerOperationProblem(name);
+        // Istio checks every value, the host rewrite's too: Envoy refuses the same
+        // control characters in host_rewrite_literal.
+        const problem = (authority ? undefined : headerOperationProblem(name)) ?? headerValueProblem(value);
         if (problem) issues.error(key(`${base}.${op}`, name), problem);
       }
     }
@@ -354,8 +355,7 @@ function headerOperationProblem(name: string): string | undefined {
     return `header "${name}" cannot be modified: ":"-prefixed pseudo-headers are the proxy's (only a request's ":authority" or "host" may be set or added, as the host rewrite)`;
   if (name.toLowerCase() === "host")
     return `header "${name}" cannot be modified here (only a request's "host" may be set or added, as the host rewrite)`;
-  if (!isHeaderName(name)) return `"${name}" is not a valid header name`;
-  return undefined;
+  return headerNameProblem(name);
 }
 
 /** Istio's limit of a direct response body: bigger ones burden the control plane and every proxy. */

@@ -82,7 +82,7 @@ describe("ExternalName aliases", () => {
       assert.equal(aliasTarget(context, "z.default.svc.cluster.local"), undefined);
     });
 
-    it("names a destination's cluster after an alias's external name, one hop as Istio's GetDestinationCluster", () => {
+    it("names a destination's cluster after the name an alias leads to (Istio's GetDestinationCluster, whole chain)", () => {
       const context = push([
         ratings,
         alias("old", "default", "ratings.default.svc.cluster.local"),
@@ -92,7 +92,11 @@ describe("ExternalName aliases", () => {
         clusterHost(context, "old.default.svc.cluster.local"),
         "ratings.default.svc.cluster.local",
       );
-      assert.equal(clusterHost(context, "older.default.svc.cluster.local"), "old.default.svc.cluster.local");
+      // Istio's one hop would name outbound|…|old.default…, a cluster that does not exist.
+      assert.equal(
+        clusterHost(context, "older.default.svc.cluster.local"),
+        "ratings.default.svc.cluster.local",
+      );
       assert.equal(
         clusterHost(context, "ratings.default.svc.cluster.local"),
         "ratings.default.svc.cluster.local",

@@ -29,6 +29,8 @@ export interface RegistryService {
   selector: Record<string, string>;
   resolution: string;
   meshExternal?: boolean;
+  /** For an ExternalName service (resolution ALIAS): the name it aliases. */
+  externalName?: string;
   registry: string;
 }
 
@@ -199,6 +201,18 @@ const serviceEntryShape = fc
     return { ...se, addressKind, endpointCount: count };
   });
 
+/**
+ * A Kubernetes ExternalName Service (resolution ALIAS, as discovery's
+ * serviceFromKube makes it): its external name is, by `target`, a service
+ * of the registry (an index into the services made before it, so an alias
+ * of an earlier alias is possible and a loop is not), or a host outside it.
+ */
+const externalNameShape = fc.record({
+  namespace: fc.constantFrom(...NAMESPACES),
+  ports: servicePorts,
+  target: fc.option(fc.nat(), { nil: undefined }),
+});
+
 const registryShape = fc.record({
   // Service names are distinct, so hostnames (name.namespace) are too and no two Services share a VIP.
   kube: fc
@@ -207,6 +221,7 @@ const registryShape = fc.record({
       fc.tuple(...names.map((name) => kubeServiceShape.map((shape) => ({ name, ...shape })))),
     ),
   serviceEntries: fc.array(serviceEntryShape, { maxLength: 2 }),
+  externalNames: fc.array(externalNameShape, { maxLength: 2 }),
 });
 
 const RESOLUTION_OF: Record<string, string> = {
@@ -220,136 +235,156 @@ const PROTOCOL_OF: Record<string, string> = Object.fromEntries(
   PORT_KINDS.map((k) => [k.prefix.toUpperCase(), k.protocol]),
 );
 
-/** A random registry: Kubernetes Services (ClusterIP or headless) with pods, and ServiceEntry services. */
-export const registryArb: fc.Arbitrary<Registry> = registryShape.map(({ kube, serviceEntries }) => {
-  const registry: Registry = { services: [], endpoints: [], workloads: [], serviceEntries: [] };
-  kube.forEach((svc, i) => {
-    const hostname = `${svc.name}.${svc.namespace}.svc.${DOMAIN}`;
-    registry.services.push({
-      hostname,
-      namespace: svc.namespace,
-      name: svc.name,
-      addresses: svc.headless ? [] : [`10.96.0.${10 + i}`],
-      ports: svc.ports,
-      labels: { app: svc.name },
-      selector: { app: svc.name },
-      resolution: svc.headless ? "RESOLUTION_PASSTHROUGH" : "RESOLUTION_STATIC",
-      registry: "kubernetes",
-    });
-    // Every case has a pod to be its proxy: the first service always has one.
-    const pods =
-      i === 0 && svc.pods.length === 0
-        ? [
-            {
-              version: "v1",
-              injected: true,
-              locality: { region: "us-east1", zone: "b", subzone: "" },
-              ownAccount: true,
-            },
-          ]
-        : svc.pods;
-    const endpoints = pods.map((pod, j) => {
-      const labels: Record<string, string> = { app: svc.name, version: pod.version };
-      if (pod.injected) labels["security.istio.io/tlsMode"] = "istio";
-      const workload: Workload = {
-        ip: `10.244.${i}.${10 + j}`,
-        pod: `${svc.name}-${pod.version}-${j}`,
-        namespace: svc.namespace,
-        labels,
-        serviceAccount: pod.ownAccount ? svc.name : "default",
-        locality: { ...pod.locality, zone: `${pod.locality.region}-${pod.locality.zone}` },
-      };
-      registry.workloads.push(workload);
-      return {
-        address: workload.ip,
-        ports: Object.fromEntries(svc.ports.map((p) => [p.name, p.targetPort])),
-        labels,
-        serviceAccount: workload.serviceAccount,
-        workloadName: `${svc.name}-${pod.version}`,
-        namespace: svc.namespace,
-        locality: workload.locality,
-      };
-    });
-    registry.endpoints.push({ hostname, endpoints });
-  });
-  serviceEntries.forEach((se, i) => {
-    const name = `external-${i}`;
-    const addresses =
-      se.addressKind === "ip"
-        ? [`240.240.0.${10 + i}`]
-        : se.addressKind === "cidr"
-          ? [`192.168.${i}.0/24`]
-          : [];
-    const endpoints = Array.from({ length: se.endpointCount }, (_, j) => ({
-      address:
-        se.resolution === "STATIC" || se.dnsEndpoint === "ip"
-          ? `203.0.113.${10 * i + j + 1}`
-          : `node${j}.example.net`,
-      locality: `${se.endpointLocality.region}/${se.endpointLocality.region}-${se.endpointLocality.zone}`,
-      labels: { version: j === 0 ? "v1" : "v2" },
-    }));
-    registry.serviceEntries.push({
-      apiVersion: "networking.istio.io/v1",
-      kind: "ServiceEntry",
-      metadata: { name, namespace: se.namespace },
-      spec: {
-        hosts: se.hosts,
-        ...(addresses.length > 0 ? { addresses } : {}),
-        ports: se.ports.map((p) => ({
-          name: p.name,
-          number: p.number,
-          ...(p.protocol ? { protocol: p.protocol } : {}),
-        })),
-        location: se.location,
-        resolution: se.resolution,
-        ...(endpoints.length > 0 ? { endpoints } : {}),
-      },
-    });
-    // As discovery's translateServiceEntry: a service per host, the entry's endpoints (or, for DNS
-    // without endpoints, the host itself) in each host's shard.
-    for (const hostname of se.hosts) {
-      if (registry.services.some((s) => s.hostname === hostname)) continue;
+/** A random registry: Kubernetes Services (ClusterIP or headless) with pods, ServiceEntry services, ExternalName aliases. */
+export const registryArb: fc.Arbitrary<Registry> = registryShape.map(
+  ({ kube, serviceEntries, externalNames }) => {
+    const registry: Registry = { services: [], endpoints: [], workloads: [], serviceEntries: [] };
+    kube.forEach((svc, i) => {
+      const hostname = `${svc.name}.${svc.namespace}.svc.${DOMAIN}`;
       registry.services.push({
         hostname,
-        namespace: se.namespace,
-        name,
-        addresses,
-        ports: se.ports.map((p) => ({
-          name: p.name,
-          number: p.number,
-          targetPort: 0,
-          protocol: PROTOCOL_OF[p.protocol] ?? "PROTOCOL_UNSPECIFIED",
-        })),
-        labels: {},
-        selector: {},
-        resolution: RESOLUTION_OF[se.resolution]!,
-        meshExternal: se.location === "MESH_EXTERNAL",
-        registry: "serviceentry",
+        namespace: svc.namespace,
+        name: svc.name,
+        addresses: svc.headless ? [] : [`10.96.0.${10 + i}`],
+        ports: svc.ports,
+        labels: { app: svc.name },
+        selector: { app: svc.name },
+        resolution: svc.headless ? "RESOLUTION_PASSTHROUGH" : "RESOLUTION_STATIC",
+        registry: "kubernetes",
       });
-      const shard =
-        endpoints.length === 0 && se.resolution.startsWith("DNS")
+      // Every case has a pod to be its proxy: the first service always has one.
+      const pods =
+        i === 0 && svc.pods.length === 0
           ? [
               {
-                address: hostname,
-                ports: Object.fromEntries(se.ports.map((p) => [p.name, p.number])),
-                namespace: se.namespace,
+                version: "v1",
+                injected: true,
+                locality: { region: "us-east1", zone: "b", subzone: "" },
+                ownAccount: true,
               },
             ]
-          : endpoints.map((ep) => {
-              const [region = "", zone = ""] = ep.locality.split("/");
-              return {
-                address: ep.address,
-                ports: Object.fromEntries(se.ports.map((p) => [p.name, p.number])),
-                labels: ep.labels,
-                namespace: se.namespace,
-                locality: { region, zone },
-              };
-            });
-      if (shard.length > 0) registry.endpoints.push({ hostname, endpoints: shard });
-    }
-  });
-  return registry;
-});
+          : svc.pods;
+      const endpoints = pods.map((pod, j) => {
+        const labels: Record<string, string> = { app: svc.name, version: pod.version };
+        if (pod.injected) labels["security.istio.io/tlsMode"] = "istio";
+        const workload: Workload = {
+          ip: `10.244.${i}.${10 + j}`,
+          pod: `${svc.name}-${pod.version}-${j}`,
+          namespace: svc.namespace,
+          labels,
+          serviceAccount: pod.ownAccount ? svc.name : "default",
+          locality: { ...pod.locality, zone: `${pod.locality.region}-${pod.locality.zone}` },
+        };
+        registry.workloads.push(workload);
+        return {
+          address: workload.ip,
+          ports: Object.fromEntries(svc.ports.map((p) => [p.name, p.targetPort])),
+          labels,
+          serviceAccount: workload.serviceAccount,
+          workloadName: `${svc.name}-${pod.version}`,
+          namespace: svc.namespace,
+          locality: workload.locality,
+        };
+      });
+      registry.endpoints.push({ hostname, endpoints });
+    });
+    serviceEntries.forEach((se, i) => {
+      const name = `external-${i}`;
+      const addresses =
+        se.addressKind === "ip"
+          ? [`240.240.0.${10 + i}`]
+          : se.addressKind === "cidr"
+            ? [`192.168.${i}.0/24`]
+            : [];
+      const endpoints = Array.from({ length: se.endpointCount }, (_, j) => ({
+        address:
+          se.resolution === "STATIC" || se.dnsEndpoint === "ip"
+            ? `203.0.113.${10 * i + j + 1}`
+            : `node${j}.example.net`,
+        locality: `${se.endpointLocality.region}/${se.endpointLocality.region}-${se.endpointLocality.zone}`,
+        labels: { version: j === 0 ? "v1" : "v2" },
+      }));
+      registry.serviceEntries.push({
+        apiVersion: "networking.istio.io/v1",
+        kind: "ServiceEntry",
+        metadata: { name, namespace: se.namespace },
+        spec: {
+          hosts: se.hosts,
+          ...(addresses.length > 0 ? { addresses } : {}),
+          ports: se.ports.map((p) => ({
+            name: p.name,
+            number: p.number,
+            ...(p.protocol ? { protocol: p.protocol } : {}),
+          })),
+          location: se.location,
+          resolution: se.resolution,
+          ...(endpoints.length > 0 ? { endpoints } : {}),
+        },
+      });
+      // As discovery's translateServiceEntry: a service per host, the entry's endpoints (or, for DNS
+      // without endpoints, the host itself) in each host's shard.
+      for (const hostname of se.hosts) {
+        if (registry.services.some((s) => s.hostname === hostname)) continue;
+        registry.services.push({
+          hostname,
+          namespace: se.namespace,
+          name,
+          addresses,
+          ports: se.ports.map((p) => ({
+            name: p.name,
+            number: p.number,
+            targetPort: 0,
+            protocol: PROTOCOL_OF[p.protocol] ?? "PROTOCOL_UNSPECIFIED",
+          })),
+          labels: {},
+          selector: {},
+          resolution: RESOLUTION_OF[se.resolution]!,
+          meshExternal: se.location === "MESH_EXTERNAL",
+          registry: "serviceentry",
+        });
+        const shard =
+          endpoints.length === 0 && se.resolution.startsWith("DNS")
+            ? [
+                {
+                  address: hostname,
+                  ports: Object.fromEntries(se.ports.map((p) => [p.name, p.number])),
+                  namespace: se.namespace,
+                },
+              ]
+            : endpoints.map((ep) => {
+                const [region = "", zone = ""] = ep.locality.split("/");
+                return {
+                  address: ep.address,
+                  ports: Object.fromEntries(se.ports.map((p) => [p.name, p.number])),
+                  labels: ep.labels,
+                  namespace: se.namespace,
+                  locality: { region, zone },
+                };
+              });
+        if (shard.length > 0) registry.endpoints.push({ hostname, endpoints: shard });
+      }
+    });
+    externalNames.forEach((alias, i) => {
+      const services = registry.services;
+      const externalName =
+        alias.target === undefined ? "db.example.net" : services[alias.target % services.length]!.hostname;
+      registry.services.push({
+        hostname: `alias-${i}.${alias.namespace}.svc.${DOMAIN}`,
+        namespace: alias.namespace,
+        name: `alias-${i}`,
+        addresses: [],
+        ports: alias.ports,
+        labels: {},
+        selector: {},
+        resolution: "RESOLUTION_ALIAS",
+        meshExternal: true,
+        externalName,
+        registry: "kubernetes",
+      });
+    });
+    return registry;
+  },
+);
 
 // ---------------------------------------------------------------- config
 

@@ -80,11 +80,14 @@ export function aliasTarget(push: PushContext, host: string): string | undefined
 
 /**
  * The host a route destination's cluster is named after (Istio's
- * GetDestinationCluster): for an alias, the name it stands for (one hop, as
- * Istio's), else the host itself.
+ * GetDestinationCluster): for an alias, the name it leads to, else the host
+ * itself. Istio takes one hop (its external name; a TODO there says an alias
+ * of an alias then names a cluster that does not exist); Sextant follows the
+ * chain as the virtual host domains do, and takes the one hop only for an
+ * alias in a loop, which leads nowhere anyway.
  */
 export function clusterHost(push: PushContext, host: string): string {
   const service = push.servicesByHost.get(host);
-  // Istio keys this on the external name alone, not the resolution.
-  return service?.externalName ? service.externalName : host;
+  if (!service?.externalName) return host;
+  return aliasTarget(push, host) ?? service.externalName;
 }

@@ -175,6 +175,45 @@ spec:
       ]);
     });
 
+    it("gives an alias with a VirtualService of its own a virtual host of its routes, else its names go to the target", () => {
+      const services = [ratings, alias("canary", "default", "ratings.default.svc.cluster.local")];
+      const virtualService = (http: string) => `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: canary, namespace: default}
+spec:
+  hosts: [canary]
+${http}`;
+      const routed = sidecarVirtualHosts(
+        push(services, virtualService("  http:\n  - route:\n    - destination: {host: ratings, subset: v2}")),
+      );
+      assert.deepEqual(
+        routed.map((vh) => [vh.name, vh.domains.filter((d) => d.startsWith("canary"))]),
+        [
+          [
+            "canary.default.svc.cluster.local:9080",
+            [
+              "canary.default.svc.cluster.local",
+              "canary.default.svc.cluster.local.",
+              "canary",
+              "canary.default.svc",
+              "canary.default",
+            ],
+          ],
+          ["ratings.default.svc.cluster.local:9080", []],
+          ["allow_any", []],
+        ],
+      );
+      // A VirtualService with no http route for the port builds nothing: the alias has no default route.
+      const tcpOnly = sidecarVirtualHosts(
+        push(services, virtualService("  tcp:\n  - route:\n    - destination: {host: ratings}")),
+      );
+      assert.deepEqual(
+        tcpOnly.map((vh) => vh.name),
+        ["ratings.default.svc.cluster.local:9080", "allow_any"],
+      );
+      assert.ok(tcpOnly[0]!.domains.includes("canary"));
+    });
+
     it("serves no <alias>:<port> route configuration's virtual host", () => {
       const context = push([ratings, alias("old", "default", "ratings.default.svc.cluster.local")]);
       assert.deepEqual(sidecarVirtualHosts(context, "old.default.svc.cluster.local:9080"), []);

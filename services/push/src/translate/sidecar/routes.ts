@@ -156,10 +156,10 @@ export function buildSidecarRouteConfiguration(
   if (scope.sidecar) addSource(scope.sidecar.ref);
   const hasPort = (service: Service) =>
     service.ports.some((p) => p.number === port && carriesHttp(p.protocol));
-  const virtualHost = (service: Service, domains: string[]): Plain => ({
+  const virtualHost = (service: Service, domains: string[], routes?: Plain[]): Plain => ({
     name: `${service.hostname}:${port}`,
     domains,
-    routes: serviceRoutes(push, proxy, service, port, addSource),
+    routes: routes ?? serviceRoutes(push, proxy, service, port, addSource),
     includeRequestAttemptCount: true,
   });
   const virtualHosts: Plain[] = [];
@@ -170,21 +170,35 @@ export function buildSidecarRouteConfiguration(
     if (service && hasPort(service) && !isAlias(service)) virtualHosts.push(virtualHost(service, ["*"]));
   } else {
     const claimed = new Set<string>();
-    // An alias (ExternalName service) gets no virtual host: its names are domains of its target's.
-    const services = scope.services
-      .filter((service) => hasPort(service) && !isAlias(service))
-      .sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
+    const byHostname = (a: Service, b: Service) =>
+      a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0;
+    const inScope = scope.services.filter(hasPort).sort(byHostname);
+    const services = inScope.filter((service) => !isAlias(service));
     const knownHosts = new Set(services.map((service) => service.hostname));
     const aliases = aliasesByTarget(push);
+    const built: Array<{ service: Service; virtualHost: Plain }> = [];
+    // An alias (ExternalName service) has no virtual host of its own, its names are domains of its
+    // target's; but Istio builds the virtual hosts of VirtualServices first, and one for an alias's
+    // own VirtualService (its routes, never a default route), which so keeps the alias's names.
+    for (const alias of inScope.filter(isAlias)) {
+      const routes = virtualServiceRoutes(push, proxy, alias, port, addSource);
+      if (routes.length === 0) continue;
+      const domains = uniqueDomains(virtualHostDomains(alias, proxy, push.domainSuffix), claimed, knownHosts);
+      if (domains.length > 0)
+        built.push({ service: alias, virtualHost: virtualHost(alias, domains, routes) });
+    }
     for (const service of services) {
       const domains = uniqueDomains(
         virtualHostDomains(service, proxy, push.domainSuffix, aliases.get(service.hostname)),
         claimed,
         knownHosts,
       );
-      if (domains.length > 0) virtualHosts.push(virtualHost(service, domains));
+      if (domains.length > 0) built.push({ service, virtualHost: virtualHost(service, domains) });
     }
-    virtualHosts.push(catchAllVirtualHost(scope.outboundTrafficPolicy));
+    virtualHosts.push(
+      ...built.sort((a, b) => byHostname(a.service, b.service)).map((entry) => entry.virtualHost),
+      catchAllVirtualHost(scope.outboundTrafficPolicy),
+    );
   }
   const configuration = RouteConfiguration.fromPartial({
     name,
@@ -211,12 +225,23 @@ function serviceRoutes(
   port: number,
   addSource: (ref: ConfigRef) => void,
 ): Plain[] {
+  const routes = virtualServiceRoutes(push, proxy, service, port, addSource);
+  return routes.length > 0 ? routes : [defaultRoute(push, proxy, service, port, addSource)];
+}
+
+/** The routes of a service's VirtualService on a port; none without one. */
+function virtualServiceRoutes(
+  push: PushContext,
+  proxy: MeshProxy,
+  service: Service,
+  port: number,
+  addSource: (ref: ConfigRef) => void,
+): Plain[] {
   const virtualService = push.virtualServiceFor(service.hostname, proxy.namespace);
-  if (!virtualService) return [defaultRoute(push, proxy, service, port, addSource)];
+  if (!virtualService) return [];
   addSource(virtualService.ref);
   for (const delegate of virtualService.delegates) addSource(delegate);
-  const routes = buildHttpRoutes(push, proxy, virtualService, port, addSource);
-  return routes.length > 0 ? routes : [defaultRoute(push, proxy, service, port, addSource)];
+  return buildHttpRoutes(push, proxy, virtualService, port, addSource);
 }
 
 /** Istio's buildCatchAllVirtualHost: `allow_any` to PassthroughCluster, or `block_all` (502) under REGISTRY_ONLY. */

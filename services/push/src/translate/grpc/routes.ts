@@ -48,12 +48,13 @@ export function generateGrpcRoutes(context: GenerationContext, watched: WatchedN
 
 /**
  * The route configuration `name` (`<host>:<port>`) as seen from namespace;
- * null if no such service port. For an alias (an ExternalName service) it
- * is the virtual host of the service the alias leads to, the alias's names
- * among its domains, when that is a service of the mesh visible from the
- * namespace with the port; else a route configuration without virtual
- * hosts (Istio's grpcgen keeps, of the port's virtual hosts, those whose
- * domains hold the requested host, and builds none for an alias).
+ * null if no such service port. For an alias (an ExternalName service)
+ * without http routes of its own VirtualService it is the virtual host of
+ * the service the alias leads to, the alias's names among its domains, when
+ * that is a service of the mesh visible from the namespace with the port;
+ * else a route configuration without virtual hosts (Istio's grpcgen keeps,
+ * of the port's virtual hosts, those whose domains hold the requested host;
+ * an alias has one only for its own VirtualService).
  */
 export function buildRouteConfiguration(
   push: PushContext,
@@ -65,10 +66,11 @@ export function buildRouteConfiguration(
   const requestedHost = resolveClientHost(target.host, namespace, push.domainSuffix);
   const requested = push.serviceFor(requestedHost, namespace);
   if (!requested?.ports.some((port) => port.number === target.port)) return null;
-  const alias = isAlias(requested) ? requestedHost : undefined;
+  const ownRoutes = Boolean(push.virtualServiceFor(requestedHost, namespace)?.spec.http.length);
+  const alias = isAlias(requested) && !ownRoutes ? requestedHost : undefined;
   const host = alias === undefined ? requestedHost : (aliasTarget(push, alias) ?? "");
   const service = alias === undefined ? requested : push.serviceFor(host, namespace);
-  if (!service || isAlias(service) || !service.ports.some((port) => port.number === target.port)) {
+  if (!service?.ports.some((port) => port.number === target.port)) {
     const empty = RouteConfiguration.fromPartial({ name, virtualHosts: [] });
     return { name, resource: packAny(TypeUrl.RouteConfiguration, RouteConfiguration, empty), sources: [] };
   }

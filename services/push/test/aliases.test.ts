@@ -9,6 +9,7 @@ import { XdsCache } from "../src/cache/xds-cache.js";
 import { aliasesByTarget, aliasTarget, clusterHost } from "../src/model/aliases.js";
 import type { PushContext } from "../src/model/push-context.js";
 import { buildRouteConfiguration } from "../src/translate/grpc/routes.js";
+import { generateSidecarClusters } from "../src/translate/sidecar/clusters.js";
 import { generateSidecarListeners } from "../src/translate/sidecar/listeners.js";
 import { generateSidecarRoutes, virtualHostDomains } from "../src/translate/sidecar/routes.js";
 import { contextOf, type GoldenInput } from "./golden-inputs.js";
@@ -212,6 +213,20 @@ ${http}`;
         ["ratings.default.svc.cluster.local:9080", "allow_any"],
       );
       assert.ok(tcpOnly[0]!.domains.includes("canary"));
+    });
+
+    it("builds no cluster for an alias, but one for a headless service that also names an external host (Istio keys on the resolution)", () => {
+      const context = push([
+        alias("old", "default", "ratings.default.svc.cluster.local"),
+        // clusterIP None wins over type ExternalName in ConvertService: PASSTHROUGH, external name kept.
+        kube("odd", "default", { resolution: "RESOLUTION_PASSTHROUGH", externalName: "db.example.com" }),
+      ]);
+      const proxy = sidecarProxy("10.1.0.4", { app: "productpage" });
+      const names = generateSidecarClusters({ push: context, proxy, cache: new XdsCache() }, "*").map(
+        (c) => c.name,
+      );
+      assert.ok(!names.some((name) => name.includes("old.default")), names.join(" "));
+      assert.ok(names.includes("outbound|9080||odd.default.svc.cluster.local"), names.join(" "));
     });
 
     it("serves no <alias>:<port> route configuration's virtual host", () => {

@@ -8,6 +8,7 @@ import type {
   HTTPRouteDestination,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { cacheKey } from "../../cache/xds-cache.js";
+import { aliasTarget, clusterHost, isAlias } from "../../model/aliases.js";
 import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../../model/types.js";
 import {
@@ -45,7 +46,16 @@ export function generateGrpcRoutes(context: GenerationContext, watched: WatchedN
   );
 }
 
-/** The route configuration `name` (`<host>:<port>`) as seen from namespace; null if no such service port. */
+/**
+ * The route configuration `name` (`<host>:<port>`) as seen from namespace;
+ * null if no such service port. For an alias (an ExternalName service)
+ * without http routes of its own VirtualService it is the virtual host of
+ * the service the alias leads to, the alias's names among its domains, when
+ * that is a service of the mesh visible from the namespace with the port;
+ * else a route configuration without virtual hosts (Istio's grpcgen keeps,
+ * of the port's virtual hosts, those whose domains hold the requested host;
+ * an alias has one only for its own VirtualService).
+ */
 export function buildRouteConfiguration(
   push: PushContext,
   namespace: string,
@@ -53,9 +63,17 @@ export function buildRouteConfiguration(
 ): GeneratedResource | null {
   const target = parseHostPort(name);
   if (!target) return null;
-  const host = resolveClientHost(target.host, namespace, push.domainSuffix);
-  const service = push.serviceFor(host, namespace);
-  if (!service?.ports.some((port) => port.number === target.port)) return null;
+  const requestedHost = resolveClientHost(target.host, namespace, push.domainSuffix);
+  const requested = push.serviceFor(requestedHost, namespace);
+  if (!requested?.ports.some((port) => port.number === target.port)) return null;
+  const ownRoutes = Boolean(push.virtualServiceFor(requestedHost, namespace)?.spec.http.length);
+  const alias = isAlias(requested) && !ownRoutes ? requestedHost : undefined;
+  const host = alias === undefined ? requestedHost : (aliasTarget(push, alias) ?? "");
+  const service = alias === undefined ? requested : push.serviceFor(host, namespace);
+  if (!service?.ports.some((port) => port.number === target.port)) {
+    const empty = RouteConfiguration.fromPartial({ name, virtualHosts: [] });
+    return { name, resource: packAny(TypeUrl.RouteConfiguration, RouteConfiguration, empty), sources: [] };
+  }
 
   const virtualService = push.virtualServiceFor(host, namespace);
   const sources: ConfigRef[] = [];
@@ -88,6 +106,7 @@ export function buildRouteConfiguration(
   const domains = [
     ...new Set([
       name,
+      ...(alias === undefined ? [] : [`${alias}:${target.port}`, alias]),
       `${host}:${target.port}`,
       host,
       `${shortName}:${target.port}`,
@@ -169,7 +188,7 @@ function buildAction(
       onlyServicePortOf(push, host) ||
       onlyServicePort ||
       listenerPort;
-    return outboundClusterName(port, destination.destination?.subset ?? "", host);
+    return outboundClusterName(port, destination.destination?.subset ?? "", clusterHost(push, host));
   };
   const weighted = route.route.filter((destination) => route.route.length === 1 || destination.weight > 0);
   const action: Record<string, unknown> =

@@ -20,6 +20,7 @@ import {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { IstioIngressListener } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import { cacheKey } from "../../cache/xds-cache.js";
+import { isAlias } from "../../model/aliases.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { type MtlsMode, TLS_MODE_LABEL } from "../../model/security.js";
@@ -159,7 +160,7 @@ function outboundClusters(context: GenerationContext, scope: SidecarScope): read
   if (!list) {
     const built: GeneratedResource[] = [];
     for (const service of scope.services) {
-      if (service.externalName) continue;
+      if (isAlias(service)) continue;
       const rule = sidecarDestinationRule(push, proxy, service);
       for (const port of service.ports) {
         if (port.protocol === Protocol.PROTOCOL_UDP) continue;

@@ -15,6 +15,7 @@ import type {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { Protocol, Resolution } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import { cacheKey } from "../../cache/xds-cache.js";
+import { aliasesByTarget, clusterHost, isAlias } from "../../model/aliases.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
@@ -40,7 +41,7 @@ import {
   weightedTcpProxyFilter,
 } from "./filters.js";
 import { buildVirtualInbound, VIRTUAL_INBOUND, VIRTUAL_INBOUND_PORT, virtualInboundKey } from "./inbound.js";
-import { isHttpProtocol, labelsKey } from "./routes.js";
+import { alternativeHosts, isHttpProtocol, labelsKey } from "./routes.js";
 
 /** The outbound capture listener's name and port (iptables redirects outbound traffic there). */
 export const VIRTUAL_OUTBOUND = "virtualOutbound";
@@ -305,7 +306,9 @@ function reservedPorts(proxy: MeshProxy): Set<number> {
 }
 
 /**
- * The listener requests of one service port. A headless service (resolution
+ * The listener requests of one service port: none for an alias (an
+ * ExternalName service, whose traffic is its target's: Istio builds it no
+ * listener). A headless service (resolution
  * PASSTHROUGH, no address) with a TCP or sniffed port gets one per endpoint
  * of the port with an IP address, the proxy's own excepted, bound to that
  * address; a ServiceEntry without endpoints and without a workload selector
@@ -318,6 +321,7 @@ function portRequests(
   service: Service,
   port: ServicePort,
 ): PortRequest[] {
+  if (isAlias(service)) return [];
   const protocol = listenerProtocolOf(port.protocol);
   const headless =
     service.resolution === Resolution.RESOLUTION_PASSTHROUGH &&
@@ -632,6 +636,20 @@ function hostConfigs(
 }
 
 /**
+ * The SNI names of a service on a shared listener (Istio's sniHosts of
+ * buildSidecarOutboundTLSFilterChainOpts): its hostname, then each of its
+ * aliases (ExternalName services naming it) with the alias's alternative
+ * names, since a client that dialed an alias sends the alias as SNI.
+ */
+function sniHostsOf(push: PushContext, proxy: MeshProxy, service: Service): string[] {
+  const aliases = aliasesByTarget(push).get(service.hostname) ?? [];
+  return [
+    service.hostname,
+    ...aliases.flatMap((alias) => [alias, ...alternativeHosts(alias, proxy.namespace, push.domainSuffix)]),
+  ];
+}
+
+/**
  * The TCP chains of one service port (Istio's buildSidecarOutboundTCPListenerOpts).
  *
  * TLS/HTTPS ports: a chain per applicable `tls` route match of the host's
@@ -703,7 +721,7 @@ function tcpChainPlans(
     // Without a VIP the listener is the wildcard one every such service shares: only SNI tells them apart.
     const [wildcard] = wildcardAddresses(proxy);
     const shared = cidrs.length > 0 || (listenAddresses(proxy, service)[0] === wildcard && bind === wildcard);
-    return [chain({ cluster: serviceCluster }, shared ? { sniHosts: [service.hostname] } : {})];
+    return [chain({ cluster: serviceCluster }, shared ? { sniHosts: sniHostsOf(push, proxy, service) } : {})];
   }
 
   for (const config of configs) {
@@ -736,7 +754,8 @@ function tcpChainPlans(
 /**
  * Where a TCP/TLS route sends traffic: a single destination's cluster
  * (Istio's GetDestinationCluster: the destination's port, else the port of a
- * single-port service, else the listener's), or weighted clusters of the
+ * single-port service, else the listener's; an alias's cluster is its
+ * external name's), or weighted clusters of the
  * destinations with a weight, under the stat prefix `<vs name>.<vs namespace>`.
  */
 function routeTarget(
@@ -749,7 +768,7 @@ function routeTarget(
     const host = resolveHost(d.destination?.host ?? "", config.ref.namespace, push.domainSuffix);
     const ports = push.servicesByHost.get(host)?.ports ?? [];
     const port = d.destination?.port?.number || (ports.length === 1 ? ports[0]!.number : listenPort);
-    return outboundClusterName(port, d.destination?.subset ?? "", host);
+    return outboundClusterName(port, d.destination?.subset ?? "", clusterHost(push, host));
   };
   if (routes.length === 1) return { cluster: clusterOf(routes[0]!) };
   return {

@@ -27,6 +27,7 @@ import type {
 import { Protocol, Resolution } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import { regexProblem } from "@sextant/validation";
 import { cacheKey } from "../../cache/xds-cache.js";
+import { aliasesByTarget, clusterHost, isAlias } from "../../model/aliases.js";
 import type { RoutedVirtualService } from "../../model/delegation.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
@@ -155,10 +156,10 @@ export function buildSidecarRouteConfiguration(
   if (scope.sidecar) addSource(scope.sidecar.ref);
   const hasPort = (service: Service) =>
     service.ports.some((p) => p.number === port && carriesHttp(p.protocol));
-  const virtualHost = (service: Service, domains: string[]): Plain => ({
+  const virtualHost = (service: Service, domains: string[], routes?: Plain[]): Plain => ({
     name: `${service.hostname}:${port}`,
     domains,
-    routes: serviceRoutes(push, proxy, service, port, addSource),
+    routes: routes ?? serviceRoutes(push, proxy, service, port, addSource),
     includeRequestAttemptCount: true,
   });
   const virtualHosts: Plain[] = [];
@@ -166,22 +167,38 @@ export function buildSidecarRouteConfiguration(
     // Istio builds the port's virtual hosts and keeps the one with the hostname among its
     // domains: the service's own, whose FQDN no other service's domains can claim.
     const service = scope.servicesByHost.get(host);
-    if (service && hasPort(service)) virtualHosts.push(virtualHost(service, ["*"]));
+    if (service && hasPort(service) && !isAlias(service)) virtualHosts.push(virtualHost(service, ["*"]));
   } else {
     const claimed = new Set<string>();
-    const services = scope.services
-      .filter(hasPort)
-      .sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
+    const byHostname = (a: Service, b: Service) =>
+      a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0;
+    const inScope = scope.services.filter(hasPort).sort(byHostname);
+    const services = inScope.filter((service) => !isAlias(service));
     const knownHosts = new Set(services.map((service) => service.hostname));
+    const aliases = aliasesByTarget(push);
+    const built: Array<{ service: Service; virtualHost: Plain }> = [];
+    // An alias (ExternalName service) has no virtual host of its own, its names are domains of its
+    // target's; but Istio builds the virtual hosts of VirtualServices first, and one for an alias's
+    // own VirtualService (its routes, never a default route), which so keeps the alias's names.
+    for (const alias of inScope.filter(isAlias)) {
+      const routes = virtualServiceRoutes(push, proxy, alias, port, addSource);
+      if (routes.length === 0) continue;
+      const domains = uniqueDomains(virtualHostDomains(alias, proxy, push.domainSuffix), claimed, knownHosts);
+      if (domains.length > 0)
+        built.push({ service: alias, virtualHost: virtualHost(alias, domains, routes) });
+    }
     for (const service of services) {
       const domains = uniqueDomains(
-        virtualHostDomains(service, proxy, push.domainSuffix),
+        virtualHostDomains(service, proxy, push.domainSuffix, aliases.get(service.hostname)),
         claimed,
         knownHosts,
       );
-      if (domains.length > 0) virtualHosts.push(virtualHost(service, domains));
+      if (domains.length > 0) built.push({ service, virtualHost: virtualHost(service, domains) });
     }
-    virtualHosts.push(catchAllVirtualHost(scope.outboundTrafficPolicy));
+    virtualHosts.push(
+      ...built.sort((a, b) => byHostname(a.service, b.service)).map((entry) => entry.virtualHost),
+      catchAllVirtualHost(scope.outboundTrafficPolicy),
+    );
   }
   const configuration = RouteConfiguration.fromPartial({
     name,
@@ -208,12 +225,23 @@ function serviceRoutes(
   port: number,
   addSource: (ref: ConfigRef) => void,
 ): Plain[] {
+  const routes = virtualServiceRoutes(push, proxy, service, port, addSource);
+  return routes.length > 0 ? routes : [defaultRoute(push, proxy, service, port, addSource)];
+}
+
+/** The routes of a service's VirtualService on a port; none without one. */
+function virtualServiceRoutes(
+  push: PushContext,
+  proxy: MeshProxy,
+  service: Service,
+  port: number,
+  addSource: (ref: ConfigRef) => void,
+): Plain[] {
   const virtualService = push.virtualServiceFor(service.hostname, proxy.namespace);
-  if (!virtualService) return [defaultRoute(push, proxy, service, port, addSource)];
+  if (!virtualService) return [];
   addSource(virtualService.ref);
   for (const delegate of virtualService.delegates) addSource(delegate);
-  const routes = buildHttpRoutes(push, proxy, virtualService, port, addSource);
-  return routes.length > 0 ? routes : [defaultRoute(push, proxy, service, port, addSource)];
+  return buildHttpRoutes(push, proxy, virtualService, port, addSource);
 }
 
 /** Istio's buildCatchAllVirtualHost: `allow_any` to PassthroughCluster, or `block_all` (502) under REGISTRY_ONLY. */
@@ -255,7 +283,9 @@ interface VirtualHostDomains {
  * on since 1.27; then, for a hostname under the proxy's `.svc.<suffix>`,
  * the short names a client in the proxy's namespace may use: in the same
  * namespace `name`, `name.ns.svc`, `name.ns`; from another one `name.ns`,
- * `name.ns.svc`), for a headless Kubernetes service each of these again
+ * `name.ns.svc`), then each of the service's aliases (the ExternalName
+ * services naming it, Istio's Attributes.Aliases) with its alternative
+ * names, for a headless Kubernetes service each of these again
  * with `*.` (a pod's own name, `<pod>.<service>...`, routes to the
  * service), then the service's addresses the proxy can use (see
  * {@link virtualHostAddresses}), an IPv6 one bracketed.
@@ -264,10 +294,15 @@ export function virtualHostDomains(
   service: Service,
   proxy: MeshProxy,
   domainSuffix: string,
+  aliases: readonly string[] = [],
 ): VirtualHostDomains {
-  const host = service.hostname;
-  const altHosts = alternativeHosts(host, proxy.namespace, domainSuffix);
-  const names = [bracketIPv6(host), ...altHosts];
+  const names: string[] = [];
+  const altHosts: string[] = [];
+  for (const host of [service.hostname, ...aliases]) {
+    const alternatives = alternativeHosts(host, proxy.namespace, domainSuffix);
+    names.push(bracketIPv6(host), ...alternatives);
+    altHosts.push(...alternatives);
+  }
   const headless =
     service.registry === "kubernetes" && service.resolution === Resolution.RESOLUTION_PASSTHROUGH;
   const wildcards = headless ? names.map((name) => `*.${name}`) : [];
@@ -280,7 +315,7 @@ export function virtualHostDomains(
  * (its DNS domain `<namespace>.svc.<suffix>`): the absolute FQDN (not for an
  * IP address), then the short names of a hostname `<name>.<ns>.svc.<suffix>`.
  */
-function alternativeHosts(host: string, proxyNamespace: string, domainSuffix: string): string[] {
+export function alternativeHosts(host: string, proxyNamespace: string, domainSuffix: string): string[] {
   const out = isIP(host) === 0 ? [`${host}.`] : [];
   if (!host.endsWith(`.svc.${domainSuffix}`)) return out;
   const svc = host.indexOf(".svc.");
@@ -621,7 +656,8 @@ function destinationCluster(
 ): string {
   if (!destination) return "";
   const key = destinationKey(push, destination, vsNamespace, listenerPort);
-  return outboundClusterName(key.port, key.subset, key.host);
+  // A destination that is an alias goes to the cluster of the name it stands for (the port stays the alias's).
+  return outboundClusterName(key.port, key.subset, clusterHost(push, key.host));
 }
 
 /** Istio's getRouteOperation: `<host>:<port><path>` for one cluster, else `<vs name>:<port><path>`. */

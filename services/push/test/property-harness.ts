@@ -4,13 +4,14 @@
 // returns what the xDS checker and the snapshot-consistency check find.
 // Shared by property.test.ts and the long-run script property-run.ts.
 import { configKey } from "@sextant/model";
-import { type ConfigResource, EndpointShard, Service } from "@sextant/proto";
+import { type ConfigResource, EndpointShard, Resolution, Service } from "@sextant/proto";
 import { decodeSpec, findKind, validateResource } from "@sextant/validation";
 import type fc from "fast-check";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
+import { selectorMatches } from "../src/model/security.js";
 import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
 import { INBOUND_LISTENER_PREFIX, parseOutboundClusterName } from "../src/translate/names.js";
 import { XDS_TYPES } from "../src/xds-types.js";
@@ -135,9 +136,10 @@ export function subscriptionOf(scenario: Scenario): Subscription {
  * written (a route to them fails its requests; ingest's analysis reports
  * IST0101): a destination host no service visible from the proxy's namespace
  * has (Istio completes only a short name without dots, so `name.namespace`
- * is such a host too), a port the service does not have, and a subset
+ * is such a host too), a port the service does not have, a subset
  * that the DestinationRule applying to the host in the proxy's namespace
- * does not define.
+ * does not define, and a subset of a DNS service that selects none of its
+ * endpoints.
  */
 function configMistakes(push: PushContext, namespace: string): AcceptedMissing {
   return (type, name) => {
@@ -147,7 +149,15 @@ function configMistakes(push: PushContext, namespace: string): AcceptedMissing {
     if (!service?.ports.some((port) => port.number === cluster.port)) return true;
     if (!cluster.subset) return false;
     const rule = push.destinationRuleFor(cluster.host, namespace);
-    return !rule?.spec.subsets.some((subset) => subset.name === cluster.subset);
+    const subset = rule?.spec.subsets.find((entry) => entry.name === cluster.subset);
+    if (!subset) return true;
+    // istiod's buildCluster gives no STRICT_DNS/LOGICAL_DNS cluster without endpoints, and its
+    // routes name the subset cluster all the same.
+    const dns =
+      service.resolution === Resolution.RESOLUTION_DNS ||
+      service.resolution === Resolution.RESOLUTION_DNS_ROUND_ROBIN;
+    const endpoints = push.endpointsByHost.get(cluster.host) ?? [];
+    return dns && !endpoints.some((endpoint) => selectorMatches(subset.labels, endpoint.labels));
   };
 }
 

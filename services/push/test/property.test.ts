@@ -2,12 +2,17 @@
 // @sextant/validation accepts, over a random registry (test/arbitraries.ts),
 // through every generator for a random proxy of the registry, Envoy sidecar
 // or proxyless gRPC, must give a snapshot the xDS checker (xds-checks.ts)
-// and the consistency check find nothing wrong with. Each run explores new
-// cases (fast-check's random seed); a failure prints the seed, the path to
-// replay it, and the shrunk case as a golden-input YAML. The long run is
-// `pnpm --filter @sextant/push run property` (test/property-run.ts).
+// and the consistency check find nothing wrong with. `npm test` runs one
+// fixed seed (PROPERTY_SEED overrides it): the suite decides whether a
+// change lands, so it must give the same answer on every run; exploring new
+// cases with random seeds is the long run's job, `pnpm --filter
+// @sextant/push run property` (test/property-run.ts), whose finds become
+// golden cases. A failure prints the seed, the path to replay it, and the
+// shrunk case as a golden-input YAML.
 import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
 import { describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 import fc from "fast-check";
 import { scenarioArb } from "./arbitraries.js";
 import { envoyCodecs } from "./golden-inputs.js";
@@ -23,6 +28,8 @@ import {
 const NUM_RUNS = 200;
 /** A bound on the run and its shrinking together, so that a slow shrink cannot hold `npm test` past a minute. */
 const TIME_LIMIT_MS = 45_000;
+/** The seed of every property here (see the top of the file). */
+const SEED = Number(process.env.PROPERTY_SEED ?? 20261201);
 
 describe("property: random valid config through every generator", () => {
   it("generates only config that @sextant/validation accepts", () => {
@@ -31,7 +38,7 @@ describe("property: random valid config through every generator", () => {
         const problems = configProblems(scenario);
         assert.deepEqual(problems, [], `invalid config generated:\n${scenarioYaml(scenario)}`);
       }),
-      { numRuns: NUM_RUNS * 2 },
+      { numRuns: NUM_RUNS * 2, seed: SEED },
     );
   });
 
@@ -43,7 +50,7 @@ describe("property: random valid config through every generator", () => {
         const { violations } = checkScenario(scenario, codecs);
         assert.deepEqual(violations, []);
       }),
-      { numRuns: NUM_RUNS, interruptAfterTimeLimit: TIME_LIMIT_MS },
+      { numRuns: NUM_RUNS, interruptAfterTimeLimit: TIME_LIMIT_MS, seed: SEED },
     );
     if (details.failed) assert.fail(failureReport(details, codecs));
   });
@@ -55,7 +62,20 @@ describe("property: random valid config through every generator", () => {
         const replayed = scenarioFromYaml(scenarioYaml(scenario));
         assert.deepEqual(checkScenario(replayed, codecs), checkScenario(scenario, codecs));
       }),
-      { numRuns: 25 },
+      { numRuns: 25, seed: SEED },
     );
+  });
+
+  it("finds nothing wrong in any counter-example found before (test/property-counterexamples)", async () => {
+    // Each file is a case an earlier long run shrank to one bug; once fixed it stays here so it cannot come back.
+    const codecs = await envoyCodecs();
+    const dir = fileURLToPath(new URL("./property-counterexamples", import.meta.url));
+    const files = readdirSync(dir).filter((file) => file.endsWith(".yaml"));
+    assert.ok(files.length > 0, `no counter-examples in ${dir}`);
+    for (const file of files) {
+      const scenario = scenarioFromYaml(readFileSync(`${dir}/${file}`, "utf8"));
+      assert.deepEqual(configProblems(scenario), [], `${file}: its config no longer passes validation`);
+      assert.deepEqual(checkScenario(scenario, codecs).violations, [], file);
+    }
   });
 });

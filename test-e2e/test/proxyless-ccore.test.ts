@@ -467,9 +467,9 @@ describe("gRPC C-core (python3-grpcio) and grpc-js-xds through push: load balanc
   // lb_policy"), and a client that never had the cluster cannot call at all. Push sends them
   // ROUND_ROBIN instead (and logs it), so both clients still reach the service.
   let mesh: SecureMesh;
-  let ccoreClient: CcoreWorkload;
+  let ccoreClient: Workload;
   let grpcJsClient: Workload;
-  const servers: CcoreWorkload[] = [];
+  const servers: Workload[] = [];
   const logs = () => [ccoreClient, ...servers].map((w) => w?.output() ?? "").join("\n");
 
   before(async () => {

@@ -42,11 +42,11 @@ import {
   tcpProxyFilter,
   trailingHttpFilters,
 } from "./filters.js";
+import { staticListenerPorts, VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND_PORT } from "./proxy-ports.js";
 import { isHttpProtocol } from "./routes.js";
 
 /** The inbound capture listener's name and port (iptables redirects inbound traffic there). */
 export const VIRTUAL_INBOUND = "virtualInbound";
-export const VIRTUAL_INBOUND_PORT = 15006;
 /** The catch-all chains' names: HTTP found by sniffing, and everything else (Istio's names). */
 const CATCH_ALL_HTTP_CHAIN = "virtualInbound-catchall-http";
 const CATCH_ALL_TCP_CHAIN = VIRTUAL_INBOUND;
@@ -106,20 +106,6 @@ function http2(protocol: Protocol): boolean {
 /** Whether the proxy's traffic is not redirected to it (INTERCEPTION_MODE NONE): it has no virtualInbound then. */
 function interceptionNone(proxy: MeshProxy): boolean {
   return proxy.metadata.INTERCEPTION_MODE === "NONE";
-}
-
-/** The outbound capture listener's port (virtualOutbound's, built in ./listeners.ts). */
-const VIRTUAL_OUTBOUND_PORT = 15001;
-
-/**
- * The ports of the agent's static listeners (health and Prometheus), as
- * the node metadata announces them (Istio's EnvoyStatusPort and
- * EnvoyPrometheusPort).
- */
-function staticListenerPorts(proxy: MeshProxy): number[] {
-  return [proxy.metadata.ENVOY_STATUS_PORT, proxy.metadata.ENVOY_PROMETHEUS_PORT]
-    .map(Number)
-    .filter((port) => Number.isInteger(port) && port > 0);
 }
 
 /**

@@ -40,12 +40,12 @@ import {
   trailingHttpFilters,
   weightedTcpProxyFilter,
 } from "./filters.js";
-import { buildVirtualInbound, VIRTUAL_INBOUND, VIRTUAL_INBOUND_PORT, virtualInboundKey } from "./inbound.js";
+import { buildVirtualInbound, VIRTUAL_INBOUND, virtualInboundKey } from "./inbound.js";
+import { staticListenerPorts, VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND_PORT } from "./proxy-ports.js";
 import { alternativeHosts, isHttpProtocol, labelsKey } from "./routes.js";
 
-/** The outbound capture listener's name and port (iptables redirects outbound traffic there). */
+/** The outbound capture listener's name (iptables redirects outbound traffic there; its port is in ./proxy-ports.ts). */
 export const VIRTUAL_OUTBOUND = "virtualOutbound";
-export const VIRTUAL_OUTBOUND_PORT = 15001;
 
 const ZERO = { seconds: 0, nanos: 0 };
 
@@ -277,14 +277,6 @@ interface Placement {
   reserved: ReadonlySet<number>;
 }
 
-/** The ports of Istio's bootstrap static listeners when the node does not say (its agent always does). */
-const DEFAULT_STATIC_PORTS: ReadonlyArray<[key: string, port: number | undefined]> = [
-  ["ENVOY_STATUS_PORT", 15021],
-  ["ENVOY_PROMETHEUS_PORT", 15090],
-  ["ENVOY_SECURE_METRICS_PORT", undefined],
-  ["ENVOY_SECURE_MERGED_METRICS_PORT", undefined],
-];
-
 /**
  * The ports of the proxy's own wildcard listeners (Istio's
  * conflictWithReservedListener): the outbound and inbound capture ports
@@ -297,12 +289,11 @@ const DEFAULT_STATIC_PORTS: ReadonlyArray<[key: string, port: number | undefined
  * without an address binds it too, so here the check is on the address.
  */
 function reservedPorts(proxy: MeshProxy): Set<number> {
-  const reserved = new Set([VIRTUAL_OUTBOUND_PORT, VIRTUAL_INBOUND_PORT]);
-  for (const [key, fallback] of DEFAULT_STATIC_PORTS) {
-    const value = Number(proxy.metadata[key] ?? fallback);
-    if (Number.isInteger(value) && value > 0) reserved.add(value);
-  }
-  return reserved;
+  return new Set([
+    VIRTUAL_OUTBOUND_PORT,
+    VIRTUAL_INBOUND_PORT,
+    ...staticListenerPorts(proxy, { assumeDefaults: true, secureMetrics: true }),
+  ]);
 }
 
 /**

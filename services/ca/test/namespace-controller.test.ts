@@ -173,6 +173,28 @@ describe("istio-ca-root-cert in every namespace", () => {
   });
 });
 
+describe("what the controller asks of the API server", () => {
+  test("list and watch of namespaces; list, watch, create and update of its ConfigMaps only (deploy/ca/base/rbac.yaml grants these)", () => {
+    const asked = new Set(
+      kube
+        .requests()
+        .filter((r) => r.verb)
+        .map((r) => `${r.verb} ${r.resource}${r.resource === "configmaps" && r.name ? `/${r.name}` : ""}`),
+    );
+    assert.deepEqual([...asked].sort(), [
+      "create configmaps",
+      "list configmaps",
+      "list namespaces",
+      `update configmaps/${CA_ROOT_CERT_CONFIGMAP}`,
+      "watch configmaps",
+      "watch namespaces",
+    ]);
+    // Its ConfigMap informer asks for the one name only.
+    for (const r of kube.requestsMatching({ resource: "configmaps", verb: "watch" }))
+      assert.equal(r.query.fieldSelector, `metadata.name=${CA_ROOT_CERT_CONFIGMAP}`);
+  });
+});
+
 describe("ENABLE_NAMESPACE_CONTROLLER", () => {
   test("defaults to on with Kubernetes, off without; false turns it off", async () => {
     const { caSettings } = await import("../src/settings.js");

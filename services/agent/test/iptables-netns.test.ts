@@ -77,6 +77,8 @@ function serve(netns: string, name: string, sockets: string[]): Promise<ChildPro
 interface Answer {
   at: string;
   original: string | null;
+  /** The client's address as the listener saw it (TPROXY listeners only). */
+  client?: string;
 }
 
 /** Connects (or sends a datagram) from a namespace as a user; returns which listener answered. */
@@ -200,6 +202,47 @@ describe("agent iptables in network namespaces", { skip }, () => {
     assert.equal(reach(POD, APP_UID, "udp", PEER_IP, 53).at, "pod:15053");
     assert.equal(reach(POD, APP_UID, "tcp", PEER_IP, 53).at, "pod:15053");
     assert.equal(reach(POD, PROXY_UID, "udp", PEER_IP, 53).at, "peer:53");
+  });
+
+  test("TPROXY: an inbound connection lands on the transparent 15006 listener with its original destination and the client's own address", async () => {
+    const netns = `sxtp-${id}`;
+    createNetns(netns);
+    const [podNic, peerNic] = [`vt${id}`.slice(0, 15), `vu${id}`.slice(0, 15)];
+    sh("ip", ["link", "add", podNic, "netns", netns, "type", "veth", "peer", "name", peerNic, "netns", PEER]);
+    inNetns(netns, "ip", ["addr", "add", "10.201.0.1/24", "dev", podNic]);
+    inNetns(netns, "ip", ["link", "set", podNic, "up"]);
+    inNetns(PEER, "ip", ["addr", "add", "10.201.0.2/24", "dev", peerNic]);
+    inNetns(PEER, "ip", ["link", "set", peerNic, "up"]);
+    await serve(netns, "tproxy-pod", ["tproxy:15006", "tcp:15001"]);
+
+    const flags = [
+      "-p",
+      "15001",
+      "-z",
+      "15006",
+      "-u",
+      PROXY_UID,
+      "-m",
+      "TPROXY",
+      "-i",
+      "*",
+      "-b",
+      "*",
+      "-d",
+      "15020",
+    ];
+    const applied = agentIptables(netns, flags);
+    assert.equal(applied.code, 0, applied.stderr);
+    assert.deepEqual(reach(PEER, undefined, "tcp", "10.201.0.1", 8080), {
+      at: "tproxy-pod:15006",
+      original: "10.201.0.1:8080",
+      client: "10.201.0.2",
+    });
+    // The policy route that delivers marked packets locally, added once however often the command runs.
+    const again = agentIptables(netns, flags);
+    assert.match(again.stderr, /IPv4 rules already in place, nothing changed/);
+    assert.equal(inNetns(netns, "ip", ["-4", "rule", "show"]).match(/fwmark 0x539 lookup 133/g)?.length, 1);
+    assert.match(inNetns(netns, "ip", ["-4", "route", "show", "table", "133"]), /local default dev lo/);
   });
 
   test("a second run with the same flags changes nothing; changed flags replace the rules; --cleanup-only removes them", () => {

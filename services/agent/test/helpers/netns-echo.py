@@ -1,9 +1,13 @@
 """Listeners and clients for the agent iptables netns suite (run with `ip netns exec`).
 
-  serve <name> <tcp|udp>:<port> ...   answer every TCP connection and UDP datagram with one
+  serve <name> <tcp|udp|tproxy>:<port> ...
+                                      answer every TCP connection and UDP datagram with one
                                       JSON line: {"at": "<name>:<port>", "original": "<ip>:<port>"|null};
                                       "original" is SO_ORIGINAL_DST, the destination before a
-                                      REDIRECT. Prints "ready" once every socket is bound.
+                                      REDIRECT. A tproxy socket (IP_TRANSPARENT, as Envoy's inbound
+                                      listener in TPROXY mode) answers its local address, which is
+                                      the original destination, and the client's address.
+                                      Prints "ready" once every socket is bound.
   tcp <host> <port>                   connect, print the answer line
   udp <host> <port>                   send one datagram, print the answer
 
@@ -17,6 +21,7 @@ import sys
 import threading
 
 SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h
+IP_TRANSPARENT = 19  # linux/in.h
 
 
 def original_destination(conn):
@@ -28,21 +33,26 @@ def original_destination(conn):
     return f"{socket.inet_ntoa(raw[4:8])}:{port}"
 
 
-def serve_tcp(name, port):
+def serve_tcp(name, port, transparent=False):
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if transparent:
+        server.setsockopt(socket.SOL_IP, IP_TRANSPARENT, 1)
     server.bind(("0.0.0.0", port))
     server.listen(16)
 
     def loop():
         while True:
-            conn, _ = server.accept()
-            original = original_destination(conn)
-            # Without a REDIRECT, conntrack's original destination is the socket's own address.
+            conn, client = server.accept()
             local = conn.getsockname()
-            if original == f"{local[0]}:{local[1]}":
-                original = None
-            answer = {"at": f"{name}:{port}", "original": original}
+            if transparent:
+                answer = {"at": f"{name}:{port}", "original": f"{local[0]}:{local[1]}", "client": client[0]}
+            else:
+                original = original_destination(conn)
+                # Without a REDIRECT, conntrack's original destination is the socket's own address.
+                if original == f"{local[0]}:{local[1]}":
+                    original = None
+                answer = {"at": f"{name}:{port}", "original": original}
             conn.sendall((json.dumps(answer) + "\n").encode())
             conn.close()
 
@@ -68,7 +78,10 @@ def main():
         name = sys.argv[2]
         for spec in sys.argv[3:]:
             protocol, port = spec.split(":")
-            (serve_tcp if protocol == "tcp" else serve_udp)(name, int(port))
+            if protocol == "udp":
+                serve_udp(name, int(port))
+            else:
+                serve_tcp(name, int(port), transparent=protocol == "tproxy")
         print("ready", flush=True)
         threading.Event().wait()
     elif mode == "tcp":

@@ -248,13 +248,15 @@ describe("agent iptables in network namespaces", { skip }, () => {
   test("a second run with the same flags changes nothing; changed flags replace the rules; --cleanup-only removes them", () => {
     const netns = `sxidem-${id}`;
     createNetns(netns);
-    const flags = POD_FLAGS.filter((flag) => flag !== "--redirect-dns");
+    // DNS capture of every server: the raw table and its conntrack zones are checked too.
+    const flags = [...POD_FLAGS, "--capture-all-dns"];
 
     const first = agentIptables(netns, flags);
     assert.equal(first.code, 0, first.stderr);
     const afterFirst = saved(netns);
     assert.match(afterFirst, /-A OUTPUT -j ISTIO_OUTPUT/);
     assert.match(afterFirst, /-A ISTIO_OUTPUT .*--dport 9000 -j RETURN/);
+    assert.match(afterFirst, /-A ISTIO_OUTPUT_DNS .*-j CT --zone 2/);
 
     const second = agentIptables(netns, flags);
     assert.equal(second.code, 0, second.stderr);
@@ -270,7 +272,7 @@ describe("agent iptables in network namespaces", { skip }, () => {
     const afterChange = saved(netns);
     assert.match(afterChange, /--dport 9001 -j RETURN/);
     assert.doesNotMatch(afterChange, /--dport 9000/);
-    assert.equal(afterChange.match(/-A OUTPUT -j ISTIO_OUTPUT/g)?.length, 1);
+    assert.equal(afterChange.match(/^-A OUTPUT -j ISTIO_OUTPUT$/gm)?.length, 1);
 
     const cleanup = agentIptables(netns, ["--cleanup-only"]);
     assert.equal(cleanup.code, 0, cleanup.stderr);

@@ -329,6 +329,30 @@ describe("istio-iptables system facts", () => {
   });
 });
 
+/** Runs `agent <args>` from the sources; resolves with its exit code and output. */
+function agentProcess(args: string[], env: Record<string, string>) {
+  const child = spawn(
+    process.execPath,
+    ["--conditions=@sextant/source", "--import", "tsx", "src/main.ts", ...args],
+    {
+      cwd: join(import.meta.dirname, ".."),
+      env: { PATH: process.env.PATH ?? "", OTEL_SDK_DISABLED: "true", ...env },
+    },
+  );
+  trackChildProcess(child);
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on("data", (chunk) => {
+    stderr += chunk;
+  });
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on("exit", (code) => resolve({ code, stdout, stderr })),
+  );
+}
+
 describe("agent iptables command", () => {
   test("--dry-run prints the iptables-restore input and runs nothing", async () => {
     let out = "";
@@ -367,28 +391,17 @@ describe("agent iptables command", () => {
     );
   });
 
+  test("`agent iptables --dry-run` (the alias of istio-iptables) prints the rules from the agent's command line", async () => {
+    const { code, stdout, stderr } = await agentProcess(["iptables", "-b", "*", "-i", "*", "--dry-run"], {});
+    assert.equal(code, 0, stderr);
+    assert.match(stdout, /^# IPv4: iptables-restore --noflush\n\* nat\n/);
+    assert.match(stdout, /-A ISTIO_INBOUND -p tcp -j ISTIO_IN_REDIRECT\n/);
+  });
+
   test("`agent istio-iptables` without iptables on PATH exits 1 naming the missing tool and its package", async () => {
-    const child = spawn(
-      process.execPath,
-      [
-        "--conditions=@sextant/source",
-        "--import",
-        "tsx",
-        "src/main.ts",
-        "istio-iptables",
-        "-b",
-        "*",
-        "-i",
-        "*",
-      ],
-      { cwd: join(import.meta.dirname, ".."), env: { PATH: "/nonexistent", OTEL_SDK_DISABLED: "true" } },
-    );
-    trackChildProcess(child);
-    let stderr = "";
-    child.stderr.on("data", (chunk) => {
-      stderr += chunk;
+    const { code, stderr } = await agentProcess(["istio-iptables", "-b", "*", "-i", "*"], {
+      PATH: "/nonexistent",
     });
-    const code = await new Promise((resolve) => child.on("exit", resolve));
     assert.equal(code, 1, stderr);
     assert.match(
       stderr,

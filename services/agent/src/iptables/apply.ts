@@ -71,19 +71,17 @@ export function parseSave(text: string): Map<Table, TableState> {
     if (line.startsWith("*")) {
       current = { chains: new Map(), jumps: [] };
       tables.set(line.slice(1).trim() as Table, current);
-    } else if (!current || line.startsWith("#") || line === "COMMIT") {
-    } else if (line.startsWith(":")) {
-      const chain = line.slice(1).split(" ")[0]!;
-      if (isIstioChain(chain)) current.chains.set(chain, []);
-    } else if (line.startsWith("-A ")) {
-      const words = line.split(" ");
-      const chain = words[1]!;
-      if (isIstioChain(chain)) current.chains.get(chain)?.push(line);
-      else {
-        const target = words[words.indexOf("-j") + 1] ?? "";
-        if (words.includes("-j") && isIstioChain(target)) current.jumps.push(line);
-      }
+      continue;
     }
+    // Comments, COMMIT and policy lines of built-in chains say nothing about Istio's rules.
+    if (!current) continue;
+    const words = line.split(" ");
+    if (line.startsWith(":") && isIstioChain(words[0]!.slice(1))) current.chains.set(words[0]!.slice(1), []);
+    if (words[0] !== "-A") continue;
+    const chain = words[1] ?? "";
+    const jump = words.indexOf("-j");
+    if (isIstioChain(chain)) current.chains.get(chain)?.push(line);
+    else if (jump > 0 && isIstioChain(words[jump + 1] ?? "")) current.jumps.push(line);
   }
   return tables;
 }

@@ -12,6 +12,8 @@ export interface EnvoyBootstrapOptions {
   xdsSocketPath: string;
   /** The agent's HTTP port, where Envoy's 15021 listener sends `/healthz/ready`. */
   agentHttpPort: number;
+  /** Envoy's admin port on the loopback address (ProxyConfig.proxyAdminPort); 15000 by default. */
+  adminPort?: number;
 }
 
 /** A JSON object, as the generators build them. */
@@ -141,6 +143,7 @@ const STATS_INCLUSION = {
  */
 export function envoyBootstrap(options: EnvoyBootstrapOptions): JsonObject {
   const { node } = options;
+  const adminPort = options.adminPort ?? AGENT_PORTS.envoyAdmin;
   const { localhost, wildcard } = localAddresses(options.instanceIp);
   const adsConfigSource = { ads: {}, initial_fetch_timeout: "0s", resource_api_version: "V3" };
   return {
@@ -173,7 +176,7 @@ export function envoyBootstrap(options: EnvoyBootstrapOptions): JsonObject {
         },
       },
     },
-    admin: { address: socketAddress(localhost, AGENT_PORTS.envoyAdmin) },
+    admin: { address: socketAddress(localhost, adminPort) },
     dynamic_resources: {
       lds_config: adsConfigSource,
       cds_config: adsConfigSource,
@@ -189,7 +192,7 @@ export function envoyBootstrap(options: EnvoyBootstrapOptions): JsonObject {
         {
           name: "prometheus_stats",
           connect_timeout: "0.250s",
-          load_assignment: oneEndpoint("prometheus_stats", socketAddress(localhost, AGENT_PORTS.envoyAdmin)),
+          load_assignment: oneEndpoint("prometheus_stats", socketAddress(localhost, adminPort)),
         },
         {
           name: "agent",

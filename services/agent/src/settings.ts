@@ -143,6 +143,14 @@ const agentSettingsObject = baseSettings.extend({
     .transform((value) => value?.trim() || undefined),
 });
 
+/** Every environment variable the agent reads by name (ISTIO_META_* and ISTIO_METAJSON_* aside). */
+export const AGENT_SETTING_NAMES: readonly string[] = Object.keys(agentSettingsObject.shape).sort();
+
+/** The default of a setting, as the schema gives it when the variable is unset. */
+export function settingDefault(name: keyof typeof agentSettingsObject.shape): unknown {
+  return agentSettingsObject.shape[name].parse(undefined);
+}
+
 /**
  * The agent's settings schema. ISTIO_META_* and ISTIO_METAJSON_* have
  * open-ended names, so the object passes unknown variables through to the

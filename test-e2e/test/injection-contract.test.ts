@@ -10,7 +10,13 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from
 import { tmpdir } from "node:os";
 import { dirname, join, posix } from "node:path";
 import { describe, test } from "node:test";
-import { agentReadsEnv, agentSettingsFromEnv, POD_REQUIRED_ENV, podPaths } from "@sextant/agent/pod-contract";
+import {
+  agentReadsEnv,
+  agentSettingsFromEnv,
+  envoyNodeFromSettings,
+  POD_REQUIRED_ENV,
+  podPaths,
+} from "@sextant/agent/pod-contract";
 import { repositoryRoot } from "@sextant/testing";
 import { defaultInjectionConfig, injectPod, type PodJson } from "@sextant/webhook/inject";
 import { parse } from "yaml";
@@ -215,6 +221,37 @@ describe("injection contract: the webhook's pod and the agent agree", () => {
       assert.equal(settings.NODE_METADATA.CLUSTER_ID, config.clusterId);
       assert.equal(typeof settings.NODE_METADATA.WORKLOAD_NAME, "string");
       assert.equal(settings.PROXY_CONFIG.concurrency, 2, "concurrency from ISTIO_CPU_LIMIT");
+    });
+
+    test(`${name}: the bootstrap's node carries the metadata Istio's sidecars send`, () => {
+      const { metadata } = envoyNodeFromSettings(agentSettingsInPod(pod));
+      // PLATFORM_METADATA is left out: Istio fills it from a cloud's metadata server only.
+      for (const key of [
+        "NAME",
+        "NAMESPACE",
+        "SERVICE_ACCOUNT",
+        "INSTANCE_IPS",
+        "LABELS",
+        "ANNOTATIONS",
+        "OWNER",
+        "WORKLOAD_NAME",
+        "CLUSTER_ID",
+        "MESH_ID",
+        "ISTIO_VERSION",
+        "PROXY_CONFIG",
+        "POD_PORTS",
+        "APP_CONTAINERS",
+        "INTERCEPTION_MODE",
+        "NODE_NAME",
+        "ENVOY_STATUS_PORT",
+        "ENVOY_PROMETHEUS_PORT",
+      ])
+        assert.ok(metadata[key] !== undefined && metadata[key] !== "", `${key} is missing`);
+      assert.equal(
+        (metadata.PROXY_CONFIG as { discoveryAddress?: string }).discoveryAddress,
+        config.discoveryAddress,
+      );
+      assert.equal(metadata.MESH_ID, config.meshId);
     });
   }
 

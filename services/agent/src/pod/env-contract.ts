@@ -4,6 +4,8 @@
 // this (test-e2e/test/injection-contract.test.ts), so neither side can drift.
 import { posix } from "node:path";
 import { parseSettings } from "@sextant/runtime";
+import { nodeFromSettings } from "../bootstrap/from-settings.js";
+import type { ProxyNode } from "../node/proxy-node.js";
 import { AGENT_SETTING_NAMES, type AgentSettings, agentSettings, settingDefault } from "../settings.js";
 
 /** Istio's open-ended metadata variables: every name with these prefixes is read. */
@@ -57,4 +59,9 @@ export function podPaths(): Record<(typeof POD_PATH_SETTINGS)[number], string> {
 /** The agent's settings from an environment, as the agent reads them at start (throws SettingsError). */
 export function agentSettingsFromEnv(env: Record<string, string | undefined>): AgentSettings {
   return parseSettings(agentSettings, env);
+}
+
+/** The node an Envoy sidecar's bootstrap announces, for the agent's settings. */
+export function envoyNodeFromSettings(settings: AgentSettings): ProxyNode {
+  return nodeFromSettings(settings, "envoy");
 }

@@ -135,7 +135,7 @@ describe("agent settings from an injected pod", () => {
     const settings = parse({
       POD_ANNOTATIONS_FILE: podFile(
         "annotations",
-        String.raw`sidecar.istio.io/status="{\"revision\":\"default\"}"` + "\n",
+        `sidecar.istio.io/status=${JSON.stringify('{"revision":"default"}')}\n`,
       ),
     });
     assert.deepEqual(settings.ANNOTATIONS, { "sidecar.istio.io/status": '{"revision":"default"}' });

@@ -139,7 +139,8 @@ function buildInjectedPod(original: PodJson, namespace: string, config: Injectio
     clusterId: config.clusterId,
     meshId: config.meshId,
     caAddress: config.caAddress,
-    discoveryAddress: config.discoveryAddress,
+    // The agent's PROXY_CONFIG (Istio's ProxyConfig JSON); discoveryAddress is where it finds push.
+    proxyConfigJson: JSON.stringify({ discoveryAddress: config.discoveryAddress }),
     proxyLogLevel: read.logLevel(Annotations.logLevel) ?? "warning",
     proxyComponentLogLevel: read.word(Annotations.componentLogLevel) ?? "misc:error",
     agentLogLevel: read.word(Annotations.agentLogLevel) ?? "default:info",

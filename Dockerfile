@@ -110,6 +110,8 @@ ENV CA_ROOT_CERT=/var/run/secrets/istio/root-cert.pem \
     SDS_SOCKET=/var/run/secrets/workload-spiffe-uds/socket \
     XDS_SOCKET=/etc/istio/proxy/XDS \
     OUTPUT_CERTS=/var/lib/istio/data \
+    POD_LABELS_FILE=/etc/istio/pod/labels \
+    POD_ANNOTATIONS_FILE=/etc/istio/pod/annotations \
     HTTP_PORT=15020
 # `agent bootstrap envoy --output <file>` (and `agent bootstrap grpc`) from any
 # working directory, as compose's one-shot bootstrap containers run it.

@@ -47,7 +47,9 @@ const CLUSTERSET_SUFFIX = ".clusterset.local";
  *   with its own address(es), as Kubernetes DNS; none if it has no such
  *   endpoint;
  * - anything else (an ExternalName service, a DNS ServiceEntry without
- *   allocation, a wildcard host): nothing.
+ *   allocation, a wildcard host without an address): nothing. A wildcard
+ *   host with an address is in the table as written (`*.example.com`): the
+ *   agent answers the names it covers, as Istio's.
  *
  * A name claimed by a Kubernetes service stays its; a ServiceEntry's
  * addresses for a name already in the table are added to it, and a

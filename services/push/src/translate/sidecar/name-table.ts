@@ -8,6 +8,7 @@ import type { PushContext } from "../../model/push-context.js";
 import { applicableSidecar, sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource } from "../../model/types.js";
 import type { GenerationContext } from "../generator.js";
+import { withAutoAllocatedAddresses } from "./auto-addresses.js";
 import { addressesOfProxyFamilies, ipMode } from "./dual-stack.js";
 
 /** Istio's NDS type (its pkg/model NameTableType). */
@@ -135,15 +136,13 @@ function isUsableAddress(address: string): boolean {
  * A service's own addresses for the proxy (Istio's GetAllAddressesForProxy):
  * a Kubernetes service's cluster IPs of the proxy's families; every IP a
  * ServiceEntry lists (Istio makes a service per address and merges their
- * names' addresses); else the auto-allocated ones of the proxy's families,
+ * names' addresses), or its auto-allocated ones of the proxy's families
  * for a proxy that uses them.
  */
 function serviceAddresses(push: PushContext, proxy: MeshProxy, service: Service): string[] {
-  const own = service.addresses.filter((address) => isUsableAddress(address) && isIP(address) !== 0);
-  if (service.registry === "kubernetes") return addressesOfProxyFamilies(proxy, own);
-  if (service.addresses.some(isUsableAddress)) return own;
-  const allocated = usesAutoAllocatedAddresses(proxy) ? push.autoAllocatedAddresses(service) : undefined;
-  return allocated ? addressesOfProxyFamilies(proxy, [allocated.ipv4, allocated.ipv6]) : [];
+  const { addresses } = withAutoAllocatedAddresses(push, proxy, service);
+  const own = addresses.filter((address) => isUsableAddress(address) && isIP(address) !== 0);
+  return service.registry === "kubernetes" ? addressesOfProxyFamilies(proxy, own) : own;
 }
 
 /**

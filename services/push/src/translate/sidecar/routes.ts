@@ -47,7 +47,7 @@ import {
 import { type GenerationContext, generateByName } from "../generator.js";
 import { outboundClusterName } from "../names.js";
 import { withAutoAllocatedAddresses } from "./auto-addresses.js";
-import { addressesOfProxyFamilies, WILDCARD_IPV4 } from "./dual-stack.js";
+import { addressesOfProxyFamilies, ipMode, WILDCARD_IPV4 } from "./dual-stack.js";
 import { CORS_FILTER_NAME, PASSTHROUGH_CLUSTER } from "./filters.js";
 
 /** A plain object RouteConfiguration.fromPartial turns into a typed message. */
@@ -111,6 +111,8 @@ export function generateSidecarRoutes(
         labels,
         sidecar,
         usesAutoAllocatedAddresses(proxy) ? "auto-allocated" : "",
+        // Virtual hosts list the cluster IPs of the proxy's IP families.
+        ipMode(proxy),
         name,
         push.configVersion,
       ),

@@ -1,12 +1,6 @@
 import { baseSettings, DEFAULT_PORTS, millisecondsSetting, portSetting } from "@sextant/runtime";
 import { z } from "zod";
 
-const booleanSetting = (fallback: "true" | "false") =>
-  z
-    .enum(["true", "false"], { message: 'must be "true" or "false"' })
-    .default(fallback)
-    .transform((value) => value === "true");
-
 /** The webhook's settings, from the environment. Names and defaults follow istiod's where it has them. */
 export const webhookSettings = baseSettings
   .extend({
@@ -50,8 +44,14 @@ export const webhookSettings = baseSettings
     INJECTOR_WEBHOOK_CONFIG_NAME: z.string().min(1).optional(),
     /** The ValidatingWebhookConfiguration whose caBundle is kept current (istiod: istio-validator-<ns>); unset: none. */
     VALIDATION_WEBHOOK_CONFIG_NAME: z.string().min(1).optional(),
-    /** Inject the proxy as a native sidecar (an init container with restartPolicy Always). */
-    ENABLE_NATIVE_SIDECARS: booleanSetting("false"),
+    /**
+     * Inject the proxy as a native sidecar (an init container with restartPolicy Always), as
+     * istiod's ENABLE_NATIVE_SIDECARS: true, false, or auto (its default: when the nodes' kubelets
+     * are 1.33 or later; off while the webhook has no view of the nodes).
+     */
+    ENABLE_NATIVE_SIDECARS: z
+      .enum(["true", "false", "auto"], { message: "must be true, false or auto" })
+      .default("auto"),
   })
   .refine((s) => (s.TLS_CERT_FILE === undefined) === (s.TLS_KEY_FILE === undefined), {
     message: "TLS_CERT_FILE and TLS_KEY_FILE must be set together",

@@ -11,8 +11,8 @@ export {
   type InjectionTarget,
   injectPod,
   type PodJson,
-  SIDECAR_INBOUND_PORTS,
 } from "./inject.js";
+export { type NativeSidecarMode, type NodeVersion, nativeSidecarDefault } from "./native.js";
 export {
   IGNORED_NAMESPACES,
   INJECT_KEY,

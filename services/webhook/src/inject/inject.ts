@@ -138,7 +138,7 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
   const read = new AnnotationReader(podAnnotations);
 
   for (const [name, reason] of Object.entries(REFUSED_ANNOTATIONS))
-    if (read.raw(name) !== undefined) read.refuse(`${name} is not supported: ${reason}`);
+    if (read.raw(name) !== undefined) read.refuse(`${name} is refused: ${reason}`);
 
   const templateNames = (read.raw(Annotations.templates) ?? "sidecar").split(",").map((t) => t.trim());
   const unknown = templateNames.filter((t) => !(TEMPLATES as readonly string[]).includes(t));

@@ -57,8 +57,9 @@ export function workloadIdentity(pod: WorkloadPod, namespace: string): { name: s
  */
 export function workloadValues(pod: WorkloadPod, namespace: string): Record<string, TemplateValue> {
   const labels = pod.metadata?.labels ?? {};
+  // A pod's own istio-proxy (an override) is not an app container, but its ports are the pod's (a gateway's).
+  const ports = (pod.spec?.containers ?? []).flatMap((c) => c.ports ?? []);
   const containers = (pod.spec?.containers ?? []).filter((c) => c.name !== "istio-proxy");
-  const ports = containers.flatMap((c) => c.ports ?? []);
   const identity = workloadIdentity(pod, namespace);
   const canonicalName =
     labels["service.istio.io/canonical-name"] ||

@@ -75,7 +75,7 @@ const argOf = (container: any, flag: string) => container.args[container.args.in
 
 describe("injection goldens", () => {
   it("each AdmissionReview gives the expected patch (or refusal), and the patched pod is valid", () => {
-    const produced = checkGoldenDir(testdata, (testCase) => {
+    const produced = checkGoldenDir(testdata, (testCase): Record<string, string> => {
       const parsed = parseReview(reviewOf(parse(testCase.input)));
       assert.ok(parsed.ok, testCase.name);
       const response = admitInjection(parsed.request, config);

@@ -44,6 +44,8 @@ export const webhookSettings = baseSettings
     INJECTOR_WEBHOOK_CONFIG_NAME: z.string().min(1).optional(),
     /** The ValidatingWebhookConfiguration whose caBundle is kept current (istiod: istio-validator-<ns>); unset: none. */
     VALIDATION_WEBHOOK_CONFIG_NAME: z.string().min(1).optional(),
+    /** How often the node list is read for ENABLE_NATIVE_SIDECARS=auto. */
+    NODE_RESYNC_INTERVAL_MS: millisecondsSetting(60_000),
     /**
      * Inject the proxy as a native sidecar (an init container with restartPolicy Always), as
      * istiod's ENABLE_NATIVE_SIDECARS: true, false, or auto (its default: when the nodes' kubelets

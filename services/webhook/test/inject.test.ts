@@ -18,6 +18,7 @@ import {
   nativeSidecarDefault,
   type PodJson,
   parseTemplate,
+  REFUSED_ANNOTATIONS,
   render,
   type SelectionContext,
   STATUS_ANNOTATION,
@@ -425,6 +426,17 @@ describe("injection goldens", () => {
       refusalOf("refused-bootstrap-override"),
       /sidecar\.istio\.io\/bootstrapOverride is refused: a custom Envoy bootstrap is not supported/,
     );
+    for (const name of Object.keys(REFUSED_ANNOTATIONS)) {
+      const pod: PodJson = {
+        metadata: { annotations: { [name]: "true" } },
+        spec: { containers: [{ name: "app" }] },
+      };
+      assert.throws(
+        () => injectPod(pod, { namespace: "default" }, config),
+        (e: unknown) => String(e).includes(`${name} is refused`),
+        name,
+      );
+    }
     const problems = (() => {
       const review = reviewOf(parse(readFileSync(join(testdata, "refused-bad-annotations.in.yaml"), "utf8")));
       try {

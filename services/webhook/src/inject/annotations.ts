@@ -43,6 +43,7 @@ export const REFUSED_ANNOTATIONS: Readonly<Record<string, string>> = {
   "istio.io/reroute-virtual-interfaces": "virtual interface rerouting is not supported",
   "sidecar.istio.io/capNetBindService": "NET_BIND_SERVICE for the proxy is not supported",
   "sidecar.istio.io/proxyImageType": "there is one proxy image type; set sidecar.istio.io/proxyImage instead",
+  "sidecar.istio.io/enableCoreDump": "the core-dump init container (privileged, SYS_ADMIN) is not injected",
 };
 
 /** A Kubernetes resource quantity (100m, 128Mi, 1.5, 2e3). */

@@ -2,7 +2,7 @@
  * Sidecar injection as a library: the same pure functions the /inject
  * webhook uses, for offline injection (a later `kube-inject`).
  */
-export { AnnotationError, Annotations } from "./annotations.js";
+export { AnnotationError, Annotations, REFUSED_ANNOTATIONS } from "./annotations.js";
 export {
   DEFAULT_PROXY_RESOURCES,
   defaultInjectionConfig,

@@ -224,6 +224,9 @@ describe("injection goldens", () => {
     assert.equal(envOf(proxy, "ISTIO_META_CLUSTER_ID"), "east");
     assert.equal(proxy.env.filter((e: any) => e.name === "ISTIO_META_CLUSTER_ID").length, 1);
     assert.deepEqual(proxy.lifecycle.preStop.exec.command, ["sleep", "10"]);
+    assert.equal(proxy.securityContext.runAsUser, 1500);
+    assert.equal(proxy.securityContext.readOnlyRootFilesystem, true);
+    assert.equal(argOf(pod.spec.initContainers.at(-1), "-u"), "1500");
     assert.equal(envOf(proxy, "ISTIO_META_APP_CONTAINERS"), "reviews");
   });
 

@@ -253,6 +253,18 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
   const captures = !gateway && interceptionMode !== "NONE";
   let init = captures ? (render(template.initContainer, values) as Container) : undefined;
   if (init && initOverride) init = mergeContainer(init, initOverride) as Container;
+  const overrideUser = (proxyOverride?.securityContext as { runAsUser?: unknown } | undefined)?.runAsUser;
+  if (typeof overrideUser === "number") {
+    if (interceptionMode === "TPROXY") {
+      // TPROXY needs the proxy to be root; the override cannot change that (as Istio).
+      proxy.securityContext = { ...(proxy.securityContext as object), runAsUser: 0 };
+    } else if (init && overrideUser !== 0) {
+      // Capture must exempt the uid the proxy really runs as, or its own traffic loops back to it.
+      const args = [...(init.args as string[])];
+      args[args.indexOf("-u") + 1] = String(overrideUser);
+      init.args = args;
+    }
+  }
 
   const userInit = spec.initContainers ?? [];
   if (native) {

@@ -98,8 +98,10 @@ describe("injection goldens", () => {
       );
       assert.equal(proxy.securityContext.runAsGroup, 1337);
       assert.ok(proxy.ports.some((p: any) => p.containerPort === 15090));
-      assert.equal(proxy.readinessProbe.httpGet.path, "/healthz/ready");
-      assert.equal(proxy.readinessProbe.httpGet.port, 15021);
+      if (testCase.name !== "status-port-zero") {
+        assert.equal(proxy.readinessProbe.httpGet.path, "/healthz/ready");
+        assert.equal(proxy.readinessProbe.httpGet.port, 15021);
+      }
       const token = pod.spec.volumes.find((v: any) => v.name === "istio-token");
       assert.equal(token.projected.sources[0].serviceAccountToken.audience, "istio-ca");
       // Every volume a container mounts exists (the API server refuses a pod otherwise).
@@ -400,6 +402,32 @@ describe("injection goldens", () => {
       mountPath: "/etc/extra-certs",
       readOnly: true,
     });
+  });
+
+  it("status port 0 turns the proxy probes, probe rewriting and metrics merging off", () => {
+    const pod = injectedCase("status-port-zero");
+    const proxy = proxyOf(pod);
+    assert.equal(proxy.readinessProbe, undefined);
+    assert.equal(proxy.startupProbe, undefined);
+    assert.equal(argOf(pod.spec.initContainers.at(-1), "-d"), "15090,15021");
+    assert.deepEqual(pod.spec.containers[0].readinessProbe, { httpGet: { path: "/ready", port: 8080 } });
+    assert.equal(pod.metadata.annotations["prometheus.io/port"], "9090");
+    assert.equal(envOf(proxy, "ISTIO_KUBE_APP_PROBERS"), undefined);
+  });
+
+  it("refuses a metrics port of the proxy's, and holdApplicationUntilProxyStarts outside native sidecars", () => {
+    assert.match(refusalOf("refused-prometheus-port"), /prometheus\.io\/port=15090 is the proxy's own port/);
+    assert.match(refusalOf("refused-hold-application"), /holdApplicationUntilProxyStarts is not supported/);
+    const native: PodJson = {
+      metadata: {
+        annotations: {
+          "proxy.istio.io/config": "holdApplicationUntilProxyStarts: true",
+          "sidecar.istio.io/nativeSidecar": "true",
+        },
+      },
+      spec: { containers: [{ name: "app" }] },
+    };
+    assert.doesNotThrow(() => injectPod(native, { namespace: "default" }, config));
   });
 
   it("proxy.istio.io/config is merged over the mesh defaults into the value for PROXY_CONFIG", () => {

@@ -152,13 +152,11 @@ export class AnnotationReader {
     return ranges;
   }
 
-  /** A boolean as Go's strconv.ParseBool reads it, which Istio uses (1, t, true, TRUE, 0, f, false…). */
+  /** A boolean as Istio reads one (Go's strconv.ParseBool). */
   boolean(name: string): boolean | undefined {
     const value = this.raw(name);
     if (value === undefined) return undefined;
-    if (["1", "t", "T", "true", "TRUE", "True"].includes(value)) return true;
-    if (["0", "f", "F", "false", "FALSE", "False"].includes(value)) return false;
-    return this.bad(name, value, "true or false");
+    return parseGoBool(value) ?? this.bad(name, value, "true or false");
   }
 
   /** One of a fixed set of words. */
@@ -191,6 +189,13 @@ export class AnnotationReader {
     this.problems.push(`${name}=${JSON.stringify(value)} must be ${expected}`);
     return undefined;
   }
+}
+
+/** Go's strconv.ParseBool, which Istio uses for boolean annotations: 1, t, true, TRUE, 0, f, false… */
+export function parseGoBool(value: string): boolean | undefined {
+  if (["1", "t", "T", "true", "TRUE", "True"].includes(value)) return true;
+  if (["0", "f", "F", "false", "FALSE", "False"].includes(value)) return false;
+  return undefined;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

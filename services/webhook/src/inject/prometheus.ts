@@ -5,6 +5,8 @@
  * ISTIO_PROMETHEUS_ANNOTATIONS so that the agent knows where to find them.
  */
 
+import { parseGoBool } from "./annotations.js";
+
 /** The proxy env that carries the app's original scrape settings (Istio's name). */
 export const PROMETHEUS_ENV = "ISTIO_PROMETHEUS_ANNOTATIONS";
 /** Where the agent serves the merged metrics. */
@@ -18,13 +20,6 @@ const PORT = "prometheus_io_port";
 
 function sanitize(name: string): string {
   return name.replace(/[^a-zA-Z0-9_]/g, "_");
-}
-
-/** Go's strconv.ParseBool, which Istio uses for prometheus.io/scrape. */
-function parseBool(value: string): boolean | undefined {
-  if (["1", "t", "T", "true", "TRUE", "True"].includes(value)) return true;
-  if (["0", "f", "F", "false", "FALSE", "False"].includes(value)) return false;
-  return undefined;
 }
 
 /** The outcome of {@link mergePrometheus}. */
@@ -49,7 +44,7 @@ export function mergePrometheus(
 ): PrometheusMerge {
   const find = (label: string) => Object.entries(annotations).find(([k]) => sanitize(k) === label)?.[1];
   const scrape = find(SCRAPE);
-  if (!enabled || (scrape !== undefined && parseBool(scrape) === false)) return { merged: false };
+  if (!enabled || (scrape !== undefined && parseGoBool(scrape) === false)) return { merged: false };
   const target = String(statusPort);
   const port = find(PORT);
   if (port === target) return { merged: false };

@@ -98,10 +98,8 @@ describe("injection goldens", () => {
       );
       assert.equal(proxy.securityContext.runAsGroup, 1337);
       assert.ok(proxy.ports.some((p: any) => p.containerPort === 15090));
-      if (testCase.name !== "status-port-zero") {
-        assert.equal(proxy.readinessProbe.httpGet.path, "/healthz/ready");
-        assert.equal(proxy.readinessProbe.httpGet.port, 15021);
-      }
+      assert.equal(proxy.readinessProbe.httpGet.path, "/healthz/ready");
+      assert.equal(proxy.readinessProbe.httpGet.port, 15021);
       const token = pod.spec.volumes.find((v: any) => v.name === "istio-token");
       assert.equal(token.projected.sources[0].serviceAccountToken.audience, "istio-ca");
       // Every volume a container mounts exists (the API server refuses a pod otherwise).
@@ -223,8 +221,8 @@ describe("injection goldens", () => {
       requests: { cpu: "100m", memory: "128Mi" },
       limits: { cpu: "2000m", memory: "2Gi" },
     });
-    assert.equal(envOf(proxy, "ISTIO_META_CLUSTER_ID"), "east");
-    assert.equal(proxy.env.filter((e: any) => e.name === "ISTIO_META_CLUSTER_ID").length, 1);
+    assert.equal(envOf(proxy, "ISTIO_META_WORKLOAD_NAME"), "reviews-canary");
+    assert.equal(proxy.env.filter((e: any) => e.name === "ISTIO_META_WORKLOAD_NAME").length, 1);
     assert.deepEqual(proxy.lifecycle.preStop.exec.command, ["sleep", "10"]);
     assert.equal(proxy.securityContext.runAsUser, 1500);
     assert.equal(proxy.securityContext.readOnlyRootFilesystem, true);
@@ -404,15 +402,8 @@ describe("injection goldens", () => {
     });
   });
 
-  it("status port 0 turns the proxy probes, probe rewriting and metrics merging off", () => {
-    const pod = injectedCase("status-port-zero");
-    const proxy = proxyOf(pod);
-    assert.equal(proxy.readinessProbe, undefined);
-    assert.equal(proxy.startupProbe, undefined);
-    assert.equal(argOf(pod.spec.initContainers.at(-1), "-d"), "15090,15021");
-    assert.deepEqual(pod.spec.containers[0].readinessProbe, { httpGet: { path: "/ready", port: 8080 } });
-    assert.equal(pod.metadata.annotations["prometheus.io/port"], "9090");
-    assert.equal(envOf(proxy, "ISTIO_KUBE_APP_PROBERS"), undefined);
+  it("refuses status port 0: the agent always serves its status port", () => {
+    assert.match(refusalOf("refused-status-port-zero"), /status\.sidecar\.istio\.io\/port=0 is refused/);
   });
 
   it("refuses a metrics port of the proxy's, and holdApplicationUntilProxyStarts outside native sidecars", () => {

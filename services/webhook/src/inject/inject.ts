@@ -48,12 +48,19 @@ export const DEFAULT_PROXY_RESOURCES = {
 /** Envoy's stats and health ports, which inbound capture always leaves alone (with the status port). */
 const PROXY_INBOUND_PORTS = ["15090", "15021"] as const;
 
+/**
+ * The sidecar image (the Dockerfile's `proxy` target) at this release's
+ * version, the tag deploy/ gives every Sextant image (deploy/test checks
+ * both): never `latest`, so a pod runs the proxy its control plane expects.
+ */
+export const DEFAULT_PROXY_IMAGE = "sextant/proxy:0.0.0";
+
 /** The default injection config, with Sextant's service names where Istio has istiod's. */
 export function defaultInjectionConfig(overrides: Partial<InjectionConfig> = {}): InjectionConfig {
   const trustDomain = overrides.trustDomain ?? "cluster.local";
   return {
     template: overrides.template ?? loadTemplate(),
-    proxyImage: "sextant/proxy:latest",
+    proxyImage: DEFAULT_PROXY_IMAGE,
     revision: "default",
     domainSuffix: "cluster.local",
     trustDomain,
@@ -166,6 +173,11 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
     (proxyConfig.interceptionMode as string | undefined) ??
     "REDIRECT";
   const statusPort = read.port(Annotations.statusPort) ?? (proxyConfig.statusPort as number);
+  // Istio's 0 turns the agent's status server off; Sextant's agent always serves it (health, probes, metrics).
+  if (statusPort === 0)
+    read.refuse(
+      `${Annotations.statusPort}=0 is refused: the agent always serves Envoy's readiness, app probes and metrics on its status port`,
+    );
   // The agent reads its status port from PROXY_CONFIG; the annotation is Istio's per-pod override of it.
   proxyConfig.statusPort = statusPort;
   const native =
@@ -179,7 +191,7 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
 
   const resources = proxyResources(read);
   const excludeInbound = read.ports(Annotations.excludeInboundPorts) ?? [];
-  const inboundExclusions = [...PROXY_INBOUND_PORTS, ...(statusPort === 0 ? [] : [String(statusPort)])];
+  const inboundExclusions = [...PROXY_INBOUND_PORTS, String(statusPort)];
   const userVolumes = read.jsonObjects(Annotations.userVolume) ?? {};
   const userMounts = read.jsonObjects(Annotations.userVolumeMount) ?? {};
   const values: Record<string, TemplateValue> = {
@@ -190,7 +202,6 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
     clusterId: config.clusterId,
     meshId: config.meshId,
     caAddress: config.caAddress,
-    discoveryAddress: config.discoveryAddress,
     revision: config.revision,
     proxyLogLevel: read.logLevel(Annotations.logLevel) ?? "warning",
     proxyComponentLogLevel: read.word(Annotations.componentLogLevel) ?? "misc:error",
@@ -237,10 +248,6 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
     values,
   ) as Container;
   if (!gateway) {
-    if (statusPort === 0) {
-      delete proxy.readinessProbe;
-      delete proxy.startupProbe;
-    }
     if (interceptionMode === "TPROXY") proxy.securityContext = render(template.tproxySecurityContext, values);
     if (native) proxy = { ...proxy, ...render(template.nativeSidecar, values) };
   }
@@ -291,20 +298,18 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
 
   const proxyEnv = (proxy.env as Array<{ name: string; value?: string }>) ?? [];
   let annotations = { ...stringMap(render(template.annotations, values)), ...podAnnotations };
-  if (statusPort !== 0) {
-    const prometheus = mergePrometheus(annotations, statusPort, mergeMetrics);
-    if ("problem" in prometheus) throw new AnnotationError([prometheus.problem]);
-    if (prometheus.merged) {
-      annotations = prometheus.annotations;
-      if (prometheus.env !== undefined) proxyEnv.push({ name: PROMETHEUS_ENV, value: prometheus.env });
-    }
-    if (rewriteProbes) {
-      const probers = rewriteAppProbes(
-        [...(spec.initContainers ?? []), ...(spec.containers ?? [])],
-        statusPort,
-      );
-      if (probers !== undefined) proxyEnv.push({ name: APP_PROBERS_ENV, value: probers });
-    }
+  const prometheus = mergePrometheus(annotations, statusPort, mergeMetrics);
+  if ("problem" in prometheus) throw new AnnotationError([prometheus.problem]);
+  if (prometheus.merged) {
+    annotations = prometheus.annotations;
+    if (prometheus.env !== undefined) proxyEnv.push({ name: PROMETHEUS_ENV, value: prometheus.env });
+  }
+  if (rewriteProbes) {
+    const probers = rewriteAppProbes(
+      [...(spec.initContainers ?? []), ...(spec.containers ?? [])],
+      statusPort,
+    );
+    if (probers !== undefined) proxyEnv.push({ name: APP_PROBERS_ENV, value: probers });
   }
   proxy.env = proxyEnv;
 

@@ -345,6 +345,10 @@ describe("injection goldens", () => {
       failureThreshold: 30,
     });
     assert.deepEqual(api.livenessProbe, { exec: { command: ["cat", "/tmp/healthy"] } });
+    assert.deepEqual(web.lifecycle, {
+      preStop: { httpGet: { path: "/app-lifecycle/web/prestopz", port: 15020 } },
+      postStart: { exec: { command: ["touch", "/tmp/started"] } },
+    });
     const probers = envOf(proxyOf(pod), "ISTIO_KUBE_APP_PROBERS");
     assert.equal(
       probers,
@@ -360,6 +364,7 @@ describe("injection goldens", () => {
           },
           timeoutSeconds: 2,
         },
+        "/app-lifecycle/web/prestopz": { httpGet: { path: "/shutdown", port: 8080 } },
       }),
     );
     assert.equal(proxyOf(pod).env.at(-1).name, "ISTIO_KUBE_APP_PROBERS");

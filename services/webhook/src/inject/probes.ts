@@ -1,9 +1,11 @@
 /**
  * Istio's application probe rewriting: kubelet's HTTP, TCP and gRPC probes
  * of the app containers are pointed at the agent's status port
- * (/app-health/<container>/livez|readyz|startupz), and the original probes
- * travel to the agent in ISTIO_KUBE_APP_PROBERS, which performs them from
- * inside the pod. Without this, mTLS STRICT would make kubelet's probes fail.
+ * (/app-health/<container>/livez|readyz|startupz), and so are HTTP and TCP
+ * lifecycle hooks (/app-lifecycle/<container>/prestopz|poststartz); the
+ * originals travel to the agent in ISTIO_KUBE_APP_PROBERS, which performs
+ * them from inside the pod. Without this, mTLS STRICT would make kubelet's
+ * probes fail.
  */
 
 /** The proxy env that carries the original probes (Istio's name). */
@@ -24,10 +26,11 @@ const PROBES = [
   ["startupProbe", "startupz"],
 ] as const;
 
-/** The path the agent serves a container's probe on. */
-export function appProbePath(container: string, probe: "readyz" | "livez" | "startupz"): string {
-  return `/app-health/${container}/${probe}`;
-}
+/** Lifecycle hook fields and the URL suffix Istio gives each. */
+const HOOKS = [
+  ["preStop", "prestopz"],
+  ["postStart", "poststartz"],
+] as const;
 
 /**
  * Rewrites the probes of every container but the proxy, in place, and returns
@@ -50,12 +53,24 @@ export function rewriteAppProbes(containers: ContainerJson[], statusPort: number
     for (const [field, suffix] of PROBES) {
       const probe = container[field] as Json | undefined;
       if (!probe || typeof probe !== "object") continue;
-      const path = appProbePath(name, suffix);
+      const path = `/app-health/${name}/${suffix}`;
       const original = prober(probe, ports, statusPort);
       const rewritten = rewrite(probe, path, statusPort);
       if (rewritten === undefined) continue;
       if (original !== undefined) probers[path] = original;
       container[field] = rewritten;
+    }
+    const lifecycle = container.lifecycle as Json | undefined;
+    if (!isObject(lifecycle)) continue;
+    for (const [field, suffix] of HOOKS) {
+      const hook = lifecycle[field];
+      // Exec and sleep hooks run in the container itself; only network hooks go through the agent.
+      if (!isObject(hook) || (!isObject(hook.httpGet) && !isObject(hook.tcpSocket))) continue;
+      const path = `/app-lifecycle/${name}/${suffix}`;
+      // A hook has no timeout of its own: the agent's entry carries only the action.
+      const original = prober({ ...hook, timeoutSeconds: undefined }, ports, statusPort);
+      if (original !== undefined) probers[path] = original;
+      lifecycle[field] = rewrite(hook, path, statusPort);
     }
   }
   const keys = Object.keys(probers).sort();

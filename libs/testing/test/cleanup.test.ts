@@ -17,7 +17,7 @@ interface Started {
 
 /** Runs the fixture as its own test file under node's runner, as `pnpm test` runs a file. */
 async function runFixture(
-  failure: "before" | "after" | "hang" | "hook-hang",
+  failure: "before" | "after" | "hang" | "hook-hang" | "leak",
   fileLimitMs = 60_000,
 ): Promise<{ code: number | null; output: string; started: Started }> {
   const dir = mkdtempSync(join(tmpdir(), "sextant-cleanup-"));
@@ -114,6 +114,14 @@ describe("a test file whose suite fails", () => {
     const { code, output, started } = await runFixture("hook-hang", 5_000);
     assert.notEqual(code, 0);
     assert.match(output, /not ok 1 - .*hooks\.fixture\.ts[\s\S]*test timed out after 5000ms/);
+    await assertNothingLeft(started, output);
+  });
+
+  it("ends a passing file that something still holds open, naming what, with its tests' exit code and every result", async () => {
+    const { code, output, started } = await runFixture("leak");
+    assert.equal(code, 0, output);
+    assert.match(output, /tests done, process still held open by [^\n]*Timeout/);
+    assert.match(output, /# pass 1\n/);
     await assertNothingLeft(started, output);
   });
 });

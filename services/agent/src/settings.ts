@@ -2,6 +2,7 @@ import { isIP } from "node:net";
 import { hostname, networkInterfaces } from "node:os";
 import { baseSettings, DEFAULT_PORTS, durationSecondsSetting, portSetting } from "@sextant/runtime";
 import { z } from "zod";
+import { envoySettingsShape } from "./envoy/settings.js";
 import { byName } from "./util/by-name.js";
 
 /** Envoy's and the agent's fixed local ports, as Istio's bootstrap uses them. */
@@ -52,77 +53,79 @@ function detectInstanceIp(): string {
  * (which runs from /), so a local run needs no root and several agents can
  * share a machine by pointing them at different directories.
  */
-const agentSettingsObject = baseSettings.extend({
-  /** `/metrics`, `/ready` and `/healthz/ready` (istio-agent: STATUS_PORT). */
-  HTTP_PORT: portSetting(DEFAULT_PORTS.agent.http),
-  /** ca's CreateCertificate address (istio-agent: CA_ADDR). */
-  CA_ADDR: z.string().min(1).default(`localhost:${DEFAULT_PORTS.ca.grpc}`),
-  /** The root that verifies ca's serving certificate (Istio mounts istio-ca-root-cert here). */
-  CA_ROOT_CERT: z.string().min(1).default("./var/run/secrets/istio/root-cert.pem"),
-  /** push's mTLS ADS address (istio-agent: discoveryAddress, 15012). */
-  XDS_ADDR: z.string().min(1).default(`localhost:${DEFAULT_PORTS.push.xdsTls}`),
-  /** The only identity the agent accepts from push's serving certificate; by default push's in TRUST_DOMAIN. */
-  XDS_SERVER_SPIFFE_ID: z
-    .string()
-    .optional()
-    .transform((value, ctx): ExpectedSpiffeId | undefined => {
-      if (value === undefined || value.trim() === "") return undefined;
-      const match = SPIFFE_ID.exec(value.trim());
-      if (!match) {
-        ctx.addIssue({
-          code: z.ZodIssueCode.custom,
-          message:
-            "must be a SPIFFE ID of the form spiffe://<trust-domain>/ns/<namespace>/sa/<service-account>",
-        });
-        return z.NEVER;
-      }
-      return { trustDomain: match[1]!, namespace: match[2]!, serviceAccount: match[3]! };
-    }),
-  /** The credential for the first certificate, read fresh for each request: a projected service-account token or a bootstrap token. */
-  TOKEN_FILE: z.string().min(1).default("./var/run/secrets/tokens/istio-token"),
-  /** The SPIFFE trust domain of the workload's identity. */
-  TRUST_DOMAIN: z
-    .string()
-    .min(1)
-    .regex(/^[a-z0-9.-]+$/, "must be lower-case letters, digits, dots and dashes")
-    .default("cluster.local"),
-  /** The DNS suffix of the node id's last part (`<ns>.svc.<suffix>`). */
-  DOMAIN_SUFFIX: z.string().min(1).default("cluster.local"),
-  /** The pod (or VM) name: the node id and metadata NAME. */
-  POD_NAME: z.string().min(1).default(hostname()),
-  /** The workload's namespace: its identity and its node. */
-  POD_NAMESPACE: z.string().min(1).default("default"),
-  /** The workload's service account: its identity. */
-  SERVICE_ACCOUNT: z.string().min(1).default("default"),
-  /** The workload's IP (the node id and INSTANCE_IPS); detected when unset. */
-  INSTANCE_IP: z
-    .string()
-    .optional()
-    .transform((value) => value?.trim() || detectInstanceIp())
-    .refine((value) => isIP(value) !== 0, { message: "must be an IPv4 or IPv6 address" }),
-  /** Lifetime asked for the workload certificate (istio-agent: SECRET_TTL). */
-  SECRET_TTL: durationSecondsSetting("24h"),
-  /** Rotate when this fraction of the lifetime is left (istio-agent: SECRET_GRACE_PERIOD_RATIO). */
-  SECRET_GRACE_PERIOD_RATIO: z.coerce.number().gt(0).lt(1).default(0.5),
-  /** Random spread of the ratio, so that a fleet does not rotate at once (istio-agent: SECRET_GRACE_PERIOD_RATIO_JITTER). */
-  SECRET_GRACE_PERIOD_RATIO_JITTER: z.coerce.number().min(0).lt(0.5).default(0.01),
-  /** SDS for Envoy (Istio: ./var/run/secrets/workload-spiffe-uds/socket). */
-  SDS_SOCKET: z.string().min(1).default("./var/run/secrets/workload-spiffe-uds/socket"),
-  /** The xDS proxy for Envoy and proxyless apps (Istio: ./etc/istio/proxy/XDS). */
-  XDS_SOCKET: z.string().min(1).default("./etc/istio/proxy/XDS"),
-  /** The xDS proxy's 127.0.0.1 TCP port for proxyless apps; 0 turns it off (the bootstrap then names the socket). */
-  XDS_PROXY_PORT: portSetting(AGENT_PORTS.xdsProxy),
-  /** Where cert-chain.pem, key.pem and root-cert.pem are kept for proxyless apps (istio-agent: OUTPUT_CERTS); empty turns it off. */
-  OUTPUT_CERTS: z
-    .string()
-    .default("./var/lib/istio/data")
-    .transform((value) => value.trim() || undefined),
-  /** When set, `run` writes the gRPC bootstrap here, as istio-agent does. */
-  GRPC_XDS_BOOTSTRAP: z
-    .string()
-    .optional()
-    .transform((value) => value?.trim() || undefined),
-});
+const agentSettingsObject = baseSettings
+  .extend({
+    /** `/metrics`, `/ready` and `/healthz/ready` (istio-agent: STATUS_PORT). */
+    HTTP_PORT: portSetting(DEFAULT_PORTS.agent.http),
+    /** ca's CreateCertificate address (istio-agent: CA_ADDR). */
+    CA_ADDR: z.string().min(1).default(`localhost:${DEFAULT_PORTS.ca.grpc}`),
+    /** The root that verifies ca's serving certificate (Istio mounts istio-ca-root-cert here). */
+    CA_ROOT_CERT: z.string().min(1).default("./var/run/secrets/istio/root-cert.pem"),
+    /** push's mTLS ADS address (istio-agent: discoveryAddress, 15012). */
+    XDS_ADDR: z.string().min(1).default(`localhost:${DEFAULT_PORTS.push.xdsTls}`),
+    /** The only identity the agent accepts from push's serving certificate; by default push's in TRUST_DOMAIN. */
+    XDS_SERVER_SPIFFE_ID: z
+      .string()
+      .optional()
+      .transform((value, ctx): ExpectedSpiffeId | undefined => {
+        if (value === undefined || value.trim() === "") return undefined;
+        const match = SPIFFE_ID.exec(value.trim());
+        if (!match) {
+          ctx.addIssue({
+            code: z.ZodIssueCode.custom,
+            message:
+              "must be a SPIFFE ID of the form spiffe://<trust-domain>/ns/<namespace>/sa/<service-account>",
+          });
+          return z.NEVER;
+        }
+        return { trustDomain: match[1]!, namespace: match[2]!, serviceAccount: match[3]! };
+      }),
+    /** The credential for the first certificate, read fresh for each request: a projected service-account token or a bootstrap token. */
+    TOKEN_FILE: z.string().min(1).default("./var/run/secrets/tokens/istio-token"),
+    /** The SPIFFE trust domain of the workload's identity. */
+    TRUST_DOMAIN: z
+      .string()
+      .min(1)
+      .regex(/^[a-z0-9.-]+$/, "must be lower-case letters, digits, dots and dashes")
+      .default("cluster.local"),
+    /** The DNS suffix of the node id's last part (`<ns>.svc.<suffix>`). */
+    DOMAIN_SUFFIX: z.string().min(1).default("cluster.local"),
+    /** The pod (or VM) name: the node id and metadata NAME. */
+    POD_NAME: z.string().min(1).default(hostname()),
+    /** The workload's namespace: its identity and its node. */
+    POD_NAMESPACE: z.string().min(1).default("default"),
+    /** The workload's service account: its identity. */
+    SERVICE_ACCOUNT: z.string().min(1).default("default"),
+    /** The workload's IP (the node id and INSTANCE_IPS); detected when unset. */
+    INSTANCE_IP: z
+      .string()
+      .optional()
+      .transform((value) => value?.trim() || detectInstanceIp())
+      .refine((value) => isIP(value) !== 0, { message: "must be an IPv4 or IPv6 address" }),
+    /** Lifetime asked for the workload certificate (istio-agent: SECRET_TTL). */
+    SECRET_TTL: durationSecondsSetting("24h"),
+    /** Rotate when this fraction of the lifetime is left (istio-agent: SECRET_GRACE_PERIOD_RATIO). */
+    SECRET_GRACE_PERIOD_RATIO: z.coerce.number().gt(0).lt(1).default(0.5),
+    /** Random spread of the ratio, so that a fleet does not rotate at once (istio-agent: SECRET_GRACE_PERIOD_RATIO_JITTER). */
+    SECRET_GRACE_PERIOD_RATIO_JITTER: z.coerce.number().min(0).lt(0.5).default(0.01),
+    /** SDS for Envoy (Istio: ./var/run/secrets/workload-spiffe-uds/socket). */
+    SDS_SOCKET: z.string().min(1).default("./var/run/secrets/workload-spiffe-uds/socket"),
+    /** The xDS proxy for Envoy and proxyless apps (Istio: ./etc/istio/proxy/XDS). */
+    XDS_SOCKET: z.string().min(1).default("./etc/istio/proxy/XDS"),
+    /** The xDS proxy's 127.0.0.1 TCP port for proxyless apps; 0 turns it off (the bootstrap then names the socket). */
+    XDS_PROXY_PORT: portSetting(AGENT_PORTS.xdsProxy),
+    /** Where cert-chain.pem, key.pem and root-cert.pem are kept for proxyless apps (istio-agent: OUTPUT_CERTS); empty turns it off. */
+    OUTPUT_CERTS: z
+      .string()
+      .default("./var/lib/istio/data")
+      .transform((value) => value.trim() || undefined),
+    /** When set, `run` writes the gRPC bootstrap here, as istio-agent does. */
+    GRPC_XDS_BOOTSTRAP: z
+      .string()
+      .optional()
+      .transform((value) => value?.trim() || undefined),
+  })
+  .extend(envoySettingsShape);
 
 /**
  * The agent's settings schema. ISTIO_META_* and ISTIO_METAJSON_* have

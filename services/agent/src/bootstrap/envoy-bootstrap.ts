@@ -12,6 +12,8 @@ export interface EnvoyBootstrapOptions {
   xdsSocketPath: string;
   /** The agent's HTTP port, where Envoy's 15021 listener sends `/healthz/ready`. */
   agentHttpPort: number;
+  /** Envoy's admin port on the loopback address (Istio's proxyAdminPort); 15000 when not given. */
+  adminPort?: number;
 }
 
 /** A JSON object, as the generators build them. */
@@ -173,7 +175,7 @@ export function envoyBootstrap(options: EnvoyBootstrapOptions): JsonObject {
         },
       },
     },
-    admin: { address: socketAddress(localhost, AGENT_PORTS.envoyAdmin) },
+    admin: { address: socketAddress(localhost, options.adminPort ?? AGENT_PORTS.envoyAdmin) },
     dynamic_resources: {
       lds_config: adsConfigSource,
       cds_config: adsConfigSource,
@@ -189,7 +191,10 @@ export function envoyBootstrap(options: EnvoyBootstrapOptions): JsonObject {
         {
           name: "prometheus_stats",
           connect_timeout: "0.250s",
-          load_assignment: oneEndpoint("prometheus_stats", socketAddress(localhost, AGENT_PORTS.envoyAdmin)),
+          load_assignment: oneEndpoint(
+            "prometheus_stats",
+            socketAddress(localhost, options.adminPort ?? AGENT_PORTS.envoyAdmin),
+          ),
         },
         {
           name: "agent",

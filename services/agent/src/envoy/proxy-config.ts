@@ -1,0 +1,52 @@
+/** The ProxyConfig fields `agent proxy` needs, from PROXY_CONFIG (the pod's `proxy.istio.io/config`). */
+export interface EnvoyProxyConfig {
+  /** Envoy's --drain-time-s (Istio's drainDuration, default 45 s). */
+  drainDurationSeconds: number;
+  /** How long Envoy drains after a SIGTERM, when PROXY_CONFIG sets it. */
+  terminationDrainDurationSeconds: number | undefined;
+  /** Envoy's worker threads (Istio's concurrency, default 2; 0 lets Envoy use every core). */
+  concurrency: number;
+}
+
+/** Istio's DefaultProxyConfig values for the fields above. */
+const DEFAULT_DRAIN_DURATION_SECONDS = 45;
+const DEFAULT_CONCURRENCY = 2;
+
+/** A protobuf Duration in its JSON form (`5s`, `1.5s`), in seconds. */
+function durationSeconds(value: unknown, field: string): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  const match = typeof value === "string" ? /^(\d+(?:\.\d+)?)s$/.exec(value.trim()) : null;
+  if (!match) throw new Error(`PROXY_CONFIG ${field}: "${String(value)}" is not a duration such as "5s"`);
+  return Number(match[1]);
+}
+
+/**
+ * Reads the fields above from PROXY_CONFIG, the JSON ProxyConfig the injector
+ * sets. Kept to these fields on purpose: the agent's settings own the rest of
+ * PROXY_CONFIG, and this function is the one place to point at them.
+ */
+export function envoyProxyConfig(env: NodeJS.ProcessEnv): EnvoyProxyConfig {
+  const text = env.PROXY_CONFIG?.trim();
+  let config: Record<string, unknown> = {};
+  if (text) {
+    try {
+      config = JSON.parse(text) as Record<string, unknown>;
+    } catch (error) {
+      throw new Error(`PROXY_CONFIG is not JSON: ${(error as Error).message}`);
+    }
+    if (typeof config !== "object" || config === null || Array.isArray(config))
+      throw new Error("PROXY_CONFIG must be a JSON object");
+  }
+  const concurrency = config.concurrency ?? DEFAULT_CONCURRENCY;
+  if (typeof concurrency !== "number" || !Number.isInteger(concurrency) || concurrency < 0)
+    throw new Error(`PROXY_CONFIG concurrency: ${JSON.stringify(concurrency)} is not a number of threads`);
+  return {
+    drainDurationSeconds:
+      durationSeconds(config.drainDuration, "drainDuration") ?? DEFAULT_DRAIN_DURATION_SECONDS,
+    terminationDrainDurationSeconds: durationSeconds(
+      config.terminationDrainDuration,
+      "terminationDrainDuration",
+    ),
+    concurrency,
+  };
+}

@@ -1,0 +1,203 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { parseSettings } from "@sextant/runtime";
+import { parseCommand, UsageError } from "../src/cli.js";
+import { envoyArgs } from "../src/envoy/envoy-args.js";
+import { agentLogLevel, envoyLogArgs, parseProxyCommand } from "../src/envoy/proxy-command.js";
+import { envoyProxyConfig } from "../src/envoy/proxy-config.js";
+import { agentSettings } from "../src/settings.js";
+
+/** The args the injector gives the proxy container (services/webhook's template, as Istio's). */
+const INJECTED = [
+  "proxy",
+  "sidecar",
+  "--domain",
+  "shop.svc.cluster.local",
+  "--proxyLogLevel=warning",
+  "--proxyComponentLogLevel=misc:error",
+  "--log_output_level=default:info",
+];
+
+describe("agent proxy's command line", () => {
+  test("reads the injected args as Istio's pilot-agent does", () => {
+    const command = parseCommand(INJECTED);
+    assert.equal(command.command, "proxy");
+    assert.deepEqual(command.command === "proxy" && command.proxy, {
+      type: "sidecar",
+      domain: "shop.svc.cluster.local",
+      proxyLogLevel: "warning",
+      proxyComponentLogLevel: "misc:error",
+      concurrency: 0,
+      logOutputLevel: "default:info",
+      ignored: [],
+    });
+  });
+
+  test("takes router, --flag value and --flag=value, and Istio's defaults", () => {
+    const args = parseProxyCommand(["router", "--concurrency", "4", "--serviceCluster=istio-proxy"]);
+    assert.equal(args.type, "router");
+    assert.equal(args.concurrency, 4);
+    assert.equal(args.proxyLogLevel, "warning,misc:error");
+    assert.deepEqual(args.ignored, ["--serviceCluster"]);
+    assert.equal(parseProxyCommand([]).type, "sidecar");
+  });
+
+  test("tolerates unknown flags, with or without a value, as Istio does", () => {
+    const args = parseProxyCommand(["--someFutureFlag", "value", "sidecar", "--other=1", "--profiling"]);
+    assert.equal(args.type, "sidecar");
+    assert.deepEqual(args.ignored, ["--someFutureFlag", "--other", "--profiling"]);
+  });
+
+  test("refuses what it cannot honour", () => {
+    for (const [argv, message] of [
+      [["proxy", "waypoint"], /unknown proxy type "waypoint"/],
+      [["proxy", "--concurrency", "many"], /--concurrency takes a number/],
+      [["proxy", "--stsPort", "15463"], /no Security Token Service/],
+      [["proxy", "--templateFile", "/t.yaml"], /--templateFile is not supported/],
+      [["proxy", "sidecar", "extra"], /unexpected argument "extra"/],
+    ] as const)
+      assert.throws(
+        () => parseCommand([...argv]),
+        (error: Error) => error instanceof UsageError && message.test(error.message),
+      );
+  });
+
+  test("splits Envoy's log level from its component levels, as Istio", () => {
+    assert.deepEqual(envoyLogArgs({ proxyLogLevel: "warning", proxyComponentLogLevel: "misc:error" }), [
+      "-l",
+      "warning",
+      "--component-log-level",
+      "misc:error",
+    ]);
+    // Component levels in --proxyLogLevel win over --proxyComponentLogLevel.
+    assert.deepEqual(
+      envoyLogArgs({
+        proxyLogLevel: "info,misc:error,upstream:debug",
+        proxyComponentLogLevel: "misc:warning",
+      }),
+      ["-l", "info", "--component-log-level", "misc:error,upstream:debug"],
+    );
+  });
+
+  test("gives the agent the default scope's level of --log_output_level", () => {
+    assert.equal(agentLogLevel("default:info"), "info");
+    assert.equal(agentLogLevel("ads:debug,default:warn"), "warn");
+    assert.equal(agentLogLevel("default:none"), "silent");
+    assert.equal(agentLogLevel("ads:debug"), undefined);
+  });
+});
+
+describe("Envoy's command line", () => {
+  const inputs = {
+    bootstrapPath: "/etc/istio/proxy/envoy-rev.json",
+    instanceIp: "10.1.2.3",
+    proxy: { proxyLogLevel: "warning", proxyComponentLogLevel: "misc:error", concurrency: 0 },
+    proxyConfig: envoyProxyConfig({}),
+  };
+
+  test("is istio-agent's, with Istio's ProxyConfig defaults (drain 45 s, 2 workers)", () => {
+    assert.deepEqual(envoyArgs(inputs), [
+      "-c",
+      "/etc/istio/proxy/envoy-rev.json",
+      "--drain-time-s",
+      "45",
+      "--drain-strategy",
+      "immediate",
+      "--local-address-ip-version",
+      "v4",
+      "--file-flush-interval-msec",
+      "1000",
+      "--disable-hot-restart",
+      "--allow-unknown-static-fields",
+      "-l",
+      "warning",
+      "--component-log-level",
+      "misc:error",
+      "--concurrency",
+      "2",
+    ]);
+  });
+
+  test("takes PROXY_CONFIG's drainDuration and concurrency; --concurrency wins; IPv6 pods get v6", () => {
+    const proxyConfig = envoyProxyConfig({ PROXY_CONFIG: '{"drainDuration":"20s","concurrency":0}' });
+    const args = envoyArgs({ ...inputs, instanceIp: "fd00::7", proxyConfig });
+    assert.equal(args[args.indexOf("--drain-time-s") + 1], "20");
+    assert.equal(args[args.indexOf("--local-address-ip-version") + 1], "v6");
+    assert.equal(args.includes("--concurrency"), false, "0 leaves the worker count to Envoy");
+    const flagged = envoyArgs({ ...inputs, proxy: { ...inputs.proxy, concurrency: 8 }, proxyConfig });
+    assert.equal(flagged[flagged.indexOf("--concurrency") + 1], "8");
+  });
+
+  test("PROXY_CONFIG's terminationDrainDuration is read; a bad PROXY_CONFIG is refused", () => {
+    assert.equal(
+      envoyProxyConfig({ PROXY_CONFIG: '{"terminationDrainDuration":"12s"}' })
+        .terminationDrainDurationSeconds,
+      12,
+    );
+    assert.equal(envoyProxyConfig({}).terminationDrainDurationSeconds, undefined);
+    assert.throws(() => envoyProxyConfig({ PROXY_CONFIG: "drainDuration: 5s" }), /PROXY_CONFIG is not JSON/);
+    assert.throws(
+      () => envoyProxyConfig({ PROXY_CONFIG: '{"terminationDrainDuration":"5 minutes"}' }),
+      /terminationDrainDuration: "5 minutes" is not a duration/,
+    );
+  });
+});
+
+describe("agent proxy's settings", () => {
+  const settings = (env: Record<string, string>) =>
+    parseSettings(agentSettings, { INSTANCE_IP: "10.1.2.3", ...env });
+
+  test("default to Istio's: admin 15000, Envoy in /usr/local/bin, a 5 s termination drain", () => {
+    const defaults = settings({});
+    assert.equal(defaults.PROXY_ADMIN_PORT, 15000);
+    assert.equal(defaults.ENVOY_BINARY, "/usr/local/bin/envoy");
+    assert.equal(defaults.ENVOY_BOOTSTRAP_FILE, "./etc/istio/proxy/envoy-rev.json");
+    assert.equal(defaults.TERMINATION_DRAIN_DURATION_SECONDS, 5);
+    assert.equal(defaults.ISTIO_KUBE_APP_PROBERS.size, 0);
+    assert.equal(defaults.ISTIO_PROMETHEUS_ANNOTATIONS, undefined);
+  });
+
+  test("read Istio's ISTIO_KUBE_APP_PROBERS and refuse a prober that cannot be performed", () => {
+    const probers = settings({
+      ISTIO_KUBE_APP_PROBERS: JSON.stringify({
+        "/app-health/app/readyz": { httpGet: { path: "/ready", port: 8080 }, timeoutSeconds: 1 },
+        "/app-health/app/livez": { tcpSocket: { port: 8080 } },
+        "/app-health/app/startupz": { grpc: { port: 9090, service: "app" } },
+      }),
+    }).ISTIO_KUBE_APP_PROBERS;
+    assert.deepEqual(probers.get("/app-health/app/readyz")?.httpGet, {
+      path: "/ready",
+      port: 8080,
+      scheme: "HTTP",
+      httpHeaders: [],
+    });
+    assert.equal(probers.get("/app-health/app/startupz")?.grpc?.service, "app");
+    for (const [value, message] of [
+      ["{", /ISTIO_KUBE_APP_PROBERS.*not JSON/],
+      ['{"/healthz/app":{"tcpSocket":{"port":1}}}', /not a prober path/],
+      ['{"/app-health/app/livez":{"httpGet":{"port":"http"}}}', /ISTIO_KUBE_APP_PROBERS/],
+      ['{"/app-health/app/livez":{"tcpSocket":{"port":1},"grpc":{"port":2}}}', /exactly one of/],
+    ] as const)
+      assert.throws(() => settings({ ISTIO_KUBE_APP_PROBERS: value }), message);
+  });
+
+  test("read ISTIO_PROMETHEUS_ANNOTATIONS with Istio's defaults (/metrics, port 80; scrape false is off)", () => {
+    assert.deepEqual(
+      settings({ ISTIO_PROMETHEUS_ANNOTATIONS: '{"scrape":"true"}' }).ISTIO_PROMETHEUS_ANNOTATIONS,
+      {
+        port: 80,
+        path: "/metrics",
+      },
+    );
+    assert.deepEqual(
+      settings({ ISTIO_PROMETHEUS_ANNOTATIONS: '{"scrape":"true","path":"/m","port":"9102"}' })
+        .ISTIO_PROMETHEUS_ANNOTATIONS,
+      { port: 9102, path: "/m" },
+    );
+    assert.equal(
+      settings({ ISTIO_PROMETHEUS_ANNOTATIONS: '{"scrape":"false"}' }).ISTIO_PROMETHEUS_ANNOTATIONS,
+      undefined,
+    );
+    assert.throws(() => settings({ ISTIO_PROMETHEUS_ANNOTATIONS: '{"port":"http"}' }), /not a port number/);
+  });
+});

@@ -74,7 +74,8 @@ export function envoyRunner(options: EnvoyRunnerOptions): EnvoyRunner {
           child = undefined;
           lastExit = exitStatus(code, signal);
           done();
-          if (stopping) return;
+          // A binary that could not be run is start()'s failure, not a crash to restart.
+          if (stopping || envoy.pid === undefined) return;
           const ranMs = Date.now() - startedAt;
           if (ranMs >= STABLE_RUN_MS) restartDelay = FIRST_RESTART_DELAY_MS;
           logger.error({ code, signal, restartInMs: restartDelay }, "Envoy exited; restarting it");

@@ -33,6 +33,7 @@ export function envoyBootstrapFromSettings(settings: AgentSettings): JsonObject 
     sdsSocketPath: resolve(settings.SDS_SOCKET),
     xdsSocketPath: resolve(settings.XDS_SOCKET),
     agentHttpPort: settings.HTTP_PORT,
+    adminPort: settings.PROXY_ADMIN_PORT,
   });
 }
 

@@ -10,7 +10,14 @@ import { createServer as createTcpServer, type Server as TcpServer } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { Server as GrpcServer, ServerCredentials, type ServerDuplexStream, status } from "@grpc/grpc-js";
+import {
+  Server as GrpcServer,
+  ServerCredentials,
+  type ServerDuplexStream,
+  type ServerUnaryCall,
+  type sendUnaryData,
+  status,
+} from "@grpc/grpc-js";
 import {
   caTrustBundleSource,
   type IdentitySource,
@@ -72,7 +79,7 @@ async function startHealthServer(): Promise<{ port: number; server: GrpcServer }
       },
     },
     {
-      check: (call: { request: Buffer }, callback: (error: unknown, value?: Buffer) => void) => {
+      check: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
         // HealthCheckRequest { string service = 1 }: after the tag and a one-byte length.
         const service = call.request.length > 2 ? call.request.subarray(2).toString() : "";
         if (service === "app") callback(null, Buffer.from([0x08, 1]));

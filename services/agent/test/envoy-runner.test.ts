@@ -2,10 +2,12 @@
 // started with, its restart after a crash, and its stop, whose order of
 // events the double records.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, symlinkSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Writable } from "node:stream";
 import { after, describe, test } from "node:test";
+import { createLogger } from "@sextant/observability";
 import { eventually, freePort } from "@sextant/testing";
 import { EnvoyAdmin } from "../src/envoy/admin.js";
 import { envoyRunner } from "../src/envoy/envoy-runner.js";
@@ -98,6 +100,44 @@ describe("the Envoy runner", () => {
       .map((event) => (event.event === "request" ? `${event.method} ${event.url}` : event.event));
     assert.deepEqual(afterRestart, ["start", "POST /drain_listeners?graceful", "signal", "exit"]);
     assert.equal(runner.exitCode(), 3, "Envoy's exit status is the runner's");
+  });
+
+  test("keeps trying to restart Envoy while its binary cannot be run", async () => {
+    const adminPort = await freePort();
+    // A link to the double, removed while Envoy is down and put back later.
+    const binary = join(work, "envoy");
+    symlinkSync(FAKE_ENVOY, binary);
+    const bootstrapPath = join(work, "retry", "envoy-rev.json");
+    let failedRestarts = 0;
+    const lines = new Writable({
+      write(chunk, _encoding, done) {
+        if (String(chunk).includes("Envoy restart failed")) failedRestarts++;
+        done();
+      },
+    });
+    const runner = envoyRunner({
+      binary,
+      args: ["-c", bootstrapPath],
+      bootstrapPath,
+      bootstrapText: bootstrap(adminPort, work),
+      admin: new EnvoyAdmin("127.0.0.1", adminPort),
+      inboundOnlyDrain: true,
+      terminationDrainMs: 0,
+      logger: createLogger({ service: "agent-test", level: "error", destination: lines }),
+    });
+    const starts = () =>
+      events(log).filter((event) => event.event === "start" && event.argv?.[1] === bootstrapPath);
+    await runner.start();
+    const first = await eventually(() => starts()[0], { message: "Envoy did not start" });
+    unlinkSync(binary);
+    process.kill(first.pid, "SIGKILL");
+    await eventually(() => failedRestarts >= 1, { message: "no restart was tried", timeoutMs: 20_000 });
+    symlinkSync(FAKE_ENVOY, binary);
+    await eventually(() => starts().length === 2, {
+      message: "Envoy was not started again",
+      timeoutMs: 20_000,
+    });
+    await runner.close();
   });
 
   test("fails to start, naming the binary, when Envoy cannot be run", async () => {

@@ -28,18 +28,15 @@ export class EnvoyAdmin {
    * readiness probe reads the same update_success / update_rejected stats).
    */
   async notReadyReason(): Promise<string | undefined> {
-    let state: { status: number; body: string };
+    let stats: { status: number; body: string };
     try {
-      state = await this.#request("/ready", "GET");
+      const state = await this.#request("/ready", "GET");
+      if (state.status !== 200 || state.body.trim() !== "LIVE")
+        return `Envoy is ${state.body.trim() || state.status}`;
+      stats = await this.#request(`/stats?usedonly&filter=${encodeURIComponent(UPDATE_STATS_FILTER)}`, "GET");
     } catch (error) {
       return `Envoy's admin API does not answer: ${(error as Error).message}`;
     }
-    if (state.status !== 200 || state.body.trim() !== "LIVE")
-      return `Envoy is ${state.body.trim() || state.status}`;
-    const stats = await this.#request(
-      `/stats?usedonly&filter=${encodeURIComponent(UPDATE_STATS_FILTER)}`,
-      "GET",
-    );
     const values = parseStats(stats.body);
     const updated = (prefix: string) =>
       (values.get(`${prefix}.update_success`) ?? 0) + (values.get(`${prefix}.update_rejected`) ?? 0) > 0;

@@ -59,6 +59,19 @@ export function envoyRunner(options: EnvoyRunnerOptions): EnvoyRunner {
   let restartDelay = FIRST_RESTART_DELAY_MS;
   let restartTimer: NodeJS.Timeout | undefined;
 
+  // A restart that cannot even run the binary is retried too, on the same growing delays.
+  const scheduleRestart = () => {
+    restartTimer = setTimeout(() => {
+      restartTimer = undefined;
+      if (stopping) return;
+      launch().catch((error) => {
+        logger.error({ err: error, restartInMs: restartDelay }, "Envoy restart failed");
+        scheduleRestart();
+      });
+    }, restartDelay);
+    restartDelay = Math.min(restartDelay * 2, MAX_RESTART_DELAY_MS);
+  };
+
   const launch = (): Promise<void> =>
     new Promise((resolve, reject) => {
       writeFileAtomic(options.bootstrapPath, options.bootstrapText);
@@ -76,14 +89,9 @@ export function envoyRunner(options: EnvoyRunnerOptions): EnvoyRunner {
           done();
           // A binary that could not be run is start()'s failure, not a crash to restart.
           if (stopping || envoy.pid === undefined) return;
-          const ranMs = Date.now() - startedAt;
-          if (ranMs >= STABLE_RUN_MS) restartDelay = FIRST_RESTART_DELAY_MS;
+          if (Date.now() - startedAt >= STABLE_RUN_MS) restartDelay = FIRST_RESTART_DELAY_MS;
           logger.error({ code, signal, restartInMs: restartDelay }, "Envoy exited; restarting it");
-          restartTimer = setTimeout(() => {
-            restartTimer = undefined;
-            launch().catch((error) => logger.error({ err: error }, "Envoy restart failed"));
-          }, restartDelay);
-          restartDelay = Math.min(restartDelay * 2, MAX_RESTART_DELAY_MS);
+          scheduleRestart();
         }),
       );
       envoy.once("spawn", () => {

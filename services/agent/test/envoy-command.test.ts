@@ -4,7 +4,7 @@ import { parseSettings } from "@sextant/runtime";
 import { parseCommand, UsageError } from "../src/cli.js";
 import { envoyArgs } from "../src/envoy/envoy-args.js";
 import { agentLogLevel, envoyLogArgs, parseProxyCommand } from "../src/envoy/proxy-command.js";
-import { envoyProxyConfig } from "../src/envoy/proxy-config.js";
+import { envoyProxyConfig, workerThreads } from "../src/envoy/proxy-config.js";
 import { agentSettings } from "../src/settings.js";
 
 /** The args the injector gives the proxy container (services/webhook's template, as Istio's). */
@@ -91,11 +91,12 @@ describe("Envoy's command line", () => {
   const inputs = {
     bootstrapPath: "/etc/istio/proxy/envoy-rev.json",
     instanceIp: "10.1.2.3",
-    proxy: { proxyLogLevel: "warning", proxyComponentLogLevel: "misc:error", concurrency: 0 },
-    proxyConfig: envoyProxyConfig({}),
+    proxy: { proxyLogLevel: "warning", proxyComponentLogLevel: "misc:error" },
+    drainDurationSeconds: envoyProxyConfig({}).drainDurationSeconds,
+    concurrency: 2,
   };
 
-  test("is istio-agent's, with Istio's ProxyConfig defaults (drain 45 s, 2 workers)", () => {
+  test("is istio-agent's, with Istio's drainDuration default (45 s)", () => {
     assert.deepEqual(envoyArgs(inputs), [
       "-c",
       "/etc/istio/proxy/envoy-rev.json",
@@ -118,14 +119,39 @@ describe("Envoy's command line", () => {
     ]);
   });
 
-  test("takes PROXY_CONFIG's drainDuration and concurrency; --concurrency wins; IPv6 pods get v6", () => {
-    const proxyConfig = envoyProxyConfig({ PROXY_CONFIG: '{"drainDuration":"20s","concurrency":0}' });
-    const args = envoyArgs({ ...inputs, instanceIp: "fd00::7", proxyConfig });
+  test("takes PROXY_CONFIG's drainDuration; IPv6 pods get v6; no worker count leaves it to Envoy", () => {
+    const { drainDurationSeconds } = envoyProxyConfig({ PROXY_CONFIG: '{"drainDuration":"20s"}' });
+    const args = envoyArgs({
+      ...inputs,
+      instanceIp: "fd00::7",
+      drainDurationSeconds,
+      concurrency: undefined,
+    });
     assert.equal(args[args.indexOf("--drain-time-s") + 1], "20");
     assert.equal(args[args.indexOf("--local-address-ip-version") + 1], "v6");
-    assert.equal(args.includes("--concurrency"), false, "0 leaves the worker count to Envoy");
-    const flagged = envoyArgs({ ...inputs, proxy: { ...inputs.proxy, concurrency: 8 }, proxyConfig });
-    assert.equal(flagged[flagged.indexOf("--concurrency") + 1], "8");
+    assert.equal(args.includes("--concurrency"), false);
+  });
+
+  test("worker threads as pilot-agent decides them", () => {
+    const decide = (
+      flag: number,
+      proxyConfig: string | undefined,
+      sidecar: boolean,
+      cpuLimitMillis?: number,
+    ) =>
+      workerThreads({
+        flag,
+        configured: envoyProxyConfig(proxyConfig ? { PROXY_CONFIG: proxyConfig } : {}).concurrency,
+        sidecar,
+        cpuLimitMillis,
+      });
+    assert.equal(decide(0, undefined, true), 2, "a sidecar's default");
+    assert.equal(decide(0, '{"concurrency":4}', true), 4, "PROXY_CONFIG's");
+    assert.equal(decide(0, '{"concurrency":0}', true), 0, "0: every core");
+    assert.equal(decide(8, '{"concurrency":4}', true), 8, "--concurrency wins");
+    assert.equal(decide(0, undefined, false), undefined, "a router uses every core");
+    assert.equal(decide(0, undefined, false, 6500), 7, "or one per started CPU of its limit");
+    assert.equal(decide(0, '{"concurrency":3}', false, 6500), 3);
   });
 
   test("PROXY_CONFIG's terminationDrainDuration is read; a bad PROXY_CONFIG is refused", () => {

@@ -1,13 +1,15 @@
 import { isIPv6 } from "node:net";
 import { envoyLogArgs, type ProxyArgs } from "./proxy-command.js";
-import type { EnvoyProxyConfig } from "./proxy-config.js";
 
 /** What Envoy's command line is built from. */
 export interface EnvoyArgsInputs {
   bootstrapPath: string;
   instanceIp: string;
-  proxy: Pick<ProxyArgs, "proxyLogLevel" | "proxyComponentLogLevel" | "concurrency">;
-  proxyConfig: EnvoyProxyConfig;
+  proxy: Pick<ProxyArgs, "proxyLogLevel" | "proxyComponentLogLevel">;
+  /** Envoy's --drain-time-s (ProxyConfig drainDuration). */
+  drainDurationSeconds: number;
+  /** Worker threads (see workerThreads); undefined or 0 leaves them to Envoy. */
+  concurrency: number | undefined;
 }
 
 /**
@@ -15,16 +17,15 @@ export interface EnvoyArgsInputs {
  * bootstrap, the drain time and immediate drain strategy, the local address
  * family of the workload's IP, a 1 s access-log flush, no hot restart,
  * tolerance for unknown static fields, the log levels, and the worker count
- * when it is set (--concurrency wins over PROXY_CONFIG's).
+ * when there is one.
  */
 export function envoyArgs(inputs: EnvoyArgsInputs): string[] {
-  const concurrency =
-    inputs.proxy.concurrency > 0 ? inputs.proxy.concurrency : inputs.proxyConfig.concurrency;
+  const { concurrency } = inputs;
   return [
     "-c",
     inputs.bootstrapPath,
     "--drain-time-s",
-    String(Math.trunc(inputs.proxyConfig.drainDurationSeconds)),
+    String(Math.trunc(inputs.drainDurationSeconds)),
     "--drain-strategy",
     "immediate",
     "--local-address-ip-version",
@@ -34,6 +35,6 @@ export function envoyArgs(inputs: EnvoyArgsInputs): string[] {
     "--disable-hot-restart",
     "--allow-unknown-static-fields",
     ...envoyLogArgs(inputs.proxy),
-    ...(concurrency > 0 ? ["--concurrency", String(concurrency)] : []),
+    ...(concurrency ? ["--concurrency", String(concurrency)] : []),
   ];
 }

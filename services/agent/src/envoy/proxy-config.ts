@@ -4,13 +4,12 @@ export interface EnvoyProxyConfig {
   drainDurationSeconds: number;
   /** How long Envoy drains after a SIGTERM, when PROXY_CONFIG sets it. */
   terminationDrainDurationSeconds: number | undefined;
-  /** Envoy's worker threads (Istio's concurrency, default 2; 0 lets Envoy use every core). */
-  concurrency: number;
+  /** Envoy's worker threads when PROXY_CONFIG sets them (0 lets Envoy use every core). */
+  concurrency: number | undefined;
 }
 
-/** Istio's DefaultProxyConfig values for the fields above. */
+/** Istio's DefaultProxyConfig drainDuration. */
 const DEFAULT_DRAIN_DURATION_SECONDS = 45;
-const DEFAULT_CONCURRENCY = 2;
 
 /** A protobuf Duration in its JSON form (`5s`, `1.5s`), in seconds. */
 function durationSeconds(value: unknown, field: string): number | undefined {
@@ -37,8 +36,11 @@ export function envoyProxyConfig(env: NodeJS.ProcessEnv): EnvoyProxyConfig {
     if (typeof config !== "object" || config === null || Array.isArray(config))
       throw new Error("PROXY_CONFIG must be a JSON object");
   }
-  const concurrency = config.concurrency ?? DEFAULT_CONCURRENCY;
-  if (typeof concurrency !== "number" || !Number.isInteger(concurrency) || concurrency < 0)
+  const concurrency = config.concurrency ?? undefined;
+  if (
+    concurrency !== undefined &&
+    (typeof concurrency !== "number" || !Number.isInteger(concurrency) || concurrency < 0)
+  )
     throw new Error(`PROXY_CONFIG concurrency: ${JSON.stringify(concurrency)} is not a number of threads`);
   return {
     drainDurationSeconds:
@@ -47,6 +49,29 @@ export function envoyProxyConfig(env: NodeJS.ProcessEnv): EnvoyProxyConfig {
       config.terminationDrainDuration,
       "terminationDrainDuration",
     ),
-    concurrency,
+    concurrency: concurrency as number | undefined,
   };
+}
+
+/** Istio's default worker count for a sidecar (DefaultProxyConfig's concurrency). */
+const SIDECAR_CONCURRENCY = 2;
+
+/**
+ * Envoy's worker threads, as pilot-agent decides them: --concurrency when
+ * set, else PROXY_CONFIG's, else 2 for a sidecar; a router's default is
+ * unset (every core), or one per started CPU of the pod's CPU limit when the
+ * downward API gives it (in millicores). Undefined or 0: Envoy's own default.
+ */
+export function workerThreads(inputs: {
+  flag: number;
+  configured: number | undefined;
+  sidecar: boolean;
+  cpuLimitMillis: number | undefined;
+}): number | undefined {
+  if (inputs.flag > 0) return inputs.flag;
+  if (inputs.configured !== undefined) return inputs.configured;
+  if (inputs.sidecar) return SIDECAR_CONCURRENCY;
+  return inputs.cpuLimitMillis && inputs.cpuLimitMillis > 0
+    ? Math.ceil(inputs.cpuLimitMillis / 1000)
+    : undefined;
 }

@@ -1,3 +1,4 @@
+import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { JsonAnswer, type ReadinessGate } from "@sextant/observability";
 import { parseSettings, runService, type ServiceDefinition, SettingsError } from "@sextant/runtime";
@@ -11,13 +12,23 @@ import { EnvoyAdmin } from "./admin.js";
 import { envoyArgs } from "./envoy-args.js";
 import { envoyRunner, envoyStopMs } from "./envoy-runner.js";
 import { agentLogLevel, type ProxyArgs } from "./proxy-command.js";
-import { type EnvoyProxyConfig, envoyProxyConfig } from "./proxy-config.js";
+import { type EnvoyProxyConfig, envoyProxyConfig, workerThreads } from "./proxy-config.js";
 
 /** Everything `agent proxy` decided before it starts, from its flags and settings. */
 interface ProxyPlan {
   args: ProxyArgs;
-  proxyConfig: EnvoyProxyConfig;
+  drainDurationSeconds: number;
+  concurrency: number | undefined;
   terminationDrainMs: number;
+}
+
+/** The pod's CPU limit in millicores, which Istio's gateway template mounts from the downward API. */
+const CPU_LIMIT_FILE = "./etc/istio/pod/cpu-limit";
+
+function cpuLimitMillis(): number | undefined {
+  if (!existsSync(CPU_LIMIT_FILE)) return undefined;
+  const millis = Number(readFileSync(CPU_LIMIT_FILE, "utf8").trim());
+  return Number.isInteger(millis) ? millis : undefined;
 }
 
 /** The readiness condition Envoy adds, named in `/healthz/ready`'s pending list. */
@@ -83,7 +94,8 @@ function proxyService(
           bootstrapPath,
           instanceIp: settings.INSTANCE_IP,
           proxy: plan.args,
-          proxyConfig: plan.proxyConfig,
+          drainDurationSeconds: plan.drainDurationSeconds,
+          concurrency: plan.concurrency,
         }),
         bootstrapPath,
         bootstrapText: bootstrapText(bootstrap),
@@ -157,7 +169,17 @@ export async function runProxy(
     }
     const drainSeconds =
       proxyConfig.terminationDrainDurationSeconds ?? settings.TERMINATION_DRAIN_DURATION_SECONDS;
-    plan = { args, proxyConfig, terminationDrainMs: drainSeconds * 1000 };
+    plan = {
+      args,
+      drainDurationSeconds: proxyConfig.drainDurationSeconds,
+      concurrency: workerThreads({
+        flag: args.concurrency,
+        configured: proxyConfig.concurrency,
+        sidecar: args.type === "sidecar",
+        cpuLimitMillis: args.type === "router" ? cpuLimitMillis() : undefined,
+      }),
+      terminationDrainMs: drainSeconds * 1000,
+    };
   } catch (error) {
     if (!(error instanceof SettingsError)) throw error;
     process.stderr.write(`agent: ${error.message}\n`);

@@ -188,7 +188,10 @@ describe("agent proxy sidecar, with the Envoy test double", () => {
         source: request.socket.remoteAddress,
       });
       if (request.url === "/healthy") response.writeHead(200).end("all good");
-      else if (request.url === "/moved") response.writeHead(302, { location: "/elsewhere" }).end();
+      else if (request.url === "/moved") response.writeHead(302, { location: "/healthy" }).end();
+      // A redirect to another host is not followed: no request leaves for it.
+      else if (request.url === "/away") response.writeHead(302, { location: "http://other.invalid/" }).end();
+      else if (request.url === "/loop") response.writeHead(302, { location: "/loop" }).end();
       else if (request.url === "/metrics" && !appMetricsFail)
         response
           .writeHead(200, { "content-type": "text/plain; version=0.0.4" })
@@ -211,6 +214,8 @@ describe("agent proxy sidecar, with the Envoy test double", () => {
       },
       "/app-health/web/livez": { httpGet: { path: "/failing", port: appPort }, timeoutSeconds: 2 },
       "/app-health/moved/livez": { httpGet: { path: "/moved", port: appPort }, timeoutSeconds: 2 },
+      "/app-health/away/livez": { httpGet: { path: "/away", port: appPort }, timeoutSeconds: 2 },
+      "/app-health/loop/livez": { httpGet: { path: "/loop", port: appPort }, timeoutSeconds: 2 },
       "/app-health/tcp/readyz": { tcpSocket: { port: tcpPort }, timeoutSeconds: 2 },
       "/app-health/tcp/livez": { tcpSocket: { port: closedPort }, timeoutSeconds: 2 },
       "/app-health/grpc/readyz": { grpc: { port: health.port, service: "app" }, timeoutSeconds: 2 },
@@ -371,11 +376,11 @@ describe("agent proxy sidecar, with the Envoy test double", () => {
     };
     assert.deepEqual(await probe("/app-health/web/readyz"), { status: 200, body: "all good" });
     assert.deepEqual(await probe("/app-health/web/livez"), { status: 503, body: "not yet" });
-    assert.equal(
-      (await probe("/app-health/moved/livez")).status,
-      200,
-      "a redirect is a success, as for kubelet",
-    );
+    assert.deepEqual(await probe("/app-health/moved/livez"), { status: 200, body: "all good" }, "followed");
+    assert.equal((await probe("/app-health/away/livez")).status, 200, "a redirect elsewhere is a success");
+    const loops = appRequests.length;
+    assert.equal((await probe("/app-health/loop/livez")).status, 500, "kubelet gives up after 10 redirects");
+    assert.equal(appRequests.length - loops, 11);
     assert.equal((await probe("/app-health/tcp/readyz")).status, 200);
     assert.equal((await probe("/app-health/tcp/livez")).status, 500);
     assert.equal((await probe("/app-health/grpc/readyz")).status, 200);

@@ -22,6 +22,8 @@ export interface AppProbeOptions {
 
 /** Kubernetes' default probe timeout, for a prober without one. */
 const DEFAULT_TIMEOUT_SECONDS = 1;
+/** Redirects on the application's own host that an HTTP probe follows (kubelet's limit). */
+const MAX_REDIRECTS = 10;
 /** At most this much of the application's answer is passed back (as Istio). */
 const MAX_BODY_BYTES = 10 * 1024;
 /**
@@ -108,13 +110,37 @@ async function probeHttp(
   if (hostPort && Number(hostPort[2]) === options.statusPort) host = `${hostPort[1]}:${action.port}`;
   const configuredHost = action.httpHeaders.find((header) => header.name.toLowerCase() === "host");
   headers.host = configuredHost?.value ?? host ?? `${options.destination}:${action.port}`;
-  const send = action.scheme === "HTTPS" ? httpsRequest : httpRequest;
+  const host6 = isIPv6(options.destination) ? `[${options.destination}]` : options.destination;
+  const path = action.path.startsWith("/") ? action.path : `/${action.path}`;
+  const first = new URL(`${action.scheme.toLowerCase()}://${host6}:${action.port}${path}`);
+  // kubelet's rule, which istio-agent copies: follow redirects on the same host, up to 10; a redirect
+  // elsewhere is the answer (and counts as a success).
+  let url = first;
+  for (let redirects = 0; ; redirects++) {
+    const answer = await getOnce(url, headers, localAddress, timeoutMs);
+    const location = answer.location;
+    if (answer.status < 300 || answer.status >= 400 || !location) return answer;
+    const next = new URL(location, url);
+    if (next.hostname !== first.hostname) return answer;
+    if (redirects >= MAX_REDIRECTS) throw new Error(`stopped after ${MAX_REDIRECTS} redirects`);
+    url = next;
+  }
+}
+
+/** One GET, with at most MAX_BODY_BYTES of the answer's body kept. */
+function getOnce(
+  url: URL,
+  headers: Record<string, string | string[]>,
+  localAddress: string,
+  timeoutMs: number,
+): Promise<{ status: number; body: Buffer; location: string | undefined }> {
+  const send = url.protocol === "https:" ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
     const outgoing = send(
       {
-        host: options.destination,
-        port: action.port,
-        path: action.path.startsWith("/") ? action.path : `/${action.path}`,
+        host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+        port: url.port,
+        path: `${url.pathname}${url.search}`,
         method: "GET",
         headers,
         localAddress,
@@ -130,7 +156,13 @@ async function probeHttp(
           if (length < MAX_BODY_BYTES) chunks.push(chunk.subarray(0, MAX_BODY_BYTES - length));
           length += chunk.length;
         });
-        answer.on("end", () => resolve({ status: answer.statusCode ?? 500, body: Buffer.concat(chunks) }));
+        answer.on("end", () =>
+          resolve({
+            status: answer.statusCode ?? 500,
+            body: Buffer.concat(chunks),
+            location: answer.headers.location,
+          }),
+        );
         answer.on("error", reject);
       },
     );

@@ -8,6 +8,7 @@ import {
 import { type ProxyArgs, ProxyUsageError, parseProxyCommand } from "./envoy/proxy-command.js";
 import { runProxy } from "./envoy/proxy-service.js";
 import { writeFileAtomic } from "./files/atomic-write.js";
+import { runIptablesCommand } from "./iptables/command.js";
 import { agentSettings } from "./settings.js";
 
 /** The command line's help, also printed after a usage error. */
@@ -16,6 +17,7 @@ export const USAGE = `usage:
   agent bootstrap envoy [--output <file>]     print (or write) the Envoy bootstrap
   agent bootstrap grpc [--output <file>]      print (or write) the gRPC xDS bootstrap for a proxyless app
   agent proxy [sidecar|router] [flags]        run beside the workload and run Envoy (Istio's pilot-agent proxy flags)
+  agent iptables [flags]                      istio-iptables (alias istio-iptables): capture the pod's traffic
 
 Settings come from the environment (see services/agent/README.md).
 `;
@@ -89,6 +91,15 @@ export async function runCli(
   service: ServiceDefinition<typeof agentSettings>,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<void> {
+  // istio-iptables has flags of its own (Istio's), so it bypasses the parser below.
+  if (argv[0] === "iptables" || argv[0] === "istio-iptables") {
+    process.exitCode = await runIptablesCommand(argv.slice(1), {
+      env,
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+    });
+    return;
+  }
   let command: AgentCommand;
   try {
     command = parseCommand(argv);

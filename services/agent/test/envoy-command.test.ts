@@ -4,7 +4,7 @@ import { parseSettings } from "@sextant/runtime";
 import { parseCommand, UsageError } from "../src/cli.js";
 import { envoyArgs } from "../src/envoy/envoy-args.js";
 import { agentLogLevel, envoyLogArgs, parseProxyCommand } from "../src/envoy/proxy-command.js";
-import { envoyProxyConfig, workerThreads } from "../src/envoy/proxy-config.js";
+import { terminationDrainMs, workerThreads } from "../src/envoy/proxy-config.js";
 import { agentSettings } from "../src/settings.js";
 
 /** The args the injector gives the proxy container (services/webhook's template, as Istio's). */
@@ -92,11 +92,11 @@ describe("Envoy's command line", () => {
     bootstrapPath: "/etc/istio/proxy/envoy-rev.json",
     instanceIp: "10.1.2.3",
     proxy: { proxyLogLevel: "warning", proxyComponentLogLevel: "misc:error" },
-    drainDurationSeconds: envoyProxyConfig({}).drainDurationSeconds,
+    drainDurationSeconds: 45,
     concurrency: 2,
   };
 
-  test("is istio-agent's, with Istio's drainDuration default (45 s)", () => {
+  test("is istio-agent's", () => {
     assert.deepEqual(envoyArgs(inputs), [
       "-c",
       "/etc/istio/proxy/envoy-rev.json",
@@ -119,52 +119,42 @@ describe("Envoy's command line", () => {
     ]);
   });
 
-  test("takes PROXY_CONFIG's drainDuration; IPv6 pods get v6; no worker count leaves it to Envoy", () => {
-    const { drainDurationSeconds } = envoyProxyConfig({ PROXY_CONFIG: '{"drainDuration":"20s"}' });
-    const args = envoyArgs({
-      ...inputs,
-      instanceIp: "fd00::7",
-      drainDurationSeconds,
-      concurrency: undefined,
-    });
-    assert.equal(args[args.indexOf("--drain-time-s") + 1], "20");
+  test("IPv6 pods get v6; no worker count leaves it to Envoy", () => {
+    const args = envoyArgs({ ...inputs, instanceIp: "fd00::7", concurrency: undefined });
     assert.equal(args[args.indexOf("--local-address-ip-version") + 1], "v6");
     assert.equal(args.includes("--concurrency"), false);
   });
+});
+
+describe("PROXY_CONFIG for Envoy", () => {
+  const settings = (env: Record<string, string>) =>
+    parseSettings(agentSettings, { INSTANCE_IP: "10.1.2.3", ...env });
 
   test("worker threads as pilot-agent decides them", () => {
-    const decide = (
-      flag: number,
-      proxyConfig: string | undefined,
-      sidecar: boolean,
-      cpuLimitMillis?: number,
-    ) =>
-      workerThreads({
-        flag,
-        configured: envoyProxyConfig(proxyConfig ? { PROXY_CONFIG: proxyConfig } : {}).concurrency,
-        sidecar,
-        cpuLimitMillis,
-      });
-    assert.equal(decide(0, undefined, true), 2, "a sidecar's default");
-    assert.equal(decide(0, '{"concurrency":4}', true), 4, "PROXY_CONFIG's");
-    assert.equal(decide(0, '{"concurrency":0}', true), 0, "0: every core");
-    assert.equal(decide(8, '{"concurrency":4}', true), 8, "--concurrency wins");
-    assert.equal(decide(0, undefined, false), undefined, "a router uses every core");
-    assert.equal(decide(0, undefined, false, 6500), 7, "or one per started CPU of its limit");
-    assert.equal(decide(0, '{"concurrency":3}', false, 6500), 3);
+    const decide = (flag: number, env: Record<string, string>, sidecar: boolean) =>
+      workerThreads({ flag, configured: settings(env).PROXY_CONFIG.concurrency, sidecar });
+    assert.equal(decide(0, {}, true), 2, "a sidecar's default");
+    assert.equal(decide(0, { PROXY_CONFIG: '{"concurrency":4}' }, true), 4, "PROXY_CONFIG's");
+    assert.equal(decide(8, { PROXY_CONFIG: '{"concurrency":4}' }, true), 8, "--concurrency wins");
+    assert.equal(decide(0, {}, false), undefined, "a router uses every core");
+    assert.equal(decide(0, { ISTIO_CPU_LIMIT: "7" }, false), 7, "or its CPU limit's");
   });
 
-  test("PROXY_CONFIG's terminationDrainDuration is read; a bad PROXY_CONFIG is refused", () => {
+  test("terminationDrainDuration: PROXY_CONFIG's when it sets one, else TERMINATION_DRAIN_DURATION_SECONDS, else 5 s", () => {
+    assert.equal(terminationDrainMs(settings({})), 5000);
+    assert.equal(terminationDrainMs(settings({ TERMINATION_DRAIN_DURATION_SECONDS: "20" })), 20_000);
     assert.equal(
-      envoyProxyConfig({ PROXY_CONFIG: '{"terminationDrainDuration":"12s"}' })
-        .terminationDrainDurationSeconds,
-      12,
+      terminationDrainMs(
+        settings({
+          TERMINATION_DRAIN_DURATION_SECONDS: "20",
+          PROXY_CONFIG: '{"terminationDrainDuration":"12s"}',
+        }),
+      ),
+      12_000,
     );
-    assert.equal(envoyProxyConfig({}).terminationDrainDurationSeconds, undefined);
-    assert.throws(() => envoyProxyConfig({ PROXY_CONFIG: "drainDuration: 5s" }), /PROXY_CONFIG is not JSON/);
     assert.throws(
-      () => envoyProxyConfig({ PROXY_CONFIG: '{"terminationDrainDuration":"5 minutes"}' }),
-      /terminationDrainDuration: "5 minutes" is not a duration/,
+      () => settings({ TERMINATION_DRAIN_DURATION_SECONDS: "soon" }),
+      /TERMINATION_DRAIN_DURATION_SECONDS/,
     );
   });
 });
@@ -173,9 +163,8 @@ describe("agent proxy's settings", () => {
   const settings = (env: Record<string, string>) =>
     parseSettings(agentSettings, { INSTANCE_IP: "10.1.2.3", ...env });
 
-  test("default to Istio's: admin 15000, Envoy in /usr/local/bin, a 5 s termination drain", () => {
+  test("default to Istio's: Envoy in /usr/local/bin, a 5 s termination drain", () => {
     const defaults = settings({});
-    assert.equal(defaults.PROXY_ADMIN_PORT, 15000);
     assert.equal(defaults.ENVOY_BINARY, "/usr/local/bin/envoy");
     assert.equal(defaults.ENVOY_BOOTSTRAP_FILE, "./etc/istio/proxy/envoy-rev.json");
     assert.equal(defaults.TERMINATION_DRAIN_DURATION_SECONDS, 5);

@@ -256,9 +256,8 @@ describe("agent proxy sidecar, with the Envoy test double", () => {
           OUTPUT_CERTS: "",
           ENVOY_BINARY: FAKE_ENVOY,
           ENVOY_BOOTSTRAP_FILE: bootstrapPath,
-          PROXY_ADMIN_PORT: String(adminPort),
           // PROXY_CONFIG's terminationDrainDuration wins over Istio's variable.
-          PROXY_CONFIG: JSON.stringify({ terminationDrainDuration: "1s" }),
+          PROXY_CONFIG: JSON.stringify({ terminationDrainDuration: "1s", proxyAdminPort: adminPort }),
           TERMINATION_DRAIN_DURATION_SECONDS: "60",
           ISTIO_KUBE_APP_PROBERS: JSON.stringify(probers),
           ISTIO_PROMETHEUS_ANNOTATIONS: JSON.stringify({

@@ -1,5 +1,6 @@
 import { baseSettings, DEFAULT_PORTS, millisecondsSetting, portSetting } from "@sextant/runtime";
 import { z } from "zod";
+import { DEFAULT_PROXY_IMAGE } from "./inject/inject.js";
 
 const booleanSetting = (fallback: "true" | "false") =>
   z
@@ -29,7 +30,7 @@ export const webhookSettings = baseSettings
     /** A replacement injection template (YAML); the bundled src/inject/sidecar-template.yaml when unset. */
     INJECTION_TEMPLATE_FILE: z.string().min(1).optional(),
     /** The sidecar image: the Sextant agent and Envoy (istiod: global.proxy.image). */
-    SIDECAR_PROXY_IMAGE: z.string().min(1).default("sextant/proxy:latest"),
+    SIDECAR_PROXY_IMAGE: z.string().min(1).default(DEFAULT_PROXY_IMAGE),
     /** This injector's revision (istiod: REVISION); `default` also serves istio-injection=enabled. */
     REVISION: z.string().min(1).default("default"),
     /** The cluster's DNS suffix. */

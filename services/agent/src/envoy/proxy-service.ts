@@ -1,4 +1,3 @@
-import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { JsonAnswer, type ReadinessGate } from "@sextant/observability";
 import { parseSettings, runService, type ServiceDefinition, SettingsError } from "@sextant/runtime";
@@ -12,7 +11,7 @@ import { EnvoyAdmin } from "./admin.js";
 import { envoyArgs } from "./envoy-args.js";
 import { envoyRunner, envoyStopMs } from "./envoy-runner.js";
 import { agentLogLevel, type ProxyArgs } from "./proxy-command.js";
-import { type EnvoyProxyConfig, envoyProxyConfig, workerThreads } from "./proxy-config.js";
+import { terminationDrainMs, workerThreads } from "./proxy-config.js";
 
 /** Everything `agent proxy` decided before it starts, from its flags and settings. */
 interface ProxyPlan {
@@ -20,15 +19,6 @@ interface ProxyPlan {
   drainDurationSeconds: number;
   concurrency: number | undefined;
   terminationDrainMs: number;
-}
-
-/** The pod's CPU limit in millicores, which Istio's gateway template mounts from the downward API. */
-const CPU_LIMIT_FILE = "./etc/istio/pod/cpu-limit";
-
-function cpuLimitMillis(): number | undefined {
-  if (!existsSync(CPU_LIMIT_FILE)) return undefined;
-  const millis = Number(readFileSync(CPU_LIMIT_FILE, "utf8").trim());
-  return Number.isInteger(millis) ? millis : undefined;
 }
 
 /** The readiness condition Envoy adds, named in `/healthz/ready`'s pending list. */
@@ -82,7 +72,7 @@ function proxyService(
         DOMAIN_SUFFIX: domainSuffix(context.settings, plan.args.domain),
       };
       const { localhost } = localAddresses(settings.INSTANCE_IP);
-      const admin = new EnvoyAdmin(localhost, settings.PROXY_ADMIN_PORT);
+      const admin = new EnvoyAdmin(localhost, settings.PROXY_CONFIG.proxyAdminPort);
       const bootstrap = envoyBootstrapFromSettings(settings);
       // The bootstrap builder names every node a sidecar; a router's id starts with its own type.
       const node = bootstrap.node as { id: string };
@@ -161,24 +151,15 @@ export async function runProxy(
       throw new SettingsError([
         `ISTIO_PROMETHEUS_ANNOTATIONS: the application's metrics port is the agent's own (${settings.HTTP_PORT}), which would scrape itself`,
       ]);
-    let proxyConfig: EnvoyProxyConfig;
-    try {
-      proxyConfig = envoyProxyConfig(env);
-    } catch (error) {
-      throw new SettingsError([(error as Error).message]);
-    }
-    const drainSeconds =
-      proxyConfig.terminationDrainDurationSeconds ?? settings.TERMINATION_DRAIN_DURATION_SECONDS;
     plan = {
       args,
-      drainDurationSeconds: proxyConfig.drainDurationSeconds,
+      drainDurationSeconds: settings.PROXY_CONFIG.drainDurationMs / 1000,
       concurrency: workerThreads({
         flag: args.concurrency,
-        configured: proxyConfig.concurrency,
+        configured: settings.PROXY_CONFIG.concurrency,
         sidecar: args.type === "sidecar",
-        cpuLimitMillis: args.type === "router" ? cpuLimitMillis() : undefined,
       }),
-      terminationDrainMs: drainSeconds * 1000,
+      terminationDrainMs: terminationDrainMs(settings),
     };
   } catch (error) {
     if (!(error instanceof SettingsError)) throw error;

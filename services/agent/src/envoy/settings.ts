@@ -1,4 +1,3 @@
-import { portSetting } from "@sextant/runtime";
 import { z } from "zod";
 import { appProbersSetting } from "../status/app-probers.js";
 import { prometheusAnnotationsSetting } from "../status/prometheus-annotations.js";
@@ -16,8 +15,6 @@ export const envoySettingsShape = {
   ENVOY_BINARY: z.string().min(1).default("/usr/local/bin/envoy"),
   /** Where the bootstrap is written for Envoy's `-c` (Istio: ./etc/istio/proxy/envoy-rev.json). */
   ENVOY_BOOTSTRAP_FILE: z.string().min(1).default("./etc/istio/proxy/envoy-rev.json"),
-  /** Envoy's admin API on the loopback address (Istio's ProxyConfig proxyAdminPort). */
-  PROXY_ADMIN_PORT: portSetting(15000),
   /**
    * How long Envoy drains after a SIGTERM before it is stopped, in whole
    * seconds (Istio's variable; PROXY_CONFIG's terminationDrainDuration wins).

@@ -4,6 +4,7 @@
  */
 export { AnnotationError, Annotations } from "./annotations.js";
 export {
+  DEFAULT_PROXY_IMAGE,
   DEFAULT_PROXY_RESOURCES,
   defaultInjectionConfig,
   type InjectionConfig,

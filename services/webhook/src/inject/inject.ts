@@ -37,12 +37,19 @@ export const DEFAULT_PROXY_RESOURCES = {
 /** Ports of the sidecar itself that inbound capture always leaves alone: Envoy's stats, health and the agent. */
 export const SIDECAR_INBOUND_PORTS = ["15090", "15021", "15020"] as const;
 
+/**
+ * The sidecar image (the Dockerfile's `proxy` target) at this release's
+ * version, the tag deploy/ gives every Sextant image (deploy/test checks
+ * both): never `latest`, so a pod runs the proxy its control plane expects.
+ */
+export const DEFAULT_PROXY_IMAGE = "sextant/proxy:0.0.0";
+
 /** The default injection config, with Sextant's service names where Istio has istiod's. */
 export function defaultInjectionConfig(overrides: Partial<InjectionConfig> = {}): InjectionConfig {
   const trustDomain = overrides.trustDomain ?? "cluster.local";
   return {
     template: overrides.template ?? loadTemplate(),
-    proxyImage: "sextant/proxy:latest",
+    proxyImage: DEFAULT_PROXY_IMAGE,
     revision: "default",
     domainSuffix: "cluster.local",
     trustDomain,
@@ -132,7 +139,8 @@ function buildInjectedPod(original: PodJson, namespace: string, config: Injectio
     clusterId: config.clusterId,
     meshId: config.meshId,
     caAddress: config.caAddress,
-    discoveryAddress: config.discoveryAddress,
+    // The agent's PROXY_CONFIG (Istio's ProxyConfig JSON); discoveryAddress is where it finds push.
+    proxyConfigJson: JSON.stringify({ discoveryAddress: config.discoveryAddress }),
     proxyLogLevel: read.logLevel(Annotations.logLevel) ?? "warning",
     proxyComponentLogLevel: read.word(Annotations.componentLogLevel) ?? "misc:error",
     agentLogLevel: read.word(Annotations.agentLogLevel) ?? "default:info",

@@ -7,6 +7,7 @@ import {
 } from "./bootstrap/from-settings.js";
 import { type ProxyArgs, ProxyUsageError, parseProxyCommand } from "./envoy/proxy-command.js";
 import { runProxy } from "./envoy/proxy-service.js";
+import { runRequestCommand } from "./envoy/request-command.js";
 import { writeFileAtomic } from "./files/atomic-write.js";
 import { runIptablesCommand } from "./iptables/command.js";
 import { agentSettings } from "./settings.js";
@@ -18,6 +19,7 @@ export const USAGE = `usage:
   agent bootstrap grpc [--output <file>]      print (or write) the gRPC xDS bootstrap for a proxyless app
   agent proxy [sidecar|router] [flags]        run beside the workload and run Envoy (Istio's pilot-agent proxy flags)
   agent iptables [flags]                      istio-iptables (alias istio-iptables): capture the pod's traffic
+  agent request [--debug-port N] METHOD PATH  a local request to Envoy's admin API (default) or the status port
 
 Settings come from the environment (see services/agent/README.md).
 `;
@@ -94,6 +96,15 @@ export async function runCli(
   // istio-iptables has flags of its own (Istio's), so it bypasses the parser below.
   if (argv[0] === "iptables" || argv[0] === "istio-iptables") {
     process.exitCode = await runIptablesCommand(argv.slice(1), {
+      env,
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+    });
+    return;
+  }
+  // pilot-agent's request command has its own flags too.
+  if (argv[0] === "request") {
+    process.exitCode = await runRequestCommand(argv.slice(1), {
       env,
       stdout: (text) => process.stdout.write(text),
       stderr: (text) => process.stderr.write(text),

@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
 import { describe, test } from "node:test";
 import { parseSettings } from "@sextant/runtime";
 import { parseCommand, UsageError } from "../src/cli.js";
 import { envoyArgs } from "../src/envoy/envoy-args.js";
 import { agentLogLevel, envoyLogArgs, parseProxyCommand } from "../src/envoy/proxy-command.js";
 import { terminationDrainMs, workerThreads } from "../src/envoy/proxy-config.js";
+import { runRequestCommand } from "../src/envoy/request-command.js";
 import { agentSettings } from "../src/settings.js";
 
 /** The args the injector gives the proxy container (services/webhook's template, as Istio's). */
@@ -214,5 +216,54 @@ describe("agent proxy's settings", () => {
       undefined,
     );
     assert.throws(() => settings({ ISTIO_PROMETHEUS_ANNOTATIONS: '{"port":"http"}' }), /not a port number/);
+  });
+});
+
+describe("agent request", () => {
+  test("sends a local request, prints the answer, and fails on an error status other than 404", async () => {
+    const server = createServer((request, response) => {
+      if (request.url === "/drain" && request.method === "POST") response.end("OK");
+      else if (request.url === "/missing") response.writeHead(404).end("no such path");
+      else response.writeHead(500).end("broken");
+    });
+    const port = await new Promise<number>((resolve) =>
+      server.listen(0, "127.0.0.1", () => resolve((server.address() as { port: number }).port)),
+    );
+    const run = async (argv: string[], env: NodeJS.ProcessEnv = { HTTP_PORT: String(port) }) => {
+      let stdout = "";
+      let stderr = "";
+      const code = await runRequestCommand(argv, {
+        env: { INSTANCE_IP: "127.0.0.1", ...env },
+        stdout: (text) => {
+          stdout += text;
+        },
+        stderr: (text) => {
+          stderr += text;
+        },
+      });
+      return { code, stdout, stderr };
+    };
+    try {
+      assert.deepEqual(await run([`--debug-port=${port}`, "POST", "drain"]), {
+        code: 0,
+        stdout: "OK\n",
+        stderr: "",
+      });
+      assert.equal(
+        (await run(["--debug-port", String(port), "GET", "/missing"])).code,
+        0,
+        "404 passes, as Istio's",
+      );
+      const failed = await run([`--debug-port=${port}`, "GET", "other"]);
+      assert.equal(failed.code, 1);
+      assert.match(failed.stderr, /unsuccessful status code 500: broken/);
+      // A port that is neither Istio's nor this pod's agent or admin port is refused before any request.
+      const refused = await run([`--debug-port=${port}`, "POST", "drain"], {});
+      assert.equal(refused.code, 2);
+      assert.match(refused.stderr, /debug port \d+ is not in allowed list \[15000 15004 15020 15021\]/);
+      assert.equal((await run(["POST"])).code, 2, "a method and a path are needed");
+    } finally {
+      server.close();
+    }
   });
 });

@@ -410,6 +410,33 @@ describe("agent proxy sidecar, with the Envoy test double", () => {
     });
   });
 
+  test("`agent request POST drain` (the native sidecar's preStop) starts Envoy's drain and leaves it running", async () => {
+    assert.equal((await fetch(agentUrl("/drain"))).status, 405, "POST only");
+    const request = spawn(
+      process.execPath,
+      [
+        "--conditions=@sextant/source",
+        "--import",
+        "tsx",
+        AGENT_MAIN,
+        "request",
+        `--debug-port=${httpPort}`,
+        "POST",
+        "drain",
+      ],
+      { env: { ...process.env, HTTP_PORT: String(httpPort) }, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    const requestOutput = captureOutput(request);
+    const code = await new Promise<number | null>((resolve) => request.once("exit", resolve));
+    assert.equal(code, 0, requestOutput());
+    assert.equal(requestOutput(), "OK\n");
+    await eventually(
+      () => events().some((event) => event.url === "/drain_listeners?inboundonly&graceful&skip_exit"),
+      { message: "Envoy was not asked to drain" },
+    );
+    assert.equal(agent.exitCode, null, "the agent keeps running");
+  });
+
   test("on SIGTERM drains Envoy's inbound listeners, waits, stops Envoy and exits with its status", async () => {
     const envoyPid = events()
       .filter((event) => event.event === "start")
@@ -423,6 +450,7 @@ describe("agent proxy sidecar, with the Envoy test double", () => {
     assert.deepEqual(steps, [
       "start",
       "xds-response",
+      "POST /drain_listeners?inboundonly&graceful&skip_exit",
       "POST /drain_listeners?inboundonly&graceful",
       "signal",
       "exit",

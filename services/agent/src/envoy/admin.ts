@@ -48,13 +48,13 @@ export class EnvoyAdmin {
   /**
    * Starts the drain: a sidecar drains its inbound listeners only, so that
    * the app can still call out while it finishes its requests; a router drains
-   * them all (Istio's DrainListeners).
+   * them all (Istio's DrainListeners). With skipExit, Envoy keeps running
+   * after the drain time (a drain asked for before the stop, as the native
+   * sidecar's preStop hook asks it).
    */
-  async drainListeners(inboundOnly: boolean): Promise<void> {
-    const answer = await this.#request(
-      inboundOnly ? "/drain_listeners?inboundonly&graceful" : "/drain_listeners?graceful",
-      "POST",
-    );
+  async drainListeners(inboundOnly: boolean, skipExit = false): Promise<void> {
+    const path = `/drain_listeners?${inboundOnly ? "inboundonly&" : ""}graceful${skipExit ? "&skip_exit" : ""}`;
+    const answer = await this.#request(path, "POST");
     if (answer.status !== 200) throw new Error(`drain_listeners answered ${answer.status}: ${answer.body}`);
   }
 

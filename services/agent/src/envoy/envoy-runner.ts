@@ -25,6 +25,8 @@ export interface EnvoyRunnerOptions {
 export interface EnvoyRunner extends Runner {
   /** Envoy's last exit status (128 + the signal's number for a signal), 0 before any exit. */
   exitCode(): number;
+  /** Starts Envoy's drain now, and leaves it running (the status port's POST /drain). */
+  drainNow(): Promise<void>;
 }
 
 /** Restart delays after Envoy dies: doubling from the first to the cap. */
@@ -103,6 +105,11 @@ export function envoyRunner(options: EnvoyRunnerOptions): EnvoyRunner {
   return {
     name: "envoy",
     exitCode: () => lastExit,
+    async drainNow() {
+      if (!child) throw new Error("Envoy is not running");
+      await options.admin.drainListeners(options.inboundOnlyDrain, true);
+      logger.info("Envoy is draining, on request");
+    },
     start: launch,
     async close() {
       stopping = true;

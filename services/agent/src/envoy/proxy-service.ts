@@ -6,6 +6,7 @@ import { ISTIO_READY_PATH } from "../health.js";
 import { localAddresses } from "../node/proxy-node.js";
 import { type AgentSettings, agentSettings } from "../settings.js";
 import { handleAppProbe, isAppProbePath } from "../status/app-probe.js";
+import { DRAIN_PATH, handleLifecycle, QUIT_PATH } from "../status/lifecycle.js";
 import { mergedMetricsHandler } from "../status/merged-metrics.js";
 import { EnvoyAdmin } from "./admin.js";
 import { envoyArgs } from "./envoy-args.js";
@@ -111,18 +112,26 @@ function proxyService(
         statusPort: settings.HTTP_PORT,
         logger: context.logger,
       };
+      const failed = (path: string) => (error: unknown) =>
+        context.logger.error({ err: error, path }, "status request failed");
       context.http.mount((request, response) => {
         const path = new URL(request.url ?? "/", "http://agent").pathname;
-        const answer =
-          path === "/stats/prometheus"
-            ? metrics(request, response)
-            : isAppProbePath(path)
-              ? handleAppProbe(probes, request, response)
-              : Promise.resolve(
-                  void response.writeHead(404, { "content-type": "text/plain" }).end(`no route ${path}\n`),
-                );
+        let answer: Promise<void> = Promise.resolve();
+        if (path === "/stats/prometheus") answer = metrics(request, response);
+        else if (isAppProbePath(path)) answer = handleAppProbe(probes, request, response);
+        else if (path === DRAIN_PATH)
+          handleLifecycle(request, response, () => envoy.drainNow(), failed(path));
+        // The agent stops as on SIGTERM: Envoy drains, then everything closes.
+        else if (path === QUIT_PATH)
+          handleLifecycle(
+            request,
+            response,
+            async () => void process.kill(process.pid, "SIGTERM"),
+            failed(path),
+          );
+        else response.writeHead(404, { "content-type": "text/plain" }).end(`no route ${path}\n`);
         answer.catch((error) => {
-          context.logger.error({ err: error, path }, "status request failed");
+          failed(path)(error);
           if (!response.headersSent) response.writeHead(500).end();
         });
       });

@@ -2,12 +2,6 @@ import { baseSettings, DEFAULT_PORTS, millisecondsSetting, portSetting } from "@
 import { z } from "zod";
 import { DEFAULT_PROXY_IMAGE } from "./inject/inject.js";
 
-const booleanSetting = (fallback: "true" | "false") =>
-  z
-    .enum(["true", "false"], { message: 'must be "true" or "false"' })
-    .default(fallback)
-    .transform((value) => value === "true");
-
 /** The webhook's settings, from the environment. Names and defaults follow istiod's where it has them. */
 export const webhookSettings = baseSettings
   .extend({
@@ -51,8 +45,16 @@ export const webhookSettings = baseSettings
     INJECTOR_WEBHOOK_CONFIG_NAME: z.string().min(1).optional(),
     /** The ValidatingWebhookConfiguration whose caBundle is kept current (istiod: istio-validator-<ns>); unset: none. */
     VALIDATION_WEBHOOK_CONFIG_NAME: z.string().min(1).optional(),
-    /** Inject the proxy as a native sidecar (an init container with restartPolicy Always). */
-    ENABLE_NATIVE_SIDECARS: booleanSetting("false"),
+    /** How often the node list is read for ENABLE_NATIVE_SIDECARS=auto. */
+    NODE_RESYNC_INTERVAL_MS: millisecondsSetting(60_000),
+    /**
+     * Inject the proxy as a native sidecar (an init container with restartPolicy Always), as
+     * istiod's ENABLE_NATIVE_SIDECARS: true, false, or auto (its default: when the nodes' kubelets
+     * are 1.33 or later; off while the webhook has no view of the nodes).
+     */
+    ENABLE_NATIVE_SIDECARS: z
+      .enum(["true", "false", "auto"], { message: "must be true, false or auto" })
+      .default("auto"),
   })
   .refine((s) => (s.TLS_CERT_FILE === undefined) === (s.TLS_KEY_FILE === undefined), {
     message: "TLS_CERT_FILE and TLS_KEY_FILE must be set together",

@@ -100,10 +100,11 @@ function proxyService(
       const metrics = mergedMetricsHandler({
         registry: context.metrics,
         envoyUrl: (query) => admin.prometheusUrl(query),
-        app: settings.ISTIO_PROMETHEUS_ANNOTATIONS && {
-          ...settings.ISTIO_PROMETHEUS_ANNOTATIONS,
-          host: localhost,
-        },
+        // A router's status port is exposed by its Service, so Istio merges no application metrics there.
+        app:
+          plan.args.type === "sidecar" && settings.ISTIO_PROMETHEUS_ANNOTATIONS
+            ? { ...settings.ISTIO_PROMETHEUS_ANNOTATIONS, host: localhost }
+            : undefined,
         logger: context.logger,
       });
       const probes = {

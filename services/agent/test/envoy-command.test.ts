@@ -6,6 +6,7 @@ import { parseCommand, UsageError } from "../src/cli.js";
 import { envoyArgs } from "../src/envoy/envoy-args.js";
 import { agentLogLevel, envoyLogArgs, parseProxyCommand } from "../src/envoy/proxy-command.js";
 import { terminationDrainMs, workerThreads } from "../src/envoy/proxy-config.js";
+import { appMetricsSource } from "../src/envoy/proxy-service.js";
 import { runRequestCommand } from "../src/envoy/request-command.js";
 import { agentSettings } from "../src/settings.js";
 
@@ -196,6 +197,13 @@ describe("agent proxy's settings", () => {
       ['{"/app-health/app/livez":{"tcpSocket":{"port":1},"grpc":{"port":2}}}', /exactly one of/],
     ] as const)
       assert.throws(() => settings({ ISTIO_KUBE_APP_PROBERS: value }), message);
+  });
+
+  test("merge the application's metrics for a sidecar only, as Istio", () => {
+    const target = { port: 9102, path: "/metrics" };
+    assert.deepEqual(appMetricsSource("sidecar", target, "127.0.0.1"), { ...target, host: "127.0.0.1" });
+    assert.equal(appMetricsSource("router", target, "127.0.0.1"), undefined);
+    assert.equal(appMetricsSource("sidecar", undefined, "127.0.0.1"), undefined);
   });
 
   test("read ISTIO_PROMETHEUS_ANNOTATIONS with Istio's defaults (/metrics, port 80; scrape false is off)", () => {

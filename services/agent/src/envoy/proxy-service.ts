@@ -8,10 +8,11 @@ import { type AgentSettings, agentSettings } from "../settings.js";
 import { handleAppProbe, isAppProbePath } from "../status/app-probe.js";
 import { DRAIN_PATH, handleLifecycle, QUIT_PATH } from "../status/lifecycle.js";
 import { mergedMetricsHandler } from "../status/merged-metrics.js";
+import type { AppMetricsTarget } from "../status/prometheus-annotations.js";
 import { EnvoyAdmin } from "./admin.js";
 import { envoyArgs } from "./envoy-args.js";
 import { envoyRunner, envoyStopMs } from "./envoy-runner.js";
-import { agentLogLevel, type ProxyArgs } from "./proxy-command.js";
+import { agentLogLevel, type ProxyArgs, type ProxyType } from "./proxy-command.js";
 import { terminationDrainMs, workerThreads } from "./proxy-config.js";
 
 /** Everything `agent proxy` decided before it starts, from its flags and settings. */
@@ -20,6 +21,19 @@ interface ProxyPlan {
   drainDurationSeconds: number;
   concurrency: number | undefined;
   terminationDrainMs: number;
+}
+
+/**
+ * Where the merged metrics read the application's: a sidecar's
+ * ISTIO_PROMETHEUS_ANNOTATIONS on the loopback address. A router's status
+ * port is exposed by its Service, so Istio merges no application metrics there.
+ */
+export function appMetricsSource(
+  type: ProxyType,
+  target: AppMetricsTarget | undefined,
+  host: string,
+): (AppMetricsTarget & { host: string }) | undefined {
+  return type === "sidecar" && target ? { ...target, host } : undefined;
 }
 
 /** The readiness condition Envoy adds, named in `/healthz/ready`'s pending list. */
@@ -100,11 +114,7 @@ function proxyService(
       const metrics = mergedMetricsHandler({
         registry: context.metrics,
         envoyUrl: (query) => admin.prometheusUrl(query),
-        // A router's status port is exposed by its Service, so Istio merges no application metrics there.
-        app:
-          plan.args.type === "sidecar" && settings.ISTIO_PROMETHEUS_ANNOTATIONS
-            ? { ...settings.ISTIO_PROMETHEUS_ANNOTATIONS, host: localhost }
-            : undefined,
+        app: appMetricsSource(plan.args.type, settings.ISTIO_PROMETHEUS_ANNOTATIONS, localhost),
         logger: context.logger,
       });
       const probes = {

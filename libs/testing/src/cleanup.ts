@@ -12,9 +12,15 @@ import { after, afterEach, beforeEach } from "node:test";
  *
  * - a root `after` hook of the test file runs every cleanup still registered
  *   (newest first), each with its own time limit;
- * - when the process exits for any reason (the runner's `--test-force-exit`,
- *   a crash, SIGTERM from the runner's `--test-timeout`), every child process
- *   still alive gets SIGKILL, synchronously, so none outlives the file;
+ * - when the process exits for any reason (a crash, SIGTERM from the
+ *   runner's `--test-timeout`, the exit below), every child process still
+ *   alive gets SIGKILL, synchronously, so none outlives the file;
+ * - a file whose tests and cleanups are done but whose process is still held
+ *   open (a socket or timer nobody closed) names what holds it and exits
+ *   LEAK_GRACE_MS later with the tests' own exit code. This replaces node's
+ *   `--test-force-exit`, which exits at once and can drop the last results a
+ *   file reported before its parent reads them (nodejs/node#64833: a file
+ *   reported 35 of its 54 tests here, all passing, exit 0);
  * - each test has a time limit of its own (SEXTANT_TEST_TIMEOUT_MS, 5 minutes
  *   by default), shorter than the runner's limit per file (`--test-timeout`
  *   in each package's test script): when it trips, the file prints the test's
@@ -26,6 +32,9 @@ type Cleanup = () => unknown;
 
 const cleanups = new Map<symbol, { label: string; run: Cleanup }>();
 const children = new Set<ChildProcess>();
+
+/** How long a file whose tests are done may stay open before it is made to exit. */
+const LEAK_GRACE_MS = 5_000;
 
 /** How long one cleanup may take in the root `after` hook before the next one runs. */
 const CLEANUP_LIMIT_MS = 20_000;
@@ -72,7 +81,25 @@ async function runCleanups(): Promise<void> {
     }
   }
   killChildren();
+  exitIfHeldOpen();
   if (failures.length > 0) throw new Error(`cleanup failed:\n  ${failures.join("\n  ")}`);
+}
+
+/**
+ * After the last root hook, the runner writes the file's summary and the
+ * process ends by itself, unless something still holds it open. This timer
+ * does not hold it (unref), so it fires only then, long after the results
+ * were written, and exits with the code the runner chose.
+ */
+function exitIfHeldOpen(): void {
+  setTimeout(() => {
+    const holders = process.getActiveResourcesInfo().filter((name) => name !== "TTYWrap");
+    process.stderr.write(
+      `\n# @sextant/testing: tests done, process still held open by ${holders.join(", ") || "nothing known"}; exiting\n`,
+    );
+    killChildren();
+    process.exit();
+  }, LEAK_GRACE_MS).unref();
 }
 
 function killChildren(): void {

@@ -256,8 +256,9 @@ describe("agent proxy sidecar, with the Envoy test double", () => {
           OUTPUT_CERTS: "",
           ENVOY_BINARY: FAKE_ENVOY,
           ENVOY_BOOTSTRAP_FILE: bootstrapPath,
-          // PROXY_CONFIG's terminationDrainDuration wins over Istio's variable.
-          PROXY_CONFIG: JSON.stringify({ terminationDrainDuration: "1s", proxyAdminPort: adminPort }),
+          // PROXY_CONFIG's terminationDrainDuration wins over Istio's variable. It is longer than the
+          // runtime's usual 10 s stop deadline, which `agent proxy` must extend to pass Envoy's status on.
+          PROXY_CONFIG: JSON.stringify({ terminationDrainDuration: "11s", proxyAdminPort: adminPort }),
           TERMINATION_DRAIN_DURATION_SECONDS: "60",
           ISTIO_KUBE_APP_PROBERS: JSON.stringify(probers),
           ISTIO_PROMETHEUS_ANNOTATIONS: JSON.stringify({
@@ -456,7 +457,7 @@ describe("agent proxy sidecar, with the Envoy test double", () => {
       "exit",
     ]);
     // The drain lasted PROXY_CONFIG's terminationDrainDuration, not TERMINATION_DRAIN_DURATION_SECONDS.
-    assert.match(output(), /"drainMs":1000[^\n]*Envoy is draining/);
+    assert.match(output(), /"drainMs":11000[^\n]*Envoy is draining/);
     assert.equal(existsSync(join(work, "proxy", "XDS")), false, "the agent's other runners closed too");
   });
 });

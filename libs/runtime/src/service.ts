@@ -125,13 +125,23 @@ export async function startService<Schema extends ServiceSettingsSchema>(
   };
 }
 
+/** How {@link runService} ends a process whose stop is not the common one. */
+export interface RunServiceOptions {
+  /** How long a stop may take (default 10 s); a service whose stop waits on purpose (a drain) needs longer. */
+  stopDeadlineMs?: number;
+  /** The exit status after a clean stop (default 0), for a service that passes on a child's. */
+  exitCode?: () => number;
+}
+
 /**
  * The entry point of a service process: starts it, and on SIGTERM or SIGINT
  * stops it and exits. A bad setting exits with status 2 and says which.
  */
 export async function runService<Schema extends ServiceSettingsSchema>(
   definition: ServiceDefinition<Schema>,
+  options: RunServiceOptions = {},
 ): Promise<void> {
+  const stopDeadlineMs = options.stopDeadlineMs ?? SHUTDOWN_DEADLINE_MS;
   // Signals are handled from the first moment: a SIGTERM during start-up
   // aborts `shutdown` (so a runner waiting indefinitely gives up), waits for
   // the start to finish, then stops cleanly.
@@ -163,13 +173,10 @@ export async function runService<Schema extends ServiceSettingsSchema>(
     // A runner that never finishes closing must not keep the process alive:
     // say which one it was and exit with an error.
     setTimeout(() => {
-      started.logger.error(
-        { runner: started.closing },
-        `stop did not finish within ${SHUTDOWN_DEADLINE_MS} ms`,
-      );
+      started.logger.error({ runner: started.closing }, `stop did not finish within ${stopDeadlineMs} ms`);
       process.exit(1);
-    }, SHUTDOWN_DEADLINE_MS).unref();
-    void started.stop().then(() => process.exit(0));
+    }, stopDeadlineMs).unref();
+    void started.stop().then(() => process.exit(options.exitCode?.() ?? 0));
   };
   if (signalled) stop(signalled);
 }

@@ -5,6 +5,9 @@ import {
   envoyBootstrapFromSettings,
   grpcBootstrapFromSettings,
 } from "./bootstrap/from-settings.js";
+import { type ProxyArgs, ProxyUsageError, parseProxyCommand } from "./envoy/proxy-command.js";
+import { runProxy } from "./envoy/proxy-service.js";
+import { runRequestCommand } from "./envoy/request-command.js";
 import { writeFileAtomic } from "./files/atomic-write.js";
 import { runIptablesCommand } from "./iptables/command.js";
 import { agentSettings } from "./settings.js";
@@ -14,7 +17,9 @@ export const USAGE = `usage:
   agent [run]                                 run beside the workload: identity, SDS, xDS proxy, files
   agent bootstrap envoy [--output <file>]     print (or write) the Envoy bootstrap
   agent bootstrap grpc [--output <file>]      print (or write) the gRPC xDS bootstrap for a proxyless app
+  agent proxy [sidecar|router] [flags]        run beside the workload and run Envoy (Istio's pilot-agent proxy flags)
   agent iptables [flags]                      istio-iptables (alias istio-iptables): capture the pod's traffic
+  agent request [--debug-port N] METHOD PATH  a local request to Envoy's admin API (default) or the status port
 
 Settings come from the environment (see services/agent/README.md).
 `;
@@ -23,13 +28,23 @@ Settings come from the environment (see services/agent/README.md).
 export type AgentCommand =
   | { command: "run" }
   | { command: "help" }
-  | { command: "bootstrap"; target: "envoy" | "grpc"; output: string | undefined };
+  | { command: "bootstrap"; target: "envoy" | "grpc"; output: string | undefined }
+  | { command: "proxy"; proxy: ProxyArgs };
 
 /** Thrown for a command line that does not parse; the message says what is wrong. */
 export class UsageError extends Error {}
 
 /** Reads the command line (without node and the script): `run` when there is no subcommand. */
 export function parseCommand(argv: string[]): AgentCommand {
+  // `proxy` takes Istio's flags, which pilot-agent parses its own way.
+  if (argv[0] === "proxy") {
+    try {
+      return { command: "proxy", proxy: parseProxyCommand(argv.slice(1)) };
+    } catch (error) {
+      if (error instanceof ProxyUsageError) throw new UsageError(error.message);
+      throw error;
+    }
+  }
   let parsed: ReturnType<typeof parseOptions>;
   try {
     parsed = parseOptions(argv);
@@ -53,7 +68,7 @@ export function parseCommand(argv: string[]): AgentCommand {
     if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
     return { command: "bootstrap", target, output: values.output };
   }
-  throw new UsageError(`unknown command "${command}": expected run or bootstrap`);
+  throw new UsageError(`unknown command "${command}": expected run, bootstrap or proxy`);
 }
 
 function parseOptions(argv: string[]) {
@@ -87,6 +102,15 @@ export async function runCli(
     });
     return;
   }
+  // pilot-agent's request command has its own flags too.
+  if (argv[0] === "request") {
+    process.exitCode = await runRequestCommand(argv.slice(1), {
+      env,
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+    });
+    return;
+  }
   let command: AgentCommand;
   try {
     command = parseCommand(argv);
@@ -100,6 +124,9 @@ export async function runCli(
       return;
     case "run":
       await runService(service);
+      return;
+    case "proxy":
+      await runProxy(command.proxy, service, env);
       return;
     case "bootstrap": {
       let text: string;

@@ -8,7 +8,7 @@ export const agentContract = {
     http: {
       port: DEFAULT_PORTS.agent.http,
       setting: "HTTP_PORT",
-      serves: "/ready, /healthz/ready, /metrics",
+      serves: "/ready, /healthz/ready, /metrics; with agent proxy also /stats/prometheus, /app-health/*",
     },
   },
 } satisfies ServiceContract;

@@ -6,9 +6,9 @@ export const ISTIO_READY_PATH = "/healthz/ready";
 /**
  * `/healthz/ready`: the same answer as the runtime's `/ready` (200 once the
  * identity is obtained and SDS and the xDS proxy listen; 503 with what is
- * pending before), under the path Kubernetes probes through Envoy. Unlike
- * istio-agent, it does not also ask Envoy's admin API whether Envoy is ready:
- * the agent does not start or watch Envoy.
+ * pending before), under the path Kubernetes probes through Envoy. This is
+ * `agent run`'s, which does not start Envoy; `agent proxy` replaces it with one
+ * that also asks Envoy's admin API (src/envoy/proxy-service.ts).
  */
 // A route that reads nothing of the request (still a JsonRoute for the health server).
 export function istioReadyRoute(

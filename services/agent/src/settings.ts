@@ -2,6 +2,7 @@ import { isIP } from "node:net";
 import { hostname, networkInterfaces } from "node:os";
 import { baseSettings, DEFAULT_PORTS, durationSecondsSetting, portSetting } from "@sextant/runtime";
 import { z } from "zod";
+import { envoySettingsShape } from "./envoy/settings.js";
 import { readDownwardApiFile } from "./pod/downward-api.js";
 import { type ProxyConfigView, parseProxyConfig } from "./pod/proxy-config.js";
 import { byName } from "./util/by-name.js";
@@ -141,6 +142,8 @@ const agentSettingsObject = baseSettings.extend({
     .string()
     .optional()
     .transform((value) => value?.trim() || undefined),
+  /** `agent proxy`'s: Envoy, its drain, the status port's probes and metrics (src/envoy/settings.ts). */
+  ...envoySettingsShape,
 });
 
 /** Every environment variable the agent reads by name (ISTIO_META_* and ISTIO_METAJSON_* aside). */

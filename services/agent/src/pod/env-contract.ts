@@ -47,6 +47,7 @@ export const POD_PATH_SETTINGS = [
   "SDS_SOCKET",
   "XDS_SOCKET",
   "OUTPUT_CERTS",
+  "ENVOY_BOOTSTRAP_FILE",
 ] as const;
 
 /** {@link POD_PATH_SETTINGS}'s absolute default paths in a pod. */

@@ -1,0 +1,75 @@
+import { z } from "zod";
+
+/**
+ * The paths istio-agent serves for rewritten probes: `/app-health/<container>/<probe>`
+ * (and Istio's lifecycle hooks under `/app-lifecycle/`).
+ */
+const APP_PROBER_PATH = /^\/(app-health|app-lifecycle)\/[^/]+\/(livez|readyz|startupz|prestopz|poststartz)$/;
+
+/** Istio requires a number: the injector resolves named ports before it writes the prober. */
+const portNumber = z.number().int().min(1).max(65535);
+
+const httpGetAction = z.object({
+  path: z.string().default("/"),
+  port: portNumber,
+  host: z.string().optional(),
+  scheme: z.enum(["HTTP", "HTTPS"]).default("HTTP"),
+  httpHeaders: z.array(z.object({ name: z.string().min(1), value: z.string() })).default([]),
+});
+
+const prober = z
+  .object({
+    httpGet: httpGetAction.optional(),
+    tcpSocket: z.object({ port: portNumber, host: z.string().optional() }).optional(),
+    grpc: z.object({ port: portNumber, service: z.string().optional() }).optional(),
+    timeoutSeconds: z.number().int().min(0).optional(),
+  })
+  .refine(
+    (value) =>
+      [value.httpGet, value.tcpSocket, value.grpc].filter((action) => action !== undefined).length === 1,
+    { message: "must have exactly one of httpGet, tcpSocket or grpc" },
+  );
+
+/** One rewritten probe, as the injector wrote it into ISTIO_KUBE_APP_PROBERS. */
+export type AppProber = z.infer<typeof prober>;
+
+/** The probers by the path the kubelet now asks on the status port. */
+export type AppProbers = Map<string, AppProber>;
+
+/**
+ * ISTIO_KUBE_APP_PROBERS: Istio's JSON object from a status-port path to the
+ * container's original probe. Every entry is checked at start, as
+ * istio-agent refuses to start on a bad one: a probe that cannot be performed
+ * would otherwise fail the pod later with no hint why.
+ */
+export const appProbersSetting = z
+  .string()
+  .optional()
+  .transform((text, ctx): AppProbers => {
+    const probers: AppProbers = new Map();
+    if (text === undefined || text.trim() === "") return probers;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (error) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: `not JSON: ${(error as Error).message}` });
+      return z.NEVER;
+    }
+    const entries = z.record(z.string(), prober).safeParse(parsed);
+    if (!entries.success) {
+      for (const issue of entries.error.issues)
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${issue.path.join(".")}: ${issue.message}` });
+      return z.NEVER;
+    }
+    for (const [path, value] of Object.entries(entries.data)) {
+      if (!APP_PROBER_PATH.test(path)) {
+        ctx.addIssue({
+          code: z.ZodIssueCode.custom,
+          message: `"${path}" is not a prober path: /app-health/<container>/(livez|readyz|startupz)`,
+        });
+        return z.NEVER;
+      }
+      probers.set(path, value);
+    }
+    return probers;
+  });

@@ -223,7 +223,13 @@ describe("injection contract: the webhook's pod and the agent agree", () => {
       assert.equal(settings.NODE_METADATA.NODE_NAME, podFacts(pod).node);
       assert.equal(settings.NODE_METADATA.CLUSTER_ID, config.clusterId);
       assert.equal(typeof settings.NODE_METADATA.WORKLOAD_NAME, "string");
-      assert.equal(settings.PROXY_CONFIG.concurrency, 2, "concurrency from ISTIO_CPU_LIMIT");
+      // The pod's proxy.istio.io/config wins (Istio's order); without it, ISTIO_CPU_LIMIT's whole cores.
+      const annotated = /^\s*concurrency:\s*(\d+)\s*$/m.exec(pod.metadata?.annotations?.["proxy.istio.io/config"] ?? "");
+      assert.equal(
+        settings.PROXY_CONFIG.concurrency,
+        annotated ? Number(annotated[1]) : 2,
+        annotated ? "concurrency from proxy.istio.io/config" : "concurrency from ISTIO_CPU_LIMIT",
+      );
     });
 
     test(`${name}: the bootstrap's node carries the metadata Istio's sidecars send`, () => {

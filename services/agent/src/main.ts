@@ -2,10 +2,12 @@
 // `agent bootstrap envoy|grpc` prints a bootstrap instead (src/cli.ts).
 import { pathToFileURL } from "node:url";
 import type { ServiceDefinition } from "@sextant/runtime";
+import { nodeFromSettings } from "./bootstrap/from-settings.js";
 import { grpcBootstrapRunner } from "./bootstrap/grpc-bootstrap-runner.js";
 import { certificateFilesRunner } from "./certs/certificate-files.js";
 import { runCli } from "./cli.js";
 import { agentContract } from "./contract.js";
+import { dnsProxyRunner } from "./dns/dns-runner.js";
 import { ISTIO_READY_PATH, istioReadyRoute } from "./health.js";
 import { identityRunner } from "./identity-runner.js";
 import { sdsServerRunner } from "./sds/sds-runner.js";
@@ -51,6 +53,22 @@ export const agentService: ServiceDefinition<typeof agentSettings> = {
         logger,
         readiness,
       }),
+      // The DNS proxy on DNS_PROXY_ADDR, answering from push's name table, when ISTIO_META_DNS_CAPTURE is true.
+      ...(settings.DNS_CAPTURE
+        ? [
+            dnsProxyRunner({
+              address: settings.DNS_PROXY_ADDR,
+              resolvConfPath: settings.DNS_RESOLV_CONF,
+              namespace: settings.POD_NAMESPACE,
+              domainSuffix: settings.DOMAIN_SUFFIX,
+              node: nodeFromSettings(settings, "envoy"),
+              xdsAddress: settings.XDS_ADDR,
+              credentials: () => identity.xdsCredentials(),
+              logger,
+              readiness,
+            }),
+          ]
+        : []),
     ];
   },
 };

@@ -14,6 +14,8 @@ export const AGENT_PORTS = {
   envoyPrometheus: 15090,
   /** The plaintext xDS listener for proxyless gRPC apps (loopback only). */
   xdsProxy: 15010,
+  /** The DNS proxy, UDP and TCP, on the loopback address. */
+  dnsProxy: 15053,
 } as const;
 
 /** The three parts of a SPIFFE ID of Istio's form, kept local so settings do not need the identity library. */
@@ -31,6 +33,26 @@ const SPIFFE_ID = /^spiffe:\/\/([^/]+)\/ns\/([^/]+)\/sa\/([^/]+)$/;
 /** Istio's metadata prefixes: ISTIO_META_X=v becomes metadata X: "v"; ISTIO_METAJSON_X={...} is merged in. */
 const META_PREFIX = "ISTIO_META_";
 const META_JSON_PREFIX = "ISTIO_METAJSON_";
+
+/** `host:port` or `[ipv6]:port`, with `localhost` read as 127.0.0.1 (Istio's default address). */
+function parseHostPort(value: string): { host: string; port: number } | undefined {
+  const match = /^\[([^\]]+)\]:(\d+)$/.exec(value) ?? /^([^:]+):(\d+)$/.exec(value);
+  if (!match) return undefined;
+  const host = match[1] === "localhost" ? "127.0.0.1" : match[1]!;
+  const port = Number(match[2]);
+  return isIP(host) !== 0 && port <= 65_535 ? { host, port } : undefined;
+}
+
+/**
+ * Go's strconv.ParseBool, which Istio uses for ISTIO_META_DNS_CAPTURE and
+ * the other boolean switches; undefined for anything else.
+ */
+function parseGoBool(value: unknown): boolean | undefined {
+  if (typeof value !== "string") return undefined;
+  if (["1", "t", "T", "TRUE", "true", "True"].includes(value)) return true;
+  if (["0", "f", "F", "FALSE", "false", "False"].includes(value)) return false;
+  return undefined;
+}
 
 /**
  * The first non-internal address of this host, IPv4 first: what istio-agent
@@ -117,6 +139,20 @@ const agentSettingsObject = baseSettings.extend({
     .string()
     .default("./var/lib/istio/data")
     .transform((value) => value.trim() || undefined),
+  /** The DNS proxy's address when ISTIO_META_DNS_CAPTURE is true (istio-agent: DNS_PROXY_ADDR); `localhost` is 127.0.0.1. */
+  DNS_PROXY_ADDR: z
+    .string()
+    .default(`localhost:${AGENT_PORTS.dnsProxy}`)
+    .transform((value, ctx) => {
+      const parsed = parseHostPort(value.trim());
+      if (!parsed) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: "must be <ip or localhost>:<port>" });
+        return z.NEVER;
+      }
+      return parsed;
+    }),
+  /** The resolv.conf whose nameservers get the queries the DNS proxy does not answer, and whose search list it expands. */
+  DNS_RESOLV_CONF: z.string().min(1).default("/etc/resolv.conf"),
   /** When set, `run` writes the gRPC bootstrap here, as istio-agent does. */
   GRPC_XDS_BOOTSTRAP: z
     .string()
@@ -136,6 +172,14 @@ export const agentSettings = agentSettingsObject
   .superRefine((env, ctx) => {
     for (const problem of nodeMetadataFromEnv(env).problems)
       ctx.addIssue({ code: z.ZodIssueCode.custom, path: [problem.name], message: problem.message });
+    // Istio ignores a bad value and leaves DNS capture off: a silent surprise, so it is refused here.
+    const capture = env.ISTIO_META_DNS_CAPTURE;
+    if (capture !== undefined && parseGoBool(capture) === undefined)
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ["ISTIO_META_DNS_CAPTURE"],
+        message: "must be true or false",
+      });
   })
   .transform((settings) => {
     const { metadata, labels } = nodeMetadataFromEnv(settings);
@@ -152,6 +196,8 @@ export const agentSettings = agentSettingsObject
       NODE_METADATA: metadata,
       /** The workload's labels, from ISTIO_METAJSON_LABELS. */
       LABELS: labels,
+      /** Istio's switch for the DNS proxy (ISTIO_META_DNS_CAPTURE; off by default, as in Istio). */
+      DNS_CAPTURE: parseGoBool(metadata.DNS_CAPTURE) ?? false,
     };
   });
 

@@ -1,0 +1,67 @@
+import type { Logger } from "@sextant/observability";
+import type { LookupTable } from "./lookup-table.js";
+import type { Nameserver } from "./resolv-conf.js";
+import { forwardQuery } from "./upstream.js";
+import { decodeQuery, encodeWithin, packet, replySizeLimit, replyTo, type Transport } from "./wire.js";
+
+/** Options of {@link DnsProxy}. */
+export interface DnsProxyOptions {
+  /** Where names the table does not know go: the pod's resolv.conf nameservers. */
+  nameservers: readonly Nameserver[];
+  /** How long each upstream attempt may take (Istio: 5 s). */
+  upstreamTimeoutMs?: number;
+  logger: Logger;
+}
+
+/**
+ * Istio's DNS proxy logic, one query at a time: A and AAAA for the names of
+ * the NameTable from push, answered locally and authoritatively (TTL 30 s);
+ * everything else forwarded to the pod's nameservers as received. Until the
+ * first table arrives every query gets SERVFAIL, as in Istio: an answer
+ * from upstream could contradict the table a moment later (an
+ * auto-allocated ServiceEntry address is not in any upstream DNS).
+ */
+export class DnsProxy {
+  readonly #options: DnsProxyOptions;
+  #table: LookupTable | undefined;
+
+  constructor(options: DnsProxyOptions) {
+    this.#options = options;
+  }
+
+  /** True once a table has been received. */
+  get hasTable(): boolean {
+    return this.#table !== undefined;
+  }
+
+  /** Replaces the table; queries in flight finish with the one they started with. */
+  setTable(table: LookupTable): void {
+    this.#table = table;
+  }
+
+  /** The reply's bytes for a query's bytes; undefined for bytes that are not a query (no reply). */
+  async answer(bytes: Buffer, transport: Transport): Promise<Buffer | undefined> {
+    const query = decodeQuery(bytes);
+    if (!query) return undefined;
+    const limit = replySizeLimit(query, transport);
+    const question = query.questions?.[0];
+    const table = this.#table;
+    if (!question || !table) return encodeWithin(replyTo(query, "SERVFAIL"), limit);
+    const local = table.lookup(question.type, question.name);
+    if (local) return encodeWithin(replyTo(query, "NOERROR", { authoritative: true, ...local }), limit);
+    const upstream = await forwardQuery(bytes, transport, {
+      nameservers: this.#options.nameservers,
+      timeoutMs: this.#options.upstreamTimeoutMs,
+      logger: this.#options.logger,
+    });
+    if (!upstream) return encodeWithin(replyTo(query, "SERVFAIL"), limit);
+    // Upstream sized its reply for the same client (the query carries its EDNS size), so it
+    // normally fits as it is; only a reply over the limit is decoded and cut down.
+    if (upstream.length <= limit) return upstream;
+    try {
+      return encodeWithin(packet.decode(upstream), limit);
+    } catch {
+      return encodeWithin(replyTo(query, "SERVFAIL"), limit);
+    }
+  }
+}

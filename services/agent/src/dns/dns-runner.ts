@@ -1,0 +1,128 @@
+import type { ChannelCredentials } from "@grpc/grpc-js";
+import type { Logger, ReadinessGate } from "@sextant/observability";
+import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
+import type { Runner } from "@sextant/runtime";
+import type { ProxyNode } from "../node/proxy-node.js";
+import { DnsProxy } from "./dns-proxy.js";
+import { DnsServer } from "./dns-server.js";
+import { LookupTable } from "./lookup-table.js";
+import { NdsClient } from "./nds-client.js";
+import { readResolvConf } from "./resolv-conf.js";
+
+/** The readiness condition held until the first name table arrives (Istio's agent readiness check does the same). */
+export const DNS_READY = "dns";
+
+/** Options of {@link dnsProxyRunner}. */
+export interface DnsProxyRunnerOptions {
+  /** DNS_PROXY_ADDR. */
+  address: { host: string; port: number };
+  /** DNS_RESOLV_CONF: upstream nameservers and the search list. */
+  resolvConfPath: string;
+  /** The workload's namespace (POD_NAMESPACE): bare service names resolve in it. */
+  namespace: string;
+  /** DOMAIN_SUFFIX. */
+  domainSuffix: string;
+  /** The Envoy node of this workload; the stream announces it with DNS_CAPTURE=true. */
+  node: ProxyNode;
+  /** push's ADS address (XDS_ADDR). */
+  xdsAddress: string;
+  /** mTLS towards push, as the xDS proxy's; called once, when the stream first opens. */
+  credentials: () => ChannelCredentials;
+  logger: Logger;
+  readiness?: ReadinessGate;
+  /** Per upstream attempt (Istio: 5 s); tests shorten it. */
+  upstreamTimeoutMs?: number;
+}
+
+/** The DNS proxy runner; once started, `port` is the bound port and `proxy` answers queries. */
+export interface DnsProxyRunner extends Runner {
+  readonly port: number;
+  readonly proxy: DnsProxy;
+}
+
+/**
+ * istio-agent's DNS proxy (ISTIO_META_DNS_CAPTURE=true): UDP and TCP on
+ * DNS_PROXY_ADDR, answering from the NameTable that push sends on the
+ * agent's own ADS stream, forwarding the rest to the nameservers of
+ * DNS_RESOLV_CONF. The agent is not ready until the first table arrives,
+ * as in Istio: before it, every query gets SERVFAIL.
+ */
+export function dnsProxyRunner(options: DnsProxyRunnerOptions): DnsProxyRunner {
+  const { logger } = options;
+  options.readiness?.require(DNS_READY);
+  let proxy: DnsProxy | undefined;
+  let server: DnsServer | undefined;
+  let nds: NdsClient | undefined;
+  return {
+    name: "dns-proxy",
+    get port() {
+      return server?.port ?? 0;
+    },
+    get proxy() {
+      if (!proxy) throw new Error("the DNS proxy is not started");
+      return proxy;
+    },
+    async start() {
+      const resolvConf = await readResolvConf(options.resolvConfPath);
+      if (resolvConf.nameservers.length === 0)
+        logger.warn(
+          { path: options.resolvConfPath },
+          "DNS proxy: resolv.conf names no nameserver; names outside the mesh get SERVFAIL",
+        );
+      const context = {
+        namespace: options.namespace,
+        domainSuffix: options.domainSuffix,
+        search: resolvConf.search,
+      };
+      const dnsProxy = new DnsProxy({
+        nameservers: resolvConf.nameservers,
+        upstreamTimeoutMs: options.upstreamTimeoutMs,
+        logger,
+      });
+      proxy = dnsProxy;
+      server = new DnsServer({
+        host: options.address.host,
+        port: options.address.port,
+        handler: (query, transport) => dnsProxy.answer(query, transport),
+        logger,
+      });
+      await server.listen();
+      const { node } = options;
+      nds = new NdsClient({
+        address: options.xdsAddress,
+        credentials: options.credentials,
+        node: Node.fromPartial({
+          id: node.id,
+          cluster: node.cluster,
+          // push serves the NameTable only to a node that says it captures DNS.
+          metadata: { ...node.metadata, DNS_CAPTURE: "true" },
+          locality: {
+            region: node.locality.region ?? "",
+            zone: node.locality.zone ?? "",
+            subZone: node.locality.sub_zone ?? "",
+          },
+        }),
+        onTable: (table) => {
+          const lookup = new LookupTable(table, context);
+          dnsProxy.setTable(lookup);
+          options.readiness?.done(DNS_READY);
+          logger.info({ names: lookup.size }, "DNS proxy: name table updated");
+        },
+        logger,
+      });
+      nds.start();
+      logger.info(
+        {
+          address: `${options.address.host}:${server.port}`,
+          nameservers: resolvConf.nameservers.map((ns) => `${ns.host}:${ns.port}`),
+          search: resolvConf.search,
+        },
+        "serving the DNS proxy",
+      );
+    },
+    async close() {
+      nds?.close();
+      await server?.close();
+    },
+  };
+}

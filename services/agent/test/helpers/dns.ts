@@ -74,13 +74,26 @@ export async function startTestResolver(zone: Record<string, TestRecord[]>): Pro
   };
 }
 
+/** A record of a reply, with its data as text (A, AAAA and CNAME are all the proxy answers with). */
+export interface ReplyRecord {
+  type: string;
+  name: string;
+  data: string;
+  ttl: number | undefined;
+}
+
 /** A decoded reply and its size on the wire. */
 export interface RawReply {
-  message: packet.DecodedPacket;
   size: number;
-  truncated: boolean;
+  question: string;
   rcode: string;
+  truncated: boolean;
+  authoritative: boolean;
+  recursionDesired: boolean;
+  answers: ReplyRecord[];
 }
+
+const RCODE_NAMES = ["NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED"];
 
 let nextId = 1;
 
@@ -92,13 +105,40 @@ function encodeQuery(name: string, type: packet.RecordType, ednsSize?: number): 
     type: "query",
     flags: packet.RECURSION_DESIRED,
     questions: [{ name, type, class: "IN" }],
-    additionals: ednsSize ? [{ type: "OPT", name: ".", udpPayloadSize: ednsSize }] : [],
+    additionals: ednsSize
+      ? [
+          {
+            type: "OPT",
+            name: ".",
+            udpPayloadSize: ednsSize,
+            extendedRcode: 0,
+            ednsVersion: 0,
+            flags: 0,
+            flag_do: false,
+            options: [],
+          },
+        ]
+      : [],
   });
 }
 
 function decoded(bytes: Buffer): RawReply {
   const message = packet.decode(bytes);
-  return { message, size: bytes.length, truncated: message.flag_tc, rcode: message.rcode };
+  const flags = message.flags ?? 0;
+  return {
+    size: bytes.length,
+    question: message.questions?.[0]?.name ?? "",
+    rcode: RCODE_NAMES[flags & 0xf] ?? String(flags & 0xf),
+    truncated: message.flag_tc,
+    authoritative: message.flag_aa,
+    recursionDesired: message.flag_rd,
+    answers: (message.answers ?? []).map((record) => ({
+      type: record.type,
+      name: record.name,
+      data: "data" in record ? String(record.data) : "",
+      ttl: "ttl" in record ? record.ttl : undefined,
+    })),
+  };
 }
 
 /** One query over UDP to 127.0.0.1:port; rejects after timeoutMs without a reply. */

@@ -1,6 +1,6 @@
 import { isIPv4, isIPv6 } from "node:net";
 import type { NameTable } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
-import type { Answer } from "dns-packet";
+import type { StringAnswer } from "dns-packet";
 
 /** Istio's TTL for every answer from the table: low, so that a client that caches sees a new address soon. */
 export const TABLE_TTL_SECONDS = 30;
@@ -23,7 +23,7 @@ export interface LookupContext {
 
 /** The answer for a name the table knows (possibly with no record of the asked family). */
 export interface TableAnswer {
-  answers: Answer[];
+  answers: StringAnswer[];
 }
 
 /** DNS names compare without case and without the final dot; dns-packet decodes them without it. */
@@ -112,7 +112,7 @@ export class LookupTable {
       name = match;
       wildcard = true;
     }
-    const chain: Answer[] = [];
+    const chain: StringAnswer[] = [];
     const target = this.#cname.get(name);
     if (target !== undefined) {
       chain.push({ type: "CNAME", name: question, ttl: TABLE_TTL_SECONDS, class: "IN", data: target });
@@ -123,7 +123,7 @@ export class LookupTable {
     // A wildcard's records carry the name asked, unless a CNAME already names the target.
     const owner = wildcard && target === undefined ? question : name;
     const records = shuffled(ips).map(
-      (ip): Answer => ({ type, name: owner, ttl: TABLE_TTL_SECONDS, class: "IN", data: ip }),
+      (ip): StringAnswer => ({ type, name: owner, ttl: TABLE_TTL_SECONDS, class: "IN", data: ip }),
     );
     return { answers: [...chain, ...records] };
   }

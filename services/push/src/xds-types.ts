@@ -1,4 +1,5 @@
 import { Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import { NameTable } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
 import type { PushChange } from "./model/types.js";
 import { XdsTypeTable } from "./server/xds-type-table.js";
 import { generateGrpcClusters } from "./translate/grpc/clusters.js";
@@ -8,6 +9,7 @@ import { generateGrpcRoutes } from "./translate/grpc/routes.js";
 import { generateSidecarClusters, sidecarClustersNeedPush } from "./translate/sidecar/clusters.js";
 import { generateSidecarEndpoints, sidecarEndpointsNeedPush } from "./translate/sidecar/endpoints.js";
 import { generateSidecarListeners } from "./translate/sidecar/listeners.js";
+import { generateSidecarNameTable, NAME_TABLE_TYPE_URL } from "./translate/sidecar/name-table.js";
 import { generateSidecarRoutes } from "./translate/sidecar/routes.js";
 
 const onFullPush = (change: PushChange) => change.full;
@@ -17,7 +19,9 @@ const onFullOrEndpointPush = (change: PushChange) => change.full || change.endpo
 /**
  * The xDS types push serves (istiod's InitGenerators and push order in one
  * table), in istiod's order: clusters and endpoints before the listeners and
- * routes that use them. Adding a type is its generators and one entry here.
+ * routes that use them, then the name table (istiod's PushOrder does not list
+ * NDS, so it goes after the ordered types). Adding a type is its generators
+ * and one entry here.
  */
 export const XDS_TYPES = new XdsTypeTable([
   {
@@ -59,6 +63,19 @@ export const XDS_TYPES = new XdsTypeTable([
     generators: {
       grpc: { needsPush: onFullPush, generate: generateGrpcRoutes },
       sidecar: { needsPush: onFullPush, generate: generateSidecarRoutes },
+    },
+  },
+  {
+    typeUrl: NAME_TABLE_TYPE_URL,
+    label: "nds",
+    codec: NameTable,
+    // Istio's internal types are all wildcards: the agent asks with no names.
+    wildcardWhenEmpty: true,
+    generators: {
+      // Proxyless gRPC resolves names itself: it is answered, with no table.
+      grpc: { needsPush: () => false, generate: () => [] },
+      // Headless services' names follow their endpoints; the generator's cache key holds only theirs.
+      sidecar: { needsPush: onFullOrEndpointPush, generate: generateSidecarNameTable },
     },
   },
 ]);

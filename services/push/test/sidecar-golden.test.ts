@@ -16,6 +16,8 @@ import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
 import type { GenerationContext } from "../src/translate/generator.js";
+import { NAME_TABLE_TYPE_URL } from "../src/translate/sidecar/name-table.js";
+import { XDS_TYPES } from "../src/xds-types.js";
 import {
   type Codec,
   contextOf,
@@ -59,6 +61,10 @@ interface SidecarCase extends Registry {
   config?: string;
   /** Istio's MeshConfig YAML push reads from MESH_CONFIG_FILE (extension providers). */
   meshConfig?: string;
+  /** Node metadata the proxy adds to what the agent sends (e.g. DNS_CAPTURE: "true"). */
+  proxyMetadata?: Record<string, string>;
+  /** Also render the proxy's NDS name table, as <case>.nametable.out.yaml. */
+  nameTable?: boolean;
 }
 
 type SidecarGenerate = (context: GenerationContext, watched: WatchedNames) => GeneratedResource[];
@@ -117,7 +123,7 @@ function podLabels(pod: Pod): Record<string, string> {
 }
 
 /** The node the agent's Envoy bootstrap announces for a pod (services/agent/src/node/proxy-node.ts). */
-function sidecarNode(pod: Pod) {
+function sidecarNode(pod: Pod, extraMetadata: Record<string, string> = {}) {
   const namespace = pod.namespace ?? "default";
   return {
     id: `sidecar~${pod.ip}~${pod.pod}.${namespace}~${namespace}.svc.cluster.local`,
@@ -134,6 +140,7 @@ function sidecarNode(pod: Pod) {
       NAME: pod.pod,
       NAMESPACE: namespace,
       SERVICE_ACCOUNT: pod.serviceAccount ?? `bookinfo-${pod.labels.app}`,
+      ...extraMetadata,
     },
   };
 }
@@ -187,7 +194,7 @@ function renderCase(
   });
   const proxyPod = pods[testCase.proxy ?? "productpage-v1"];
   assert.ok(proxyPod, `no pod ${testCase.proxy} in the registry or the case`);
-  const proxy = parseProxy(sidecarNode(proxyPod) as never);
+  const proxy = parseProxy(sidecarNode(proxyPod, testCase.proxyMetadata) as never);
   assert.equal(proxy.kind, "sidecar");
   const context = { push, proxy, cache };
 
@@ -228,6 +235,14 @@ function renderCase(
         sources: r.sources,
         resource: dumpAny(r.resource, codecs, { emptyAnys: true }),
       })),
+      { aliasDuplicateObjects: false },
+    );
+  }
+  if (testCase.nameTable) {
+    // The agent asks for the table by wildcard, on the same stream.
+    const nameTable = XDS_TYPES.generator("sidecar", NAME_TABLE_TYPE_URL)?.generate(context, "*") ?? [];
+    out.nametable = stringify(
+      nameTable.map((r) => ({ name: r.name, resource: dumpAny(r.resource, codecs) })),
       { aliasDuplicateObjects: false },
     );
   }

@@ -7,6 +7,7 @@ import type { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3
 import type { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import type { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
 import { type ConfigKind, type ConfigSpecs, decodeStoredOfKind } from "@sextant/validation";
+import { type AutoAllocatedAddresses, allocateAddresses, allocationKey } from "./auto-allocation.js";
 import { mergeDelegates, type RoutedVirtualService } from "./delegation.js";
 import { DEFAULT_TRUST_DOMAIN, spiffeUri } from "./identity.js";
 import { EMPTY_MESH_CONFIG, type MeshConfig } from "./mesh-config.js";
@@ -67,6 +68,8 @@ export class PushContext {
   readonly endpointsByHost: ReadonlyMap<string, readonly Endpoint[]>;
   readonly endpointVersions: ReadonlyMap<string, string>;
   readonly #serviceAccounts: ReadonlyMap<string, { uris: readonly string[]; version: string }>;
+  /** Addresses of ServiceEntry hosts without one, by "<namespace>/<hostname>" (auto-allocation.ts). */
+  readonly #autoAllocated: ReadonlyMap<string, AutoAllocatedAddresses>;
 
   private constructor(
     readonly domainSuffix: string,
@@ -88,6 +91,7 @@ export class PushContext {
     this.authorizationPolicies = parts.authorizationPolicies;
     this.sidecars = parts.sidecars;
     this.#workloadGroups = parts.workloadGroups;
+    this.#autoAllocated = parts.autoAllocated;
     this.services = [...parts.servicesByHost.values()].sort((a, b) =>
       a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : a.namespace < b.namespace ? -1 : 1,
     );
@@ -148,6 +152,7 @@ export class PushContext {
       workloadGroups: new Map(
         typed("WorkloadGroup", () => []).map((group) => [`${group.ref.namespace}/${group.ref.name}`, group]),
       ),
+      autoAllocated: allocateAddresses(inputs.services.values()),
       endpointsByHost,
       endpointVersions,
     });
@@ -168,6 +173,7 @@ export class PushContext {
       authorizationPolicies: this.authorizationPolicies,
       sidecars: this.sidecars,
       workloadGroups: this.#workloadGroups,
+      autoAllocated: this.#autoAllocated,
       endpointsByHost,
       endpointVersions,
     });
@@ -186,6 +192,17 @@ export class PushContext {
   /** A version of serviceAccountsOf(host), for cache keys: it changes only when the list does. */
   serviceAccountVersion(host: string): string {
     return this.#serviceAccounts.get(host)?.version ?? "none";
+  }
+
+  /**
+   * The addresses auto-allocated to a ServiceEntry host without one, if it
+   * is such a host: computed once per snapshot from every service of the
+   * registry (not per proxy), so every proxy and replica agrees.
+   */
+  autoAllocatedAddresses(
+    service: Pick<Service, "namespace" | "hostname">,
+  ): AutoAllocatedAddresses | undefined {
+    return this.#autoAllocated.get(allocationKey(service));
   }
 
   /** The WorkloadGroup namespace/name, if the config holds it. */
@@ -326,6 +343,7 @@ interface ContextParts {
   authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
   sidecars: readonly TypedConfig<Sidecar>[];
   workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
+  autoAllocated: ReadonlyMap<string, AutoAllocatedAddresses>;
 }
 
 function serviceAccountsByHost(

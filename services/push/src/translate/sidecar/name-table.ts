@@ -1,0 +1,204 @@
+import { isIP } from "node:net";
+import { type Endpoint, HealthStatus, packAny, Resolution, type Service } from "@sextant/proto";
+import { NameTable, type NameTable_NameInfo } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
+import { cacheKey } from "../../cache/xds-cache.js";
+import { usesAutoAllocatedAddresses } from "../../model/auto-allocation.js";
+import type { MeshProxy } from "../../model/proxy.js";
+import type { PushContext } from "../../model/push-context.js";
+import { applicableSidecar, sidecarScope } from "../../model/sidecar-scope.js";
+import type { GeneratedResource } from "../../model/types.js";
+import type { GenerationContext } from "../generator.js";
+import { addressesOfProxyFamilies, ipMode } from "./dual-stack.js";
+
+/** Istio's NDS type (its pkg/model NameTableType). */
+export const NAME_TABLE_TYPE_URL = "type.googleapis.com/istio.networking.nds.v1.NameTable";
+
+/** Istio's provider IDs, the `registry` of a name: its Kubernetes and ServiceEntry registries. */
+const REGISTRY_NAMES: Readonly<Record<string, string>> = {
+  kubernetes: "Kubernetes",
+  serviceentry: "External",
+};
+
+/** Kubernetes multi-cluster services' domain: their hosts get no short name (it is the cluster.local service's). */
+const CLUSTERSET_SUFFIX = ".clusterset.local";
+
+/**
+ * NDS for a sidecar (istiod's NdsGenerator and BuildNameTable): one
+ * unnamed NameTable, whatever names are watched (Istio's internal types are
+ * all wildcards), of the names the agent's DNS proxy answers for. Istio
+ * builds it for any sidecar that asks, whether or not its metadata turns on
+ * DNS_CAPTURE (the agent asks only when it does); capture matters only for
+ * auto-allocated addresses, which need DNS_CAPTURE and DNS_AUTO_ALLOCATE.
+ *
+ * For each service of the proxy's SidecarScope:
+ * - a Kubernetes service with cluster IPs: those of the proxy's families,
+ *   with its name and namespace as short name (the agent expands search
+ *   domains), except a `.clusterset.local` host;
+ * - a ServiceEntry host with addresses: each that is an IP (CIDRs are not
+ *   names' answers);
+ * - a ServiceEntry host without one (not a wildcard, resolution not NONE):
+ *   its auto-allocated address(es) of the proxy's families, when the proxy
+ *   uses them, else no entry;
+ * - a headless service (resolution NONE, no address: a Kubernetes service
+ *   with clusterIP None, or a ServiceEntry with resolution NONE): the IP
+ *   addresses of its ready endpoints of its first port (also not-ready ones
+ *   with publishNotReadyAddresses) on the proxy's network, and for each pod
+ *   with a subdomain the name `<hostname>.<subdomain>.<namespace>.svc.<domain>`
+ *   with its own address(es), as Kubernetes DNS; none if it has no such
+ *   endpoint;
+ * - anything else (an ExternalName service, a DNS ServiceEntry without
+ *   allocation, a wildcard host): nothing.
+ *
+ * A name claimed by a Kubernetes service stays its; a ServiceEntry's
+ * addresses for a name already in the table are added to it, and a
+ * Kubernetes service takes over a name a ServiceEntry had.
+ *
+ * Pushed on every full push and endpoint change (Istio: full pushes but
+ * those only of config kinds that cannot change names, and headless
+ * endpoint updates); the cache key holds the endpoint versions of the
+ * headless services only, and versions are content hashes, so a proxy is
+ * sent its table only when it changed.
+ */
+export function generateSidecarNameTable(context: GenerationContext): GeneratedResource[] {
+  const { push, proxy, cache } = context;
+  const scope = sidecarScope(push, proxy);
+  const sidecar = applicableSidecar(push, proxy);
+  const headlessVersions = scope.services
+    .filter(isHeadless)
+    .map((service) => `${service.hostname}=${push.endpointVersions.get(service.hostname) ?? "none"}`);
+  const key = cacheKey(
+    "nds-sidecar",
+    push.configVersion,
+    proxy.namespace,
+    sidecar ? `${sidecar.ref.namespace}/${sidecar.ref.name}` : "-",
+    ipMode(proxy),
+    proxy.network,
+    usesAutoAllocatedAddresses(proxy) ? "auto" : "-",
+    headlessVersions.join(","),
+  );
+  const resource = cache.get(key, () => ({
+    name: "",
+    resource: packAny(NAME_TABLE_TYPE_URL, NameTable, buildNameTable(push, proxy, scope.services)),
+    sources: [],
+  }));
+  return resource ? [resource] : [];
+}
+
+function buildNameTable(push: PushContext, proxy: MeshProxy, services: readonly Service[]): NameTable {
+  const table = new Map<string, NameTable_NameInfo>();
+  for (const service of services) {
+    const registry = REGISTRY_NAMES[service.registry] ?? service.registry;
+    let ips = serviceAddresses(push, proxy, service);
+    if (ips.length === 0 && isHeadless(service)) {
+      const endpoints = headlessEndpoints(push, proxy, service);
+      ips = endpoints.map((endpoint) => endpoint.address);
+      for (const [name, info] of podNames(service, registry, endpoints)) table.set(name, info);
+    }
+    if (ips.length === 0) continue;
+    const kubernetes = service.registry === "kubernetes";
+    const names =
+      kubernetes && !service.hostname.endsWith(CLUSTERSET_SUFFIX)
+        ? { shortname: service.name, namespace: service.namespace }
+        : { shortname: "", namespace: "" };
+    const found = table.get(service.hostname);
+    if (!found) table.set(service.hostname, { ips, registry, ...names, altHosts: [] });
+    else if (found.registry !== REGISTRY_NAMES.kubernetes)
+      table.set(
+        service.hostname,
+        kubernetes
+          ? { ...found, ips, registry, ...(names.shortname ? names : {}) }
+          : { ...found, ips: [...found.ips, ...ips] },
+      );
+  }
+  // Sorted, so that equal tables encode to equal bytes (versions are hashes of them).
+  return NameTable.fromPartial({
+    table: Object.fromEntries([...table].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
+  });
+}
+
+/** Istio's headless case: resolution NONE (Kubernetes clusterIP None, or ServiceEntry NONE) without an address. */
+function isHeadless(service: Service): boolean {
+  return (
+    service.resolution === Resolution.RESOLUTION_PASSTHROUGH &&
+    service.ports.length > 0 &&
+    !service.addresses.some(isUsableAddress)
+  );
+}
+
+function isUsableAddress(address: string): boolean {
+  return address !== "" && address !== "0.0.0.0" && address !== "::";
+}
+
+/**
+ * A service's own addresses for the proxy (Istio's GetAllAddressesForProxy):
+ * a Kubernetes service's cluster IPs of the proxy's families; every IP a
+ * ServiceEntry lists (Istio makes a service per address and merges their
+ * names' addresses); else the auto-allocated ones of the proxy's families,
+ * for a proxy that uses them.
+ */
+function serviceAddresses(push: PushContext, proxy: MeshProxy, service: Service): string[] {
+  const own = service.addresses.filter((address) => isUsableAddress(address) && isIP(address) !== 0);
+  if (service.registry === "kubernetes") return addressesOfProxyFamilies(proxy, own);
+  if (service.addresses.some(isUsableAddress)) return own;
+  const allocated = usesAutoAllocatedAddresses(proxy) ? push.autoAllocatedAddresses(service) : undefined;
+  return allocated ? addressesOfProxyFamilies(proxy, [allocated.ipv4, allocated.ipv6]) : [];
+}
+
+/**
+ * The endpoints a headless service's names answer with (Istio's
+ * ServiceEndpointsByPort for its first port): IP addresses only, ready ones
+ * unless the service publishes not-ready addresses, on the proxy's network
+ * (either side unset counts as the same, as Istio's InNetwork). Sextant's
+ * registry is one cluster, so Istio's cluster-local filter keeps them all.
+ */
+function headlessEndpoints(push: PushContext, proxy: MeshProxy, service: Service): Endpoint[] {
+  const firstPort = service.ports[0];
+  if (!firstPort) return [];
+  return (push.endpointsByHost.get(service.hostname) ?? []).filter(
+    (endpoint) =>
+      endpoint.ports[firstPort.name] !== undefined &&
+      isIP(endpoint.address) !== 0 &&
+      (service.publishNotReadyAddresses === true || isReady(endpoint)) &&
+      (endpoint.network === "" || proxy.network === "" || endpoint.network === proxy.network),
+  );
+}
+
+function isReady(endpoint: Endpoint): boolean {
+  return (
+    endpoint.health === HealthStatus.HEALTH_STATUS_HEALTHY ||
+    endpoint.health === HealthStatus.HEALTH_STATUS_UNSPECIFIED
+  );
+}
+
+/**
+ * Per-pod names of a headless service, as Kubernetes DNS gives them: a pod
+ * with a subdomain is `<hostname>.<subdomain>.` followed by the service's
+ * host without its first label (so `<namespace>.svc.<domain>`), short name
+ * `<hostname>.<subdomain>`, with its address(es).
+ */
+function podNames(
+  service: Service,
+  registry: string,
+  endpoints: readonly Endpoint[],
+): Map<string, NameTable_NameInfo> {
+  const names = new Map<string, NameTable_NameInfo>();
+  const dot = service.hostname.indexOf(".");
+  if (dot < 0) return names;
+  const domain = service.hostname.slice(dot + 1);
+  for (const endpoint of endpoints) {
+    if (!endpoint.subdomain || !endpoint.hostname) continue;
+    const shortname = `${endpoint.hostname}.${endpoint.subdomain}`;
+    const name = `${shortname}.${domain}`;
+    const found = names.get(name);
+    if (found) found.ips.push(endpoint.address);
+    else
+      names.set(name, {
+        ips: [endpoint.address],
+        registry,
+        shortname,
+        namespace: service.namespace,
+        altHosts: [],
+      });
+  }
+  return names;
+}

@@ -8,9 +8,6 @@ export const TABLE_TTL_SECONDS = 30;
 /** The registry name push gives Kubernetes services (Istio's provider.Kubernetes). */
 const KUBERNETES_REGISTRY = "Kubernetes";
 
-/** The query types the table answers; any other goes upstream, as in Istio. */
-export type AddressType = "A" | "AAAA";
-
 /** What the proxy knows of itself, to expand short names as Istio does. */
 export interface LookupContext {
   /** The proxy's namespace: a service's bare name resolves only in it. */

@@ -14,7 +14,6 @@ export const MAX_TCP_MESSAGE = 65_535;
 const HEADER_LENGTH = 12;
 /** Header bits of the 16-bit flags word that are copied from a query to its reply. */
 const OPCODE_MASK = 0x7800;
-const RCODE_MASK = 0x000f;
 
 /** The transport a query came on. */
 export type Transport = "udp" | "tcp";
@@ -81,11 +80,6 @@ export function encodeWithin(reply: packet.Packet, limit: number): Buffer {
   }
   if (kept.answers!.length < answers.length) kept.flags = (reply.flags ?? 0) | packet.TRUNCATED_RESPONSE;
   return packet.encode(kept);
-}
-
-/** The response code of a decoded message's flags (dns-packet decodes it as a name only). */
-export function rcodeOf(message: packet.Packet): number {
-  return (message.flags ?? 0) & RCODE_MASK;
 }
 
 /** A query decoded, or undefined for bytes that are not one (they get no reply, like a dropped datagram). */

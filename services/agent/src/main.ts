@@ -23,7 +23,7 @@ export const agentService: ServiceDefinition<typeof agentSettings> = {
   service: "agent",
   contract: agentContract,
   settings: agentSettings,
-  runners: ({ settings, logger, readiness, http, shutdown }) => {
+  runners: ({ settings, logger, metrics, readiness, http, shutdown }) => {
     http.route(ISTIO_READY_PATH, istioReadyRoute(readiness));
     const identity = identityRunner(settings, logger, readiness, shutdown);
     return [
@@ -64,7 +64,9 @@ export const agentService: ServiceDefinition<typeof agentSettings> = {
               node: nodeFromSettings(settings, "envoy"),
               xdsAddress: settings.XDS_ADDR,
               credentials: () => identity.xdsCredentials(),
+              forwardParallel: settings.DNS_FORWARD_PARALLEL,
               logger,
+              metrics,
               readiness,
             }),
           ]

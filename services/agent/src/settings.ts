@@ -151,6 +151,18 @@ const agentSettingsObject = baseSettings.extend({
       }
       return parsed;
     }),
+  /** Ask every resolv.conf nameserver at once and take the first reply (istio-agent: DNS_FORWARD_PARALLEL). */
+  DNS_FORWARD_PARALLEL: z
+    .string()
+    .default("false")
+    .transform((value, ctx) => {
+      const parsed = parseGoBool(value.trim());
+      if (parsed === undefined) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: "must be true or false" });
+        return z.NEVER;
+      }
+      return parsed;
+    }),
   /** The resolv.conf whose nameservers get the queries the DNS proxy does not answer, and whose search list it expands. */
   DNS_RESOLV_CONF: z.string().min(1).default("/etc/resolv.conf"),
   /** When set, `run` writes the gRPC bootstrap here, as istio-agent does. */

@@ -220,5 +220,8 @@ describe("DNS settings", () => {
     for (const bad of ["15053", "dns.local:53", "127.0.0.1:70000"])
       assert.throws(() => parse({ DNS_PROXY_ADDR: bad }), /DNS_PROXY_ADDR/);
     assert.equal(parse({}).DNS_RESOLV_CONF, "/etc/resolv.conf");
+    assert.equal(parse({}).DNS_FORWARD_PARALLEL, false);
+    assert.equal(parse({ DNS_FORWARD_PARALLEL: "true" }).DNS_FORWARD_PARALLEL, true);
+    assert.throws(() => parse({ DNS_FORWARD_PARALLEL: "sometimes" }), /DNS_FORWARD_PARALLEL/);
   });
 });

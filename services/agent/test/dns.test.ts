@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import { type ServerDuplexStream, status } from "@grpc/grpc-js";
-import { ReadinessGate } from "@sextant/observability";
+import { ReadinessGate, Registry } from "@sextant/observability";
 import { packAny } from "@sextant/proto";
 import {
   AggregatedDiscoveryServiceService,
@@ -23,6 +23,7 @@ import {
   freePort,
   type GrpcServerFixture,
   insecureClientCredentials,
+  metricValue,
   startGrpcServer,
 } from "@sextant/testing";
 import { DNS_READY, type DnsProxyRunner, dnsProxyRunner } from "../src/dns/dns-runner.js";
@@ -162,7 +163,7 @@ const node = proxyNode(
 async function startProxy(
   push: FakePush,
   nameserverLines: string[],
-  readiness?: ReadinessGate,
+  options: { readiness?: ReadinessGate; metrics?: Registry; forwardParallel?: boolean } = {},
 ): Promise<DnsProxyRunner> {
   const dir = mkdtempSync(join(tmpdir(), "agent-dns-"));
   const resolvConf = join(dir, "resolv.conf");
@@ -184,7 +185,7 @@ async function startProxy(
     xdsAddress: push.address,
     credentials: insecureClientCredentials,
     logger: testLogger,
-    readiness,
+    ...options,
     upstreamTimeoutMs: 2_000,
   });
   await runner.start();
@@ -204,6 +205,7 @@ describe("DNS proxy", () => {
   let proxy: DnsProxyRunner;
   let resolver: Resolver;
   const readiness = new ReadinessGate();
+  const metrics = new Registry();
 
   before(async () => {
     await push.start();
@@ -214,7 +216,7 @@ describe("DNS proxy", () => {
       ],
     });
     // The table is held back: the first queries see the proxy before it has one.
-    proxy = await startProxy(push, [`nameserver 127.0.0.1:${upstream.port}`], readiness);
+    proxy = await startProxy(push, [`nameserver 127.0.0.1:${upstream.port}`], { readiness, metrics });
     resolver = resolverFor(proxy.port);
   });
 
@@ -376,6 +378,23 @@ describe("DNS proxy", () => {
     assert.equal(retried.trim().split("\n").length, MANY_IPS.length, "dig retries over TCP");
   });
 
+  test("Istio's metrics count queries, forwarded queries and their duration", async () => {
+    const text = await metrics.metrics();
+    const requests = metricValue(text, "istio_agent_dns_requests_total");
+    const forwarded = metricValue(text, "istio_agent_dns_upstream_requests_total");
+    assert.ok(requests > forwarded && forwarded > 0, `${requests} requests, ${forwarded} forwarded`);
+    assert.equal(metricValue(text, "istio_agent_dns_upstream_failures_total"), 0);
+    assert.equal(metricValue(text, "istio_agent_dns_upstream_request_duration_seconds_count"), forwarded);
+    await resolver.resolve4("reviews");
+    const after = await metrics.metrics();
+    assert.equal(metricValue(after, "istio_agent_dns_requests_total"), requests + 1);
+    assert.equal(
+      metricValue(after, "istio_agent_dns_upstream_requests_total"),
+      forwarded,
+      "a table answer is not forwarded",
+    );
+  });
+
   test("a new table replaces the old one", async () => {
     push.send(
       NameTable.fromPartial({
@@ -426,13 +445,14 @@ describe("DNS proxy", () => {
 
 describe("DNS proxy with its nameserver down", () => {
   const push = new FakePush();
+  const metrics = new Registry();
   let proxy: DnsProxyRunner;
 
   before(async () => {
     await push.start();
     push.table = TABLE;
     // A port nothing listens on: UDP gets ICMP port unreachable, TCP a refused connection.
-    proxy = await startProxy(push, [`nameserver 127.0.0.1:${await freePort()}`]);
+    proxy = await startProxy(push, [`nameserver 127.0.0.1:${await freePort()}`], { metrics });
     await eventually(() => proxy.proxy.hasTable);
   });
 
@@ -448,5 +468,58 @@ describe("DNS proxy with its nameserver down", () => {
     const [tcp] = await queryTcp(proxy.port, [{ name: "example.org", type: "A" }]);
     assert.equal(tcp!.rcode, "SERVFAIL");
     assert.deepEqual(await resolver.resolve4("reviews"), ["10.96.0.20"]);
+    assert.equal(metricValue(await metrics.metrics(), "istio_agent_dns_upstream_failures_total"), 3);
+  });
+});
+
+describe("DNS proxy with two nameservers", () => {
+  const push = new FakePush();
+  const resolvers: TestResolver[] = [];
+  const proxies: DnsProxyRunner[] = [];
+  const zone = { "example.org": [{ type: "A" as const, data: "192.0.2.10" }] };
+
+  before(async () => {
+    await push.start();
+    push.table = TABLE;
+    resolvers.push(await startTestResolver(zone), await startTestResolver(zone));
+  });
+
+  after(async () => {
+    for (const proxy of proxies) await proxy.close();
+    for (const resolver of resolvers) await resolver.close();
+    await push.close();
+  });
+
+  const start = async (options: { forwardParallel?: boolean }, servers: Array<number>) => {
+    const proxy = await startProxy(
+      push,
+      servers.map((port) => `nameserver 127.0.0.1:${port}`),
+      options,
+    );
+    proxies.push(proxy);
+    await eventually(() => proxy.proxy.hasTable);
+    return proxy;
+  };
+
+  test("one after the other by default: the second is asked only when the first fails", async () => {
+    const [first, second] = resolvers as [TestResolver, TestResolver];
+    const proxy = await start({}, [first.port, second.port]);
+    assert.deepEqual(await resolverFor(proxy.port).resolve4("example.org"), ["192.0.2.10"]);
+    assert.equal(first.queries.length, 1);
+    assert.equal(second.queries.length, 0);
+    const down = await freePort();
+    const fallback = await start({}, [down, second.port]);
+    assert.deepEqual(await resolverFor(fallback.port).resolve4("example.org"), ["192.0.2.10"]);
+    assert.equal(second.queries.length, 1);
+  });
+
+  test("DNS_FORWARD_PARALLEL: every nameserver is asked at once", async () => {
+    const [first, second] = resolvers as [TestResolver, TestResolver];
+    const before = [first.queries.length, second.queries.length];
+    const proxy = await start({ forwardParallel: true }, [first.port, second.port]);
+    assert.deepEqual(await resolverFor(proxy.port).resolve4("example.org"), ["192.0.2.10"]);
+    await eventually(
+      () => first.queries.length === before[0]! + 1 && second.queries.length === before[1]! + 1,
+    );
   });
 });

@@ -1,4 +1,5 @@
 import type { Logger } from "@sextant/observability";
+import type { DnsMetrics } from "./dns-metrics.js";
 import type { LookupTable } from "./lookup-table.js";
 import type { Nameserver } from "./resolv-conf.js";
 import { forwardQuery } from "./upstream.js";
@@ -10,6 +11,9 @@ export interface DnsProxyOptions {
   nameservers: readonly Nameserver[];
   /** How long each upstream attempt may take (Istio: 5 s). */
   upstreamTimeoutMs?: number;
+  /** Ask every nameserver at once and take the first reply (DNS_FORWARD_PARALLEL), instead of one after the other. */
+  parallel?: boolean;
+  metrics?: DnsMetrics;
   logger: Logger;
 }
 
@@ -43,18 +47,27 @@ export class DnsProxy {
   async answer(bytes: Buffer, transport: Transport): Promise<Buffer | undefined> {
     const query = decodeQuery(bytes);
     if (!query) return undefined;
+    const { metrics } = this.#options;
+    metrics?.requests.inc();
     const limit = replySizeLimit(query, transport);
     const question = query.questions?.[0];
     const table = this.#table;
     if (!question || !table) return encodeWithin(replyTo(query, "SERVFAIL"), limit);
     const local = table.lookup(question.type, question.name);
     if (local) return encodeWithin(replyTo(query, "NOERROR", { authoritative: true, ...local }), limit);
+    metrics?.upstreamRequests.inc();
+    const stopTimer = metrics?.upstreamDuration.startTimer();
     const upstream = await forwardQuery(bytes, transport, {
       nameservers: this.#options.nameservers,
       timeoutMs: this.#options.upstreamTimeoutMs,
+      parallel: this.#options.parallel,
       logger: this.#options.logger,
     });
-    if (!upstream) return encodeWithin(replyTo(query, "SERVFAIL"), limit);
+    stopTimer?.();
+    if (!upstream) {
+      metrics?.upstreamFailures.inc();
+      return encodeWithin(replyTo(query, "SERVFAIL"), limit);
+    }
     // Upstream sized its reply for the same client (the query carries its EDNS size), so it
     // normally fits as it is; only a reply over the limit is decoded and cut down.
     if (upstream.length <= limit) return upstream;

@@ -1,8 +1,9 @@
 import type { ChannelCredentials } from "@grpc/grpc-js";
-import type { Logger, ReadinessGate } from "@sextant/observability";
+import type { Logger, ReadinessGate, Registry } from "@sextant/observability";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import type { Runner } from "@sextant/runtime";
 import type { ProxyNode } from "../node/proxy-node.js";
+import { DnsMetrics } from "./dns-metrics.js";
 import { DnsProxy } from "./dns-proxy.js";
 import { DnsServer } from "./dns-server.js";
 import { LookupTable } from "./lookup-table.js";
@@ -28,7 +29,11 @@ export interface DnsProxyRunnerOptions {
   xdsAddress: string;
   /** mTLS towards push, as the xDS proxy's; called once, when the stream first opens. */
   credentials: () => ChannelCredentials;
+  /** DNS_FORWARD_PARALLEL. */
+  forwardParallel?: boolean;
   logger: Logger;
+  /** Where the istio_agent_dns_* metrics go. */
+  metrics?: Registry;
   readiness?: ReadinessGate;
   /** Per upstream attempt (Istio: 5 s); tests shorten it. */
   upstreamTimeoutMs?: number;
@@ -77,6 +82,8 @@ export function dnsProxyRunner(options: DnsProxyRunnerOptions): DnsProxyRunner {
       const dnsProxy = new DnsProxy({
         nameservers: resolvConf.nameservers,
         upstreamTimeoutMs: options.upstreamTimeoutMs,
+        parallel: options.forwardParallel,
+        metrics: options.metrics ? new DnsMetrics(options.metrics) : undefined,
         logger,
       });
       proxy = dnsProxy;

@@ -13,39 +13,59 @@ export interface ForwardOptions {
   /** The pod's resolv.conf nameservers, tried in order. */
   nameservers: readonly Nameserver[];
   timeoutMs?: number;
+  /** All nameservers at once, the first reply wins (Istio's DNS_FORWARD_PARALLEL). */
+  parallel?: boolean;
   logger: Logger;
 }
 
 /**
- * Sends a query, as received, to the nameservers one after the other over
- * the transport the client used (as Istio does), and returns the first
- * reply's bytes, unchanged: a truncated UDP reply reaches the client with
- * its TC bit, and the client's retry over TCP is forwarded over TCP.
- * Undefined when no nameserver answered (the caller answers SERVFAIL).
+ * Sends a query, as received, to the nameservers over the transport the
+ * client used (as Istio does): one after the other, or all at once with
+ * `parallel`. Returns the first reply's bytes, unchanged: a truncated UDP
+ * reply reaches the client with its TC bit, and the client's retry over TCP
+ * is forwarded over TCP. Undefined when no nameserver answered (the caller
+ * answers SERVFAIL).
  */
 export async function forwardQuery(
   query: Buffer,
   transport: Transport,
   options: ForwardOptions,
 ): Promise<Buffer | undefined> {
-  const timeoutMs = options.timeoutMs ?? UPSTREAM_TIMEOUT_MS;
-  const id = query.readUInt16BE(0);
+  const ask = (server: Nameserver) => exchange(query, transport, server, options);
+  if (options.parallel) return Promise.any(options.nameservers.map(ask)).catch(() => undefined);
   for (const server of options.nameservers) {
     try {
-      const reply =
-        transport === "udp"
-          ? await exchangeUdp(query, server, timeoutMs)
-          : await exchangeTcp(query, server, timeoutMs);
-      if (reply.length >= 2 && reply.readUInt16BE(0) === id) return reply;
-      throw new Error("the reply does not match the query's id");
-    } catch (error) {
-      options.logger.info(
-        { server: `${server.host}:${server.port}`, transport, err: (error as Error).message },
-        "DNS proxy: upstream failure",
-      );
+      return await ask(server);
+    } catch {
+      // Logged by exchange; the next nameserver is tried.
     }
   }
   return undefined;
+}
+
+/** One nameserver's reply to the query; rejects (after logging why) when there is none or it does not match. */
+async function exchange(
+  query: Buffer,
+  transport: Transport,
+  server: Nameserver,
+  options: ForwardOptions,
+): Promise<Buffer> {
+  const timeoutMs = options.timeoutMs ?? UPSTREAM_TIMEOUT_MS;
+  try {
+    const reply =
+      transport === "udp"
+        ? await exchangeUdp(query, server, timeoutMs)
+        : await exchangeTcp(query, server, timeoutMs);
+    if (reply.length < 2 || reply.readUInt16BE(0) !== query.readUInt16BE(0))
+      throw new Error("the reply does not match the query's id");
+    return reply;
+  } catch (error) {
+    options.logger.info(
+      { server: `${server.host}:${server.port}`, transport, err: (error as Error).message },
+      "DNS proxy: upstream failure",
+    );
+    throw error;
+  }
 }
 
 /** One query over a connected UDP socket: a refused port fails at once instead of timing out. */

@@ -34,13 +34,13 @@ const SPIFFE_ID = /^spiffe:\/\/([^/]+)\/ns\/([^/]+)\/sa\/([^/]+)$/;
 const META_PREFIX = "ISTIO_META_";
 const META_JSON_PREFIX = "ISTIO_METAJSON_";
 
-/** `host:port` or `[ipv6]:port`, with `localhost` read as 127.0.0.1 (Istio's default address). */
+/** `<ip>:port`, `[<ipv6>]:port` or `localhost:port` (Istio's default address, whose families the DNS proxy picks). */
 function parseHostPort(value: string): { host: string; port: number } | undefined {
   const match = /^\[([^\]]+)\]:(\d+)$/.exec(value) ?? /^([^:]+):(\d+)$/.exec(value);
   if (!match) return undefined;
-  const host = match[1] === "localhost" ? "127.0.0.1" : match[1]!;
+  const host = match[1]!;
   const port = Number(match[2]);
-  return isIP(host) !== 0 && port <= 65_535 ? { host, port } : undefined;
+  return (host === "localhost" || isIP(host) !== 0) && port <= 65_535 ? { host, port } : undefined;
 }
 
 /**
@@ -139,14 +139,17 @@ const agentSettingsObject = baseSettings.extend({
     .string()
     .default("./var/lib/istio/data")
     .transform((value) => value.trim() || undefined),
-  /** The DNS proxy's address when ISTIO_META_DNS_CAPTURE is true (istio-agent: DNS_PROXY_ADDR); `localhost` is 127.0.0.1. */
+  /** The DNS proxy's address when ISTIO_META_DNS_CAPTURE is true (istio-agent: DNS_PROXY_ADDR). */
   DNS_PROXY_ADDR: z
     .string()
     .default(`localhost:${AGENT_PORTS.dnsProxy}`)
     .transform((value, ctx) => {
       const parsed = parseHostPort(value.trim());
       if (!parsed) {
-        ctx.addIssue({ code: z.ZodIssueCode.custom, message: "must be <ip or localhost>:<port>" });
+        ctx.addIssue({
+          code: z.ZodIssueCode.custom,
+          message: "must be <ip>:<port>, [<ipv6>]:<port> or localhost:<port>",
+        });
         return z.NEVER;
       }
       return parsed;

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { NameTable } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
 import { parseSettings, SettingsError } from "@sextant/runtime";
+import { listenAddresses } from "../src/dns/dns-runner.js";
 import { LookupTable } from "../src/dns/lookup-table.js";
 import { parseResolvConf } from "../src/dns/resolv-conf.js";
 import { encodeWithin, packet } from "../src/dns/wire.js";
@@ -136,6 +137,22 @@ describe("resolv.conf", () => {
   });
 });
 
+describe("listen addresses", () => {
+  const v4 = { host: "10.96.0.10", port: 53 };
+  const v6 = { host: "fd00::10", port: 53 };
+
+  test("localhost is 127.0.0.1, ::1 or both, by the families of resolv.conf's nameservers, as Istio binds it", () => {
+    assert.deepEqual(listenAddresses("localhost", [v4]), ["127.0.0.1"]);
+    assert.deepEqual(listenAddresses("localhost", [v6]), ["::1"]);
+    assert.deepEqual(listenAddresses("localhost", [v6, v4]), ["127.0.0.1", "::1"]);
+    assert.deepEqual(listenAddresses("localhost", []), ["127.0.0.1"]);
+  });
+
+  test("an IP address is used as given", () => {
+    assert.deepEqual(listenAddresses("0.0.0.0", [v6]), ["0.0.0.0"]);
+  });
+});
+
 describe("truncation", () => {
   const answers = Array.from({ length: 40 }, (_, i) => ({
     type: "A" as const,
@@ -213,8 +230,8 @@ describe("DNS settings", () => {
     );
   });
 
-  test("DNS_PROXY_ADDR: Istio's localhost:15053 by default, localhost meaning 127.0.0.1; bad values refused", () => {
-    assert.deepEqual(parse({}).DNS_PROXY_ADDR, { host: "127.0.0.1", port: 15053 });
+  test("DNS_PROXY_ADDR: Istio's localhost:15053 by default; bad values refused", () => {
+    assert.deepEqual(parse({}).DNS_PROXY_ADDR, { host: "localhost", port: 15053 });
     assert.deepEqual(parse({ DNS_PROXY_ADDR: "[::1]:5353" }).DNS_PROXY_ADDR, { host: "::1", port: 5353 });
     assert.deepEqual(parse({ DNS_PROXY_ADDR: "0.0.0.0:53" }).DNS_PROXY_ADDR, { host: "0.0.0.0", port: 53 });
     for (const bad of ["15053", "dns.local:53", "127.0.0.1:70000"])

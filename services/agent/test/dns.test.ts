@@ -163,7 +163,13 @@ const node = proxyNode(
 async function startProxy(
   push: FakePush,
   nameserverLines: string[],
-  options: { readiness?: ReadinessGate; metrics?: Registry; forwardParallel?: boolean } = {},
+  options: {
+    readiness?: ReadinessGate;
+    metrics?: Registry;
+    forwardParallel?: boolean;
+    host?: string;
+    port?: number;
+  } = {},
 ): Promise<DnsProxyRunner> {
   const dir = mkdtempSync(join(tmpdir(), "agent-dns-"));
   const resolvConf = join(dir, "resolv.conf");
@@ -177,7 +183,7 @@ async function startProxy(
     ].join("\n"),
   );
   const runner = dnsProxyRunner({
-    address: { host: "127.0.0.1", port: 0 },
+    address: { host: options.host ?? "127.0.0.1", port: options.port ?? 0 },
     resolvConfPath: resolvConf,
     namespace: "default",
     domainSuffix: "cluster.local",
@@ -192,10 +198,10 @@ async function startProxy(
   return runner;
 }
 
-function resolverFor(port: number): Resolver {
+function resolverFor(port: number, host = "127.0.0.1"): Resolver {
   // One try and a short timeout: a missing reply fails the test rather than retrying.
   const resolver = new Resolver({ timeout: 3_000, tries: 1 });
-  resolver.setServers([`127.0.0.1:${port}`]);
+  resolver.setServers([host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`]);
   return resolver;
 }
 
@@ -511,6 +517,24 @@ describe("DNS proxy with two nameservers", () => {
     const fallback = await start({}, [down, second.port]);
     assert.deepEqual(await resolverFor(fallback.port).resolve4("example.org"), ["192.0.2.10"]);
     assert.equal(second.queries.length, 1);
+  });
+
+  test("on localhost with an IPv4 and an IPv6 nameserver: listens on 127.0.0.1 and ::1, both answering", async () => {
+    const [first] = resolvers as [TestResolver, TestResolver];
+    const port = await freePort();
+    const proxy = await startProxy(
+      push,
+      [`nameserver 127.0.0.1:${first.port}`, `nameserver [::1]:${await freePort()}`],
+      {
+        host: "localhost",
+        port,
+      },
+    );
+    proxies.push(proxy);
+    await eventually(() => proxy.proxy.hasTable);
+    assert.deepEqual(proxy.addresses, [`127.0.0.1:${port}`, `[::1]:${port}`]);
+    assert.deepEqual(await resolverFor(port, "::1").resolve4("reviews"), ["10.96.0.20"]);
+    assert.deepEqual(await resolverFor(port, "127.0.0.1").resolve4("reviews"), ["10.96.0.20"]);
   });
 
   test("DNS_FORWARD_PARALLEL: every nameserver is asked at once", async () => {

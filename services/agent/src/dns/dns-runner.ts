@@ -1,3 +1,4 @@
+import { isIPv6 } from "node:net";
 import type { ChannelCredentials } from "@grpc/grpc-js";
 import type { Logger, ReadinessGate, Registry } from "@sextant/observability";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
@@ -8,14 +9,33 @@ import { DnsProxy } from "./dns-proxy.js";
 import { DnsServer } from "./dns-server.js";
 import { LookupTable } from "./lookup-table.js";
 import { NdsClient } from "./nds-client.js";
-import { readResolvConf } from "./resolv-conf.js";
+import { type Nameserver, readResolvConf } from "./resolv-conf.js";
 
 /** The readiness condition held until the first name table arrives (Istio's agent readiness check does the same). */
 export const DNS_READY = "dns";
 
+/**
+ * The addresses to listen on. `localhost` is Istio's default: 127.0.0.1 when
+ * resolv.conf names an IPv4 nameserver, ::1 when it names an IPv6 one (both
+ * in a dual-stack pod, whose resolver may use either), 127.0.0.1 when it
+ * names none.
+ */
+export function listenAddresses(host: string, nameservers: readonly Nameserver[]): string[] {
+  if (host !== "localhost") return [host];
+  const families = new Set<string>(nameservers.map((ns) => (isIPv6(ns.host) ? "::1" : "127.0.0.1")));
+  return families.size === 0
+    ? ["127.0.0.1"]
+    : ["127.0.0.1", "::1"].filter((address) => families.has(address));
+}
+
+/** `host:port` of each server, IPv6 hosts in brackets. */
+function addressesOf(servers: readonly DnsServer[]): string[] {
+  return servers.map((server) => `${isIPv6(server.host) ? `[${server.host}]` : server.host}:${server.port}`);
+}
+
 /** Options of {@link dnsProxyRunner}. */
 export interface DnsProxyRunnerOptions {
-  /** DNS_PROXY_ADDR. */
+  /** DNS_PROXY_ADDR: an IP address, or `localhost` (see {@link listenAddresses}); port 0 picks a free one. */
   address: { host: string; port: number };
   /** DNS_RESOLV_CONF: upstream nameservers and the search list. */
   resolvConfPath: string;
@@ -39,9 +59,12 @@ export interface DnsProxyRunnerOptions {
   upstreamTimeoutMs?: number;
 }
 
-/** The DNS proxy runner; once started, `port` is the bound port and `proxy` answers queries. */
+/** The DNS proxy runner; once started, `addresses` are where it listens and `proxy` answers queries. */
 export interface DnsProxyRunner extends Runner {
+  /** The first address's bound port. */
   readonly port: number;
+  /** Every address it listens on, `host:port`. */
+  readonly addresses: string[];
   readonly proxy: DnsProxy;
 }
 
@@ -56,12 +79,15 @@ export function dnsProxyRunner(options: DnsProxyRunnerOptions): DnsProxyRunner {
   const { logger } = options;
   options.readiness?.require(DNS_READY);
   let proxy: DnsProxy | undefined;
-  let server: DnsServer | undefined;
+  const servers: DnsServer[] = [];
   let nds: NdsClient | undefined;
   return {
     name: "dns-proxy",
     get port() {
-      return server?.port ?? 0;
+      return servers[0]?.port ?? 0;
+    },
+    get addresses() {
+      return addressesOf(servers);
     },
     get proxy() {
       if (!proxy) throw new Error("the DNS proxy is not started");
@@ -87,13 +113,16 @@ export function dnsProxyRunner(options: DnsProxyRunnerOptions): DnsProxyRunner {
         logger,
       });
       proxy = dnsProxy;
-      server = new DnsServer({
-        host: options.address.host,
-        port: options.address.port,
-        handler: (query, transport) => dnsProxy.answer(query, transport),
-        logger,
-      });
-      await server.listen();
+      for (const host of listenAddresses(options.address.host, resolvConf.nameservers)) {
+        const server = new DnsServer({
+          host,
+          port: options.address.port,
+          handler: (query, transport) => dnsProxy.answer(query, transport),
+          logger,
+        });
+        await server.listen();
+        servers.push(server);
+      }
       const { node } = options;
       nds = new NdsClient({
         address: options.xdsAddress,
@@ -120,7 +149,7 @@ export function dnsProxyRunner(options: DnsProxyRunnerOptions): DnsProxyRunner {
       nds.start();
       logger.info(
         {
-          address: `${options.address.host}:${server.port}`,
+          addresses: addressesOf(servers),
           nameservers: resolvConf.nameservers.map((ns) => `${ns.host}:${ns.port}`),
           search: resolvConf.search,
         },
@@ -129,7 +158,7 @@ export function dnsProxyRunner(options: DnsProxyRunnerOptions): DnsProxyRunner {
     },
     async close() {
       nds?.close();
-      await server?.close();
+      for (const server of servers) await server.close();
     },
   };
 }

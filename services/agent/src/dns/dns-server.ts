@@ -37,6 +37,11 @@ export class DnsServer {
     this.#options = options;
   }
 
+  /** The address it listens on. */
+  get host(): string {
+    return this.#options.host;
+  }
+
   /** The bound port (UDP and TCP), once listening. */
   get port(): number {
     return this.#port;

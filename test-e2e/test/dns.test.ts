@@ -156,6 +156,22 @@ describe("DNS proxy end to end: two push replicas, one DNS-capturing agent on ea
     }
   });
 
+  it("/debug/ndsz on each agent's status port shows the table push sent", async () => {
+    for (const { agent } of agents) {
+      const response = await fetch(`http://127.0.0.1:${agent.process.httpPort}/debug/ndsz`);
+      assert.equal(response.status, 200);
+      const view = (await response.json()) as {
+        table: Record<string, { ips: string[]; altHosts?: string[] }>;
+      };
+      assert.deepEqual(view.table["ratings.default.svc.cluster.local"]?.altHosts, [
+        "ratings",
+        "ratings.default",
+        "ratings.default.svc",
+      ]);
+      assert.match(view.table["api.partner.example"]?.ips[0] ?? "", /^240\.240\./);
+    }
+  });
+
   it("example.org goes to the pod's nameserver on loopback; an unknown name is its NXDOMAIN", async () => {
     for (const { dnsPort } of agents) {
       const resolver = resolverOf(dnsPort);

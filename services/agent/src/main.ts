@@ -2,12 +2,11 @@
 // `agent bootstrap envoy|grpc` prints a bootstrap instead (src/cli.ts).
 import { pathToFileURL } from "node:url";
 import type { ServiceDefinition } from "@sextant/runtime";
-import { nodeFromSettings } from "./bootstrap/from-settings.js";
 import { grpcBootstrapRunner } from "./bootstrap/grpc-bootstrap-runner.js";
 import { certificateFilesRunner } from "./certs/certificate-files.js";
 import { runCli } from "./cli.js";
 import { agentContract } from "./contract.js";
-import { dnsProxyRunner } from "./dns/dns-runner.js";
+import { dnsProxyFromSettings } from "./dns/from-settings.js";
 import { ISTIO_READY_PATH, istioReadyRoute } from "./health.js";
 import { identityRunner } from "./identity-runner.js";
 import { sdsServerRunner } from "./sds/sds-runner.js";
@@ -26,6 +25,14 @@ export const agentService: ServiceDefinition<typeof agentSettings> = {
   runners: ({ settings, logger, metrics, readiness, http, shutdown }) => {
     http.route(ISTIO_READY_PATH, istioReadyRoute(readiness));
     const identity = identityRunner(settings, logger, readiness, shutdown);
+    // The DNS proxy when ISTIO_META_DNS_CAPTURE is true (and its /debug/ndsz route).
+    const dnsProxy = dnsProxyFromSettings(settings, {
+      credentials: () => identity.xdsCredentials(),
+      logger,
+      metrics,
+      readiness,
+      http,
+    });
     return [
       // Key, CSR and certificate from ca (CA_ADDR), renewed before expiry; the trust bundle from ca.
       identity,
@@ -53,24 +60,8 @@ export const agentService: ServiceDefinition<typeof agentSettings> = {
         logger,
         readiness,
       }),
-      // The DNS proxy on DNS_PROXY_ADDR, answering from push's name table, when ISTIO_META_DNS_CAPTURE is true.
-      ...(settings.DNS_CAPTURE
-        ? [
-            dnsProxyRunner({
-              address: settings.DNS_PROXY_ADDR,
-              resolvConfPath: settings.DNS_RESOLV_CONF,
-              namespace: settings.POD_NAMESPACE,
-              domainSuffix: settings.DOMAIN_SUFFIX,
-              node: nodeFromSettings(settings, "envoy"),
-              xdsAddress: settings.XDS_ADDR,
-              credentials: () => identity.xdsCredentials(),
-              forwardParallel: settings.DNS_FORWARD_PARALLEL,
-              logger,
-              metrics,
-              readiness,
-            }),
-          ]
-        : []),
+      // The DNS proxy on DNS_PROXY_ADDR, last: it needs the identity for its stream to push.
+      ...(dnsProxy ? [dnsProxy] : []),
     ];
   },
 };

@@ -5,12 +5,13 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { Resolver } from "node:dns/promises";
 import { mkdtempSync, writeFileSync } from "node:fs";
+import type { IncomingMessage } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import { type ServerDuplexStream, status } from "@grpc/grpc-js";
-import { ReadinessGate, Registry } from "@sextant/observability";
+import { JsonAnswer, ReadinessGate, Registry } from "@sextant/observability";
 import { packAny } from "@sextant/proto";
 import {
   AggregatedDiscoveryServiceService,
@@ -28,6 +29,7 @@ import {
 } from "@sextant/testing";
 import { DNS_READY, type DnsProxyRunner, dnsProxyRunner } from "../src/dns/dns-runner.js";
 import { NAME_TABLE_TYPE_URL } from "../src/dns/nds-client.js";
+import { ndszRoute } from "../src/dns/ndsz.js";
 import { proxyNode } from "../src/node/proxy-node.js";
 import { queryTcp, queryUdp, startTestResolver, type TestResolver } from "./helpers/dns.js";
 import { testLogger } from "./helpers/logger.js";
@@ -198,6 +200,12 @@ async function startProxy(
   return runner;
 }
 
+/** /debug/ndsz as a caller at `remoteAddress` gets it. */
+async function ndsz(proxy: DnsProxyRunner, remoteAddress: string): Promise<unknown> {
+  const request = { socket: { remoteAddress } } as IncomingMessage;
+  return ndszRoute(() => proxy.started)(new URLSearchParams(), request);
+}
+
 function resolverFor(port: number, host = "127.0.0.1"): Resolver {
   // One try and a short timeout: a missing reply fails the test rather than retrying.
   const resolver = new Resolver({ timeout: 3_000, tries: 1 });
@@ -237,6 +245,7 @@ describe("DNS proxy", () => {
     assert.equal(reply.rcode, "SERVFAIL");
     assert.deepEqual(readiness.pending, [DNS_READY]);
     assert.deepEqual(upstream.queries, [], "nothing is forwarded before the table");
+    assert.deepEqual(await ndsz(proxy, "127.0.0.1"), new JsonAnswer(404, {}));
     push.send(TABLE);
     await eventually(() => proxy.proxy.hasTable, { message: "table received" });
     assert.deepEqual(readiness.pending, []);
@@ -399,6 +408,26 @@ describe("DNS proxy", () => {
       forwarded,
       "a table answer is not forwarded",
     );
+  });
+
+  test("/debug/ndsz: the table with each host's other names, to local callers only", async () => {
+    const view = (await ndsz(proxy, "::ffff:127.0.0.1")) as {
+      table: Record<string, { altHosts?: string[]; ips: string[] }>;
+    };
+    assert.deepEqual(view.table["reviews.default.svc.cluster.local"], {
+      ips: ["10.96.0.20"],
+      registry: "Kubernetes",
+      shortname: "reviews",
+      namespace: "default",
+      altHosts: ["reviews", "reviews.default", "reviews.default.svc"],
+    });
+    assert.deepEqual(view.table["ratings.other.svc.cluster.local"]?.altHosts, [
+      "ratings.other",
+      "ratings.other.svc",
+    ]);
+    assert.deepEqual(view.table["api.external.com"]?.altHosts ?? [], []);
+    const refused = await ndsz(proxy, "10.0.0.7");
+    assert.ok(refused instanceof JsonAnswer && refused.status === 403);
   });
 
   test("a new table replaces the old one", async () => {

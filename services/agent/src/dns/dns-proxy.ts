@@ -38,6 +38,11 @@ export class DnsProxy {
     return this.#table !== undefined;
   }
 
+  /** The table in use, for `/debug/ndsz`. */
+  get table(): LookupTable | undefined {
+    return this.#table;
+  }
+
   /** Replaces the table; queries in flight finish with the one they started with. */
   setTable(table: LookupTable): void {
     this.#table = table;

@@ -65,6 +65,8 @@ export interface DnsProxyRunner extends Runner {
   readonly port: number;
   /** Every address it listens on, `host:port`. */
   readonly addresses: string[];
+  /** The proxy once started, else undefined (for routes registered before the start). */
+  readonly started: DnsProxy | undefined;
   readonly proxy: DnsProxy;
 }
 
@@ -91,6 +93,9 @@ export function dnsProxyRunner(options: DnsProxyRunnerOptions): DnsProxyRunner {
     },
     get proxy() {
       if (!proxy) throw new Error("the DNS proxy is not started");
+      return proxy;
+    },
+    get started() {
       return proxy;
     },
     async start() {

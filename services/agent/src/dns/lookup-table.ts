@@ -63,8 +63,11 @@ export class LookupTable {
   readonly #v6 = new Map<string, string[]>();
   /** Search-expanded name → the name it stands for. */
   readonly #cname = new Map<string, string>();
+  /** The table as push sent it, with each host's other names: what `/debug/ndsz` shows. */
+  readonly debugView: NameTable;
 
   constructor(table: NameTable, context: LookupContext) {
+    const debugTable: NameTable["table"] = {};
     const firstSearch = context.search[0] ? canonicalName(context.search[0]) : undefined;
     for (const [host, info] of Object.entries(table.table)) {
       const v4 = info.ips.filter((ip) => isIPv4(ip));
@@ -72,6 +75,10 @@ export class LookupTable {
       // A host whose addresses are all malformed answers nothing: leave it to upstream.
       if (v4.length === 0 && v6.length === 0) continue;
       const names = namesOf(host, info, context);
+      debugTable[host] = {
+        ...info,
+        altHosts: [...names].filter((name) => name !== canonicalName(host)).sort(),
+      };
       for (const name of names) {
         this.#names.add(name);
         if (v4.length > 0) this.#v4.set(name, v4);
@@ -84,6 +91,7 @@ export class LookupTable {
         this.#names.add(expanded);
       }
     }
+    this.debugView = { table: debugTable, nameInfo: undefined };
   }
 
   /** The number of names answered (hosts, their short forms and their search-expanded aliases). */

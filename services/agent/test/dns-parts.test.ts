@@ -5,6 +5,7 @@ import { describe, test } from "node:test";
 import { NameTable } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
 import { parseSettings, SettingsError } from "@sextant/runtime";
 import { listenAddresses } from "../src/dns/dns-runner.js";
+import { dnsPlan, ISTIO_RESOLV_CONF } from "../src/dns/from-settings.js";
 import { LookupTable } from "../src/dns/lookup-table.js";
 import { parseResolvConf } from "../src/dns/resolv-conf.js";
 import { encodeWithin, packet } from "../src/dns/wire.js";
@@ -150,6 +151,43 @@ describe("listen addresses", () => {
 
   test("an IP address is used as given", () => {
     assert.deepEqual(listenAddresses("0.0.0.0", [v6]), ["0.0.0.0"]);
+  });
+});
+
+describe("port 53 (Istio's mode without iptables)", () => {
+  const exists = (path: string) => path === ISTIO_RESOLV_CONF;
+  const none = () => false;
+
+  test("another port: as configured, SERVFAIL until the first table", () => {
+    assert.deepEqual(dnsPlan({ host: "localhost", port: 15053 }, "/etc/resolv.conf", { uid: 0, exists }), {
+      address: { host: "localhost", port: 15053 },
+      resolvConfPath: "/etc/resolv.conf",
+      forwardBeforeTable: false,
+    });
+  });
+
+  test("as root: forwards before the first table, and reads the host's saved resolv.conf when it exists", () => {
+    const plan = dnsPlan({ host: "127.0.0.1", port: 53 }, "/etc/resolv.conf", { uid: 0, exists });
+    assert.deepEqual(plan, {
+      address: { host: "127.0.0.1", port: 53 },
+      resolvConfPath: ISTIO_RESOLV_CONF,
+      forwardBeforeTable: true,
+    });
+    assert.equal(
+      dnsPlan({ host: "127.0.0.1", port: 53 }, "/etc/resolv.conf", { uid: 0, exists: none }).resolvConfPath,
+      "/etc/resolv.conf",
+    );
+    assert.equal(
+      dnsPlan({ host: "127.0.0.1", port: 53 }, "/tmp/r.conf", { uid: 0, exists }).resolvConfPath,
+      "/tmp/r.conf",
+    );
+  });
+
+  test("not root: back to localhost:15053, with a warning", () => {
+    const plan = dnsPlan({ host: "127.0.0.1", port: 53 }, "/etc/resolv.conf", { uid: 1337, exists });
+    assert.deepEqual(plan.address, { host: "localhost", port: 15053 });
+    assert.equal(plan.forwardBeforeTable, false);
+    assert.match(plan.warning ?? "", /not run as root/);
   });
 });
 

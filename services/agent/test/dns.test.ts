@@ -166,6 +166,7 @@ async function startProxy(
   push: FakePush,
   nameserverLines: string[],
   options: {
+    forwardBeforeTable?: boolean;
     readiness?: ReadinessGate;
     metrics?: Registry;
     forwardParallel?: boolean;
@@ -564,6 +565,26 @@ describe("DNS proxy with two nameservers", () => {
     assert.deepEqual(proxy.addresses, [`127.0.0.1:${port}`, `[::1]:${port}`]);
     assert.deepEqual(await resolverFor(port, "::1").resolve4("reviews"), ["10.96.0.20"]);
     assert.deepEqual(await resolverFor(port, "127.0.0.1").resolve4("reviews"), ["10.96.0.20"]);
+  });
+
+  test("in the port-53 mode, queries are forwarded until the first table, then the table answers", async () => {
+    const [first] = resolvers as [TestResolver, TestResolver];
+    const held = new FakePush();
+    await held.start();
+    try {
+      const proxy = await startProxy(held, [`nameserver 127.0.0.1:${first.port}`], {
+        forwardBeforeTable: true,
+      });
+      proxies.push(proxy);
+      const resolver = resolverFor(proxy.port);
+      assert.deepEqual(await resolver.resolve4("example.org"), ["192.0.2.10"]);
+      await assert.rejects(resolver.resolve4("reviews"), { code: "ENOTFOUND" }, "upstream's answer for now");
+      held.send(TABLE);
+      await eventually(() => proxy.proxy.hasTable);
+      assert.deepEqual(await resolver.resolve4("reviews"), ["10.96.0.20"]);
+    } finally {
+      await held.close();
+    }
   });
 
   test("DNS_FORWARD_PARALLEL: every nameserver is asked at once", async () => {

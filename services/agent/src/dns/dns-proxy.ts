@@ -13,6 +13,8 @@ export interface DnsProxyOptions {
   upstreamTimeoutMs?: number;
   /** Ask every nameserver at once and take the first reply (DNS_FORWARD_PARALLEL), instead of one after the other. */
   parallel?: boolean;
+  /** Forward every query until the first table arrives, instead of SERVFAIL (Istio's mode on port 53, without iptables). */
+  forwardBeforeTable?: boolean;
   metrics?: DnsMetrics;
   logger: Logger;
 }
@@ -23,7 +25,9 @@ export interface DnsProxyOptions {
  * everything else forwarded to the pod's nameservers as received. Until the
  * first table arrives every query gets SERVFAIL, as in Istio: an answer
  * from upstream could contradict the table a moment later (an
- * auto-allocated ServiceEntry address is not in any upstream DNS).
+ * auto-allocated ServiceEntry address is not in any upstream DNS). Only
+ * when the proxy is the host's resolver itself (port 53) does it forward
+ * meanwhile, since the host has no other.
  */
 export class DnsProxy {
   readonly #options: DnsProxyOptions;
@@ -57,8 +61,9 @@ export class DnsProxy {
     const limit = replySizeLimit(query, transport);
     const question = query.questions?.[0];
     const table = this.#table;
-    if (!question || !table) return encodeWithin(replyTo(query, "SERVFAIL"), limit);
-    const local = table.lookup(question.type, question.name);
+    if (!question || (!table && !this.#options.forwardBeforeTable))
+      return encodeWithin(replyTo(query, "SERVFAIL"), limit);
+    const local = table?.lookup(question.type, question.name);
     if (local) return encodeWithin(replyTo(query, "NOERROR", { authoritative: true, ...local }), limit);
     metrics?.upstreamRequests.inc();
     const stopTimer = metrics?.upstreamDuration.startTimer();

@@ -51,6 +51,8 @@ export interface DnsProxyRunnerOptions {
   credentials: () => ChannelCredentials;
   /** DNS_FORWARD_PARALLEL. */
   forwardParallel?: boolean;
+  /** Forward queries before the first table instead of SERVFAIL (the port-53 mode, see {@link dnsPlan}). */
+  forwardBeforeTable?: boolean;
   logger: Logger;
   /** Where the istio_agent_dns_* metrics go. */
   metrics?: Registry;
@@ -114,6 +116,7 @@ export function dnsProxyRunner(options: DnsProxyRunnerOptions): DnsProxyRunner {
         nameservers: resolvConf.nameservers,
         upstreamTimeoutMs: options.upstreamTimeoutMs,
         parallel: options.forwardParallel,
+        forwardBeforeTable: options.forwardBeforeTable,
         metrics: options.metrics ? new DnsMetrics(options.metrics) : undefined,
         logger,
       });

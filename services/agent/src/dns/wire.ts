@@ -1,5 +1,6 @@
-// DNS messages on the wire, with dns-packet: a small, dependency-free codec
-// used by multicast-dns and bonjour for years, with types for TypeScript. It
+// DNS messages on the wire, with dns-packet: a small codec (its one
+// dependency is an IP address codec), used by multicast-dns and bonjour for
+// years, typed by @types/dns-packet. It
 // encodes and decodes messages and frames them for TCP; it does not compress
 // names, so a reply here is a little larger than Istio's (miekg/dns) and is
 // truncated a little sooner.

@@ -35,9 +35,10 @@ export function canonicalName(name: string): string {
  * `nslookup`) produces. Other hosts (ServiceEntry) answer only to themselves.
  */
 function namesOf(host: string, info: NameTable["table"][string], context: LookupContext): Set<string> {
-  const names = new Set([canonicalName(host)]);
-  const svcDomain = `svc.${canonicalName(context.domainSuffix)}`;
-  if (info.registry !== KUBERNETES_REGISTRY || !names.values().next().value!.endsWith(`.${svcDomain}`))
+  const fqdn = canonicalName(host);
+  const names = new Set([fqdn]);
+  // Another cluster's domain: its short names would clash with this cluster's.
+  if (info.registry !== KUBERNETES_REGISTRY || !fqdn.endsWith(`.svc.${canonicalName(context.domainSuffix)}`))
     return names;
   const short = canonicalName(info.shortname);
   const namespace = canonicalName(info.namespace);

@@ -229,6 +229,8 @@ describe("DNS proxy", () => {
         { type: "A", data: "192.0.2.10" },
         { type: "AAAA", data: "2001:db8::10" },
       ],
+      // The test resolver never truncates: over UDP it sends all 60 records, past any limit.
+      "many.example.org": MANY_IPS.map((data) => ({ type: "A" as const, data })),
     });
     // The table is held back: the first queries see the proxy before it has one.
     proxy = await startProxy(push, [`nameserver 127.0.0.1:${upstream.port}`], { readiness, metrics });
@@ -367,6 +369,16 @@ describe("DNS proxy", () => {
     assert.equal(tcp!.answers.length, MANY_IPS.length);
     // c-ares retries a truncated reply over TCP and gets every address.
     assert.deepEqual((await resolver.resolve4("big.default.svc.cluster.local")).sort(), [...MANY_IPS].sort());
+  });
+
+  test("an upstream reply over the client's UDP limit is cut down with TC; over TCP it passes whole", async () => {
+    const udp = await queryUdp(proxy.port, "many.example.org", "A");
+    assert.equal(udp.truncated, true);
+    assert.ok(udp.size <= 512, `${udp.size} bytes`);
+    assert.ok(udp.answers.length > 0 && udp.answers.length < MANY_IPS.length);
+    const [tcp] = await queryTcp(proxy.port, [{ name: "many.example.org", type: "A" }]);
+    assert.equal(tcp!.answers.length, MANY_IPS.length);
+    assert.equal(tcp!.truncated, false);
   });
 
   test("dig: A, short name, AAAA, TCP, truncation and forwarding", async (t) => {

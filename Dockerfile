@@ -3,9 +3,11 @@
 # repository root, SERVICE the package's short name:
 #   docker build --build-arg SERVICE=push -t sextant/push:dev .
 # SERVICE is ingest, discovery, push, ca, webhook or agent, or bookinfo for
-# the demo's mesh workloads (libs/bookinfo). compose.yaml builds each image
-# this way; test-e2e/test/compose.test.ts checks this file (stages, versions,
-# user, ports, healthcheck) without an engine.
+# the demo's mesh workloads (libs/bookinfo). The sidecar image is a target:
+#   docker build --build-arg SERVICE=agent --target proxy -t sextant/proxy:0.0.0 .
+# compose.yaml builds each image this way; test-e2e/test/compose.test.ts
+# checks this file (stages, versions, user, ports, healthcheck) without an
+# engine.
 ARG NODE_IMAGE=node:20-bookworm-slim
 ARG SERVICE
 
@@ -108,6 +110,8 @@ ENV CA_ROOT_CERT=/var/run/secrets/istio/root-cert.pem \
     SDS_SOCKET=/var/run/secrets/workload-spiffe-uds/socket \
     XDS_SOCKET=/etc/istio/proxy/XDS \
     OUTPUT_CERTS=/var/lib/istio/data \
+    POD_LABELS_FILE=/etc/istio/pod/labels \
+    POD_ANNOTATIONS_FILE=/etc/istio/pod/annotations \
     HTTP_PORT=15020
 # `agent bootstrap envoy --output <file>` (and `agent bootstrap grpc`) from any
 # working directory, as compose's one-shot bootstrap containers run it.
@@ -116,6 +120,36 @@ RUN printf '#!/bin/sh\nexec node /app/dist/main.js "$@"\n' > /usr/local/bin/agen
 EXPOSE 15020
 USER 10001:10001
 
+# Envoy for the proxy image: the official image, pinned by digest so that a
+# re-pushed tag cannot change what ships. The digest is v1.34.10's as found
+# pinned in public material; it was not checked against the registry here
+# (no engine, no registry access): verify it with
+# `docker buildx imagetools inspect envoyproxy/envoy:v1.34.10` before a release.
+FROM envoyproxy/envoy:v1.34.10@sha256:3343a698c1bdfdbb174f1bd907dea789d728692f4f99a943e3e6f0bc5ef6513f AS envoy
+
+# The sidecar image `sextant/proxy` (Istio's proxyv2): the agent image plus
+# Envoy at Istio's path, run as Istio's proxy uid 1337, whose traffic the
+# iptables rules leave alone. The entrypoint is the agent, so a pod's
+# `args: [proxy, sidecar, ...]` and the init container's `[istio-iptables, ...]`
+# are its subcommands; iptables (iptables-restore) is for the latter, which
+# runs as root with NET_ADMIN. Built with the agent's closure:
+#   docker build --build-arg SERVICE=agent --target proxy -t sextant/proxy:<version> .
+FROM agent AS proxy
+USER root
+COPY --from=envoy /usr/local/bin/envoy /usr/local/bin/envoy
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends iptables iproute2 \
+  && rm -rf /var/lib/apt/lists/* \
+  && groupadd --gid 1337 istio-proxy \
+  && useradd --uid 1337 --gid 1337 --no-create-home --home-dir /app --shell /usr/sbin/nologin istio-proxy \
+  && chown 1337:1337 /etc/istio/proxy /var/lib/istio/data /var/run/secrets/workload-spiffe-uds /var/run/secrets/istio /var/run/secrets/tokens
+# The agent (15020), Envoy's health (15021) and Prometheus (15090) ports of Istio's sidecar.
+EXPOSE 15021 15090
+USER 1337:1337
+ENTRYPOINT ["/usr/local/bin/agent"]
+# No default subcommand (the runtime's `node dist/main.js` would become its arguments): the pod gives them.
+CMD []
+
 # The demo's Bookinfo-style workloads (libs/bookinfo: mesh-workload.js, a
 # proxyless @grpc/grpc-js-xds server or client); no HTTP port to check.
 FROM runtime AS bookinfo
@@ -123,5 +157,5 @@ HEALTHCHECK NONE
 USER 10001:10001
 CMD ["node", "dist/mesh-workload.js"]
 
-# The image: the stage named SERVICE.
+# The image: the stage named SERVICE (the proxy image is the `proxy` target, above).
 FROM ${SERVICE}

@@ -2,7 +2,8 @@
 # Installs whatever the two README commands need and is missing, then builds:
 #   pnpm (from npm), nats-server (apt-get when root), for `npm test` also
 #   python3-grpcio (gRPC C-core for the system Python: the second proxyless
-#   client of test-e2e), the workspace (frozen lockfile) and the build.
+#   client of test-e2e) and, as root, iptables, iproute2 and dnsutils (the
+#   agent's iptables and DNS tests), the workspace (frozen lockfile) and the build.
 #   Safe to run again: each step checks first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +40,21 @@ if [ "${npm_lifecycle_event:-}" = test ] && ! /usr/bin/python3 -c 'import grpc' 
     echo "sextant: gRPC C-core for Python (python3-grpcio, 1.51 or later) is required by the tests and was not found." >&2
     echo "  On Debian/Ubuntu: sudo apt-get install -y python3-grpcio" >&2
     exit 1
+  fi
+fi
+
+# services/agent/test/iptables-netns.test.ts applies `agent iptables` rules in
+# network namespaces it creates (as root), and the DNS tests query with dig.
+# Without root that suite skips itself, so only root installs what is missing.
+if [ "${npm_lifecycle_event:-}" = test ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  missing=()
+  command -v iptables-restore >/dev/null 2>&1 || missing+=(iptables)
+  command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+  command -v dig >/dev/null 2>&1 || missing+=(dnsutils)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "sextant: installing ${missing[*]} with apt-get"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
 fi
 

@@ -142,6 +142,20 @@ for (const env of ["dev", "production"]) {
       );
     });
 
+    it("only ca writes ConfigMaps (istio-ca-root-cert in every namespace): create and update, never patch, delete or get", () => {
+      for (const verb of ["list", "watch", "create", "update"])
+        assert.deepEqual(who({ verb, group: "", resource: "configmaps" }), [account("ca")], verb);
+      for (const verb of ["get", "patch", "delete"])
+        assert.deepEqual(who({ verb, group: "", resource: "configmaps" }), [], verb);
+      for (const verb of ["list", "watch"])
+        assert.ok(
+          can(account("ca"), { verb, group: "", resource: "namespaces" }),
+          `ca may ${verb} namespaces`,
+        );
+      for (const verb of ["get", "create", "update", "patch", "delete"])
+        assert.deepEqual(who({ verb, group: "", resource: "namespaces" }), [], verb);
+    });
+
     it("discovery may create and delete WorkloadEntries (what ingest's SubjectAccessReview asks for auto-registration), nothing else of Istio's", () => {
       const group = "networking.istio.io";
       for (const verb of ["create", "delete"])

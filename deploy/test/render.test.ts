@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
+import { repositoryRoot } from "@sextant/testing";
+import { DEFAULT_PROXY_IMAGE, defaultInjectionConfig } from "@sextant/webhook/inject";
 import {
   containerOf,
   deploymentOf,
@@ -120,6 +123,16 @@ describe("images and tags", () => {
     assert.ok(tag && tag !== "latest", "the tag must be pinned, not latest or missing");
     for (const { where, component, image } of sextant)
       assert.equal(image, `sextant/${component}:${tag}`, where);
+  });
+
+  it("the webhook injects, by default, the proxy image deployed here, tagged with the agent's version", () => {
+    const { version } = JSON.parse(
+      readFileSync(`${repositoryRoot()}/services/agent/package.json`, "utf8"),
+    ) as { version: string };
+    assert.equal(DEFAULT_PROXY_IMAGE, `sextant/proxy:${version}`);
+    assert.equal(defaultInjectionConfig().proxyImage, DEFAULT_PROXY_IMAGE);
+    for (const { where, image } of images().filter(({ component }) => component === "proxy"))
+      assert.equal(image, DEFAULT_PROXY_IMAGE, where);
   });
 
   it("pins every other image to a version and uses one per image name", () => {

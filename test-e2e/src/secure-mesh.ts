@@ -63,6 +63,12 @@ export interface AgentOptions {
   tokenOf?: Account;
   ip: string;
   labels: Record<string, string>;
+  /**
+   * Configure the agent as the webhook's template does: labels only in the
+   * downward-API labels file, push's address only in PROXY_CONFIG. By
+   * default, ISTIO_METAJSON_LABELS and XDS_ADDR.
+   */
+  asInjected?: boolean;
   /** SECRET_TTL, e.g. "60s". */
   secretTtl?: string;
   /** The push replica the agent connects to (default 0). */
@@ -232,16 +238,30 @@ export async function startSecureMesh(
       const grpcBootstrap = join(agentDir, "grpc-bootstrap.json");
       const sdsSocket = join(agentDir, "sds.sock");
       const certDir = join(agentDir, "certs");
+      // The kubelet's downward-API format: one key="value" line each, Go-quoted (JSON's quoting is a subset).
+      const labelsFile = join(agentDir, "labels");
+      const pushAddress = `127.0.0.1:${xdsTlsPorts[options.pushReplica ?? 0]}`;
+      if (options.asInjected)
+        writeFileSync(
+          labelsFile,
+          Object.entries(options.labels)
+            .map(([key, value]) => `${key}=${JSON.stringify(value)}`)
+            .join("\n"),
+        );
       const process = await startServiceProcess("agent", {
         CA_ADDR: caAddress,
-        XDS_ADDR: `127.0.0.1:${xdsTlsPorts[options.pushReplica ?? 0]}`,
+        ...(options.asInjected
+          ? { PROXY_CONFIG: JSON.stringify({ discoveryAddress: pushAddress }) }
+          : { XDS_ADDR: pushAddress }),
         CA_ROOT_CERT: caRootFile,
         TOKEN_FILE: tokenFile(options.tokenOf ?? options.account),
         POD_NAME: options.pod,
         POD_NAMESPACE: options.account.namespace,
         SERVICE_ACCOUNT: options.account.serviceAccount,
         INSTANCE_IP: options.ip,
-        ISTIO_METAJSON_LABELS: JSON.stringify(options.labels),
+        ...(options.asInjected ? {} : { ISTIO_METAJSON_LABELS: JSON.stringify(options.labels) }),
+        POD_LABELS_FILE: labelsFile,
+        POD_ANNOTATIONS_FILE: join(agentDir, "annotations"),
         SECRET_TTL: options.secretTtl ?? "24h",
         XDS_PROXY_PORT: String(xdsProxyPort),
         GRPC_XDS_BOOTSTRAP: grpcBootstrap,

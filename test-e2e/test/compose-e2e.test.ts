@@ -23,7 +23,6 @@ describe("docker compose up", { skip: problem }, () => {
       .withStartupTimeout(15 * 60_000)
       .withWaitStrategy("push-1", Wait.forHealthCheck())
       .withWaitStrategy("ca-root-1", Wait.forOneShotStartup())
-      .withWaitStrategy("ratings-bootstrap-1", Wait.forOneShotStartup())
       .up();
   });
   after(async () => {

@@ -52,6 +52,15 @@ const catalog = (
 
 /** Every port a service listens on, from DEFAULT_PORTS (never repeated here). */
 const portsOf = (name: ImageService): number[] => Object.values(DEFAULT_PORTS[name]).sort((a, b) => a - b);
+/** The agent's version: the tag of the proxy image, which carries the agent. */
+const agentVersion = (
+  JSON.parse(readFileSync(join(root, "services", "agent", "package.json"), "utf8")) as { version: string }
+).version;
+/** The USER the ca image runs as (`uid:gid`). */
+const caImageUser = () =>
+  imageOf(readDockerfile("ca").stages)
+    .instructions.filter((i) => i.keyword === "USER")
+    .at(-1)?.args ?? "";
 const runs = (stage: Stage) => stage.instructions.filter((i) => i.keyword === "RUN").map((i) => i.args);
 const allRuns = (stages: Stage[]) => stages.flatMap(runs);
 
@@ -230,6 +239,54 @@ describe("the Dockerfile, built with --build-arg SERVICE=<name>", () => {
     assert.match(last("USER") ?? "", /^10001/);
   });
 
+  describe("the proxy target (sextant/proxy), built with SERVICE=agent", () => {
+    const { stages } = readDockerfile("agent");
+    const proxy = imageOf(stages, "proxy");
+    const last = (keyword: string) => proxy.instructions.filter((i) => i.keyword === keyword).at(-1)?.args;
+
+    it("carries the agent: its closure, its image and its `agent` command", () => {
+      assert.equal(stages.find((stage) => stage.name === "proxy")?.from, "agent");
+      assert.equal(proxy.base, "node:20-bookworm-slim");
+      assert.ok(allRuns(stages).some((run) => /turbo prune @sextant\/agent --docker/.test(run)));
+      assert.ok(
+        proxy.instructions.some((i) => i.keyword === "RUN" && i.args.includes("/usr/local/bin/agent")),
+      );
+    });
+
+    it("copies Envoy from the official 1.34 image, pinned by digest, to Istio's path", () => {
+      const envoy = stages.find((stage) => stage.name === "envoy");
+      assert.match(envoy?.from ?? "", /^envoyproxy\/envoy(-distroless)?:v1\.34\.\d+@sha256:[0-9a-f]{64}$/);
+      assert.ok(
+        proxy.instructions.some(
+          (i) => i.keyword === "COPY" && i.args === "--from=envoy /usr/local/bin/envoy /usr/local/bin/envoy",
+        ),
+        "COPY --from=envoy /usr/local/bin/envoy /usr/local/bin/envoy",
+      );
+    });
+
+    it("runs as Istio's proxy uid 1337, whose files are its own, with iptables for `istio-iptables`", () => {
+      assert.equal(last("USER"), "1337:1337");
+      const setup = proxy.instructions.filter((i) => i.keyword === "RUN").map((i) => i.args);
+      assert.ok(setup.some((run) => /useradd --uid 1337 --gid 1337 .*istio-proxy/.test(run)));
+      assert.ok(setup.some((run) => /apt-get install .*\biptables\b/.test(run)));
+      const chown = setup.find((run) => /chown 1337:1337 /.test(run)) ?? "";
+      const env = envOf(proxy.instructions);
+      // The agent writes its sockets, Envoy's bootstrap and its certificates under these.
+      for (const path of [env.XDS_SOCKET, env.SDS_SOCKET, `${env.OUTPUT_CERTS}/`]) {
+        const dir = (path ?? "").slice(0, (path ?? "").lastIndexOf("/"));
+        assert.ok(chown.split(/\s+/).includes(dir), `${dir} belongs to 1337`);
+      }
+    });
+
+    it("has the agent as its entrypoint and no default arguments: a pod gives `proxy sidecar ...` or `istio-iptables ...`", () => {
+      assert.deepEqual(JSON.parse(last("ENTRYPOINT") ?? "null"), ["/usr/local/bin/agent"]);
+      assert.deepEqual(JSON.parse(last("CMD") ?? "null"), []);
+      // /ready of the agent's HTTP_PORT, inherited.
+      assert.equal(envOf(proxy.instructions).HTTP_PORT, String(DEFAULT_PORTS.agent.http));
+      assert.ok(last("HEALTHCHECK")?.includes("/ready"));
+    });
+  });
+
   it("parses what it reads: continuations, ARG defaults and build args, stage names, inherited instructions", () => {
     const text = [
       "ARG BASE=node:20",
@@ -306,8 +363,11 @@ describe("compose.yaml", () => {
     assert.ok(found, `service ${name}`);
     return found;
   };
+  // Every long-running agent: the agent image's, and the sidecars of the proxy image (an agent running Envoy).
   const agents = Object.entries(services).filter(
-    ([, svc]) => svc.image === "sextant/agent:dev" && svc.command === undefined,
+    ([, svc]) =>
+      (svc.image === "sextant/agent:dev" && svc.command === undefined) ||
+      svc.image?.startsWith("sextant/proxy:"),
   );
 
   it("builds every image from the one Dockerfile, SERVICE naming its stage, with the repository root as context", () => {
@@ -323,18 +383,18 @@ describe("compose.yaml", () => {
       }
       assert.equal(typeof svc.build, "object", name);
       const build = svc.build as { context?: string; dockerfile?: string; target?: string; args?: object };
-      assert.deepEqual(
-        Object.keys(build).sort(),
-        ["args", "context"],
-        `${name}: the Dockerfile's default target`,
-      );
+      // The Dockerfile's default target (the stage named SERVICE), or the proxy image's target, built with the agent's closure.
+      if (build.target === undefined)
+        assert.deepEqual(Object.keys(build).sort(), ["args", "context"], `${name}: the default target`);
+      else assert.deepEqual(build, { context: ".", target: "proxy", args: { SERVICE: "agent" } }, name);
       assert.equal(build.context, ".", name);
       const stageName = (build.args as { SERVICE?: string }).SERVICE ?? "";
       const stages = readDockerfile(stageName).stages;
-      assert.ok(
-        stages.some((stage) => stage.name === stageName),
-        `${name}: SERVICE=${stageName} is a stage`,
-      );
+      for (const stage of [stageName, build.target ?? stageName])
+        assert.ok(
+          stages.some((s) => s.name === stage),
+          `${name}: ${stage} is a stage`,
+        );
       // One image name, one build: services sharing an image build it the same way.
       const key = JSON.stringify(build);
       assert.equal(builds.get(svc.image ?? "") ?? key, key, `${name}: ${svc.image}`);
@@ -371,10 +431,10 @@ describe("compose.yaml", () => {
         const target = service(dep);
         assert.notEqual(target.healthcheck?.disable, true, `${dep}'s healthcheck is disabled`);
         if (target.healthcheck?.test) continue;
-        const build = target.build as { args?: { SERVICE?: string } };
+        const build = target.build as { target?: string; args?: { SERVICE?: string } };
         assert.ok(build, `${dep} has neither a healthcheck nor a built image`);
         const stageName = build.args?.SERVICE ?? "";
-        const health = imageOf(readDockerfile(stageName).stages)
+        const health = imageOf(readDockerfile(stageName).stages, build.target)
           .instructions.filter((i) => i.keyword === "HEALTHCHECK")
           .at(-1);
         assert.ok(health && health.args !== "NONE", `${dep} (SERVICE=${stageName}) has a HEALTHCHECK`);
@@ -587,35 +647,38 @@ describe("compose.yaml", () => {
     }
   });
 
-  it("runs an Envoy sidecar (pinned official image) on the bootstrap `agent bootstrap envoy` writes", () => {
-    const envoys = Object.entries(services).filter(([, svc]) => svc.image?.startsWith("envoyproxy/envoy:"));
-    assert.ok(envoys.length >= 1);
-    for (const [name, envoy] of envoys) {
-      assert.match(envoy.image ?? "", /^envoyproxy\/envoy:v1\.3\d\.\d+$/);
-      const agent = /^service:(.+)$/.exec(envoy.network_mode ?? "")?.[1] ?? "";
-      const agentEnv = environmentOf(service(agent));
-      const command = envoy.command as string[];
-      const config = command[command.indexOf("-c") + 1] ?? "";
-      const writer = Object.entries(services).find(
-        ([, svc]) =>
-          Array.isArray(svc.command) &&
-          svc.command.join(" ") === `agent bootstrap envoy --output ${config}` &&
-          svc.network_mode === `service:${agent}`,
-      );
-      assert.ok(writer, `${name}: a one-shot \`agent bootstrap envoy --output ${config}\` beside ${agent}`);
-      assert.equal(dependenciesOf(envoy)[writer[0]], "service_completed_successfully");
-      assert.deepEqual(environmentOf(writer[1]), agentEnv, "the bootstrap is made from the agent's settings");
-      // Envoy reaches the agent over Unix sockets: both live on volumes it mounts, at the agent's paths.
-      for (const path of [config, agentEnv.XDS_SOCKET ?? "", agentEnv.SDS_SOCKET ?? ""]) {
-        const shared = volumeMounts(service(agent)).find((m) => path.startsWith(`${m.target}/`));
-        assert.ok(shared, `${agent} keeps ${path} on a volume`);
-        assert.ok(volumeMounts(envoy).some((m) => m.source === shared.source && m.target === shared.target));
-      }
-      // The sockets belong to the agent's uid (the agent image's USER).
-      const agentUser = imageOf(readDockerfile("agent").stages)
-        .instructions.filter((i) => i.keyword === "USER")
-        .at(-1)?.args;
-      assert.equal(envoy.user, agentUser);
+  it("runs ratings' sidecar from the proxy image at the release's version: one container, `agent proxy sidecar` with Istio's arguments", () => {
+    const sidecars = Object.entries(services).filter(([, svc]) => svc.image?.startsWith("sextant/proxy:"));
+    assert.deepEqual(
+      sidecars.map(([name]) => name),
+      ["ratings-proxy"],
+    );
+    // Envoy ships in the proxy image: no official Envoy container, no one-shot bootstrap writer.
+    for (const [name, svc] of Object.entries(services)) {
+      assert.doesNotMatch(svc.image ?? "", /^envoyproxy\//, name);
+      assert.ok(!(Array.isArray(svc.command) && svc.command.includes("bootstrap")), name);
+    }
+    for (const [name, sidecar] of sidecars) {
+      assert.equal(sidecar.image, `sextant/proxy:${agentVersion}`, name);
+      assert.deepEqual(sidecar.build, { context: ".", target: "proxy", args: { SERVICE: "agent" } });
+      const env = environmentOf(sidecar);
+      // The injector's args (services/webhook/src/inject/sidecar-template.yaml), the entrypoint being `agent`.
+      assert.deepEqual(sidecar.command, [
+        "proxy",
+        "sidecar",
+        "--domain",
+        `${env.POD_NAMESPACE}.svc.cluster.local`,
+        "--proxyLogLevel=warning",
+        "--proxyComponentLogLevel=misc:error",
+        "--log_output_level=default:info",
+      ]);
+      // Its uid (1337) reads the root from ca-root, whose directory is the ca image's (gid 10001, 0750).
+      const rootMount = volumeMounts(sidecar).find((m) => env.CA_ROOT_CERT?.startsWith(`${m.target}/`));
+      assert.equal(rootMount?.source, "ca-root", name);
+      assert.deepEqual((sidecar as { group_add?: string[] }).group_add, [caImageUser().split(":")[1]]);
+      const app = Object.entries(services).find(([, svc]) => svc.network_mode === `service:${name}`);
+      assert.ok(app, `an app joins ${name}'s network namespace`);
+      assert.equal(dependenciesOf(app[1])[name], "service_healthy");
     }
   });
 });

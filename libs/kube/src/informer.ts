@@ -15,6 +15,8 @@ export interface InformerOptions<T extends KubernetesObject> {
   readonly path: string;
   /** Lists the whole collection (the typed client's list call for it). */
   readonly list: () => Promise<KubernetesListObject<T>>;
+  /** Limits the watch to matching objects (`metadata.name=x`); `list` must apply the same selector. */
+  readonly fieldSelector?: string;
   readonly logger: Logger;
   /** Fields that name this informer in its log lines, e.g. `{ kind: "Gateway" }`. */
   readonly logFields?: Record<string, unknown>;
@@ -76,6 +78,8 @@ export class Informer<T extends KubernetesObject> {
         return list;
       },
       false,
+      undefined,
+      options.fieldSelector,
     );
     this.#listWatch.on("error", (error) => this.#onError(error));
   }

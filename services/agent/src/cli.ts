@@ -6,6 +6,7 @@ import {
   grpcBootstrapFromSettings,
 } from "./bootstrap/from-settings.js";
 import { writeFileAtomic } from "./files/atomic-write.js";
+import { runIptablesCommand } from "./iptables/command.js";
 import { agentSettings } from "./settings.js";
 
 /** The command line's help, also printed after a usage error. */
@@ -13,6 +14,7 @@ export const USAGE = `usage:
   agent [run]                                 run beside the workload: identity, SDS, xDS proxy, files
   agent bootstrap envoy [--output <file>]     print (or write) the Envoy bootstrap
   agent bootstrap grpc [--output <file>]      print (or write) the gRPC xDS bootstrap for a proxyless app
+  agent iptables [flags]                      istio-iptables (alias istio-iptables): capture the pod's traffic
 
 Settings come from the environment (see services/agent/README.md).
 `;
@@ -76,6 +78,15 @@ export async function runCli(
   service: ServiceDefinition<typeof agentSettings>,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<void> {
+  // istio-iptables has flags of its own (Istio's), so it bypasses the parser below.
+  if (argv[0] === "iptables" || argv[0] === "istio-iptables") {
+    process.exitCode = await runIptablesCommand(argv.slice(1), {
+      env,
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+    });
+    return;
+  }
   let command: AgentCommand;
   try {
     command = parseCommand(argv);

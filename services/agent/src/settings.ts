@@ -2,6 +2,8 @@ import { isIP } from "node:net";
 import { hostname, networkInterfaces } from "node:os";
 import { baseSettings, DEFAULT_PORTS, durationSecondsSetting, portSetting } from "@sextant/runtime";
 import { z } from "zod";
+import { readDownwardApiFile } from "./pod/downward-api.js";
+import { type ProxyConfigView, parseProxyConfig } from "./pod/proxy-config.js";
 import { byName } from "./util/by-name.js";
 
 /** Envoy's and the agent's fixed local ports, as Istio's bootstrap uses them. */
@@ -27,6 +29,12 @@ export interface ExpectedSpiffeId {
 
 /** push's namespace and service account, as its settings default them. */
 const DEFAULT_XDS_SERVER_IDENTITY = { namespace: "istio-system", serviceAccount: "sextant-push" } as const;
+
+/** A port that may be unset (an empty variable counts as unset). */
+const optionalPort = z.preprocess(
+  (value) => (value === "" ? undefined : value),
+  z.coerce.number().int().min(0).max(65535).optional(),
+);
 
 const SPIFFE_ID = /^spiffe:\/\/([^/]+)\/ns\/([^/]+)\/sa\/([^/]+)$/;
 
@@ -75,14 +83,25 @@ function detectInstanceIp(): string {
  * share a machine by pointing them at different directories.
  */
 const agentSettingsObject = baseSettings.extend({
-  /** `/metrics`, `/ready` and `/healthz/ready` (istio-agent: STATUS_PORT). */
-  HTTP_PORT: portSetting(DEFAULT_PORTS.agent.http),
+  /** `/metrics`, `/ready` and `/healthz/ready` (istio-agent: STATUS_PORT); by default PROXY_CONFIG's statusPort, 15020. */
+  HTTP_PORT: optionalPort,
   /** ca's CreateCertificate address (istio-agent: CA_ADDR). */
   CA_ADDR: z.string().min(1).default(`localhost:${DEFAULT_PORTS.ca.grpc}`),
   /** The root that verifies ca's serving certificate (Istio mounts istio-ca-root-cert here). */
   CA_ROOT_CERT: z.string().min(1).default("./var/run/secrets/istio/root-cert.pem"),
-  /** push's mTLS ADS address (istio-agent: discoveryAddress, 15012). */
-  XDS_ADDR: z.string().min(1).default(`localhost:${DEFAULT_PORTS.push.xdsTls}`),
+  /** push's mTLS ADS address; by default PROXY_CONFIG's discoveryAddress (as Istio's injector sets it), else localhost:15012. */
+  XDS_ADDR: z
+    .string()
+    .optional()
+    .transform((value) => value?.trim() || undefined),
+  /** Istio's ProxyConfig as JSON, as Istio's injector sets it (mesh defaultConfig + `proxy.istio.io/config`). */
+  PROXY_CONFIG: z.string().optional(),
+  /** The pod's labels as Kubernetes' downward API writes them (Istio: ./etc/istio/pod/labels). */
+  POD_LABELS_FILE: z.string().min(1).default("./etc/istio/pod/labels"),
+  /** The pod's annotations, likewise (Istio: ./etc/istio/pod/annotations). */
+  POD_ANNOTATIONS_FILE: z.string().min(1).default("./etc/istio/pod/annotations"),
+  /** The proxy container's CPU limit in whole cores (the injector's resourceFieldRef): Envoy's concurrency when PROXY_CONFIG sets none. */
+  ISTIO_CPU_LIMIT: z.coerce.number().int().positive().optional(),
   /** The only identity the agent accepts from push's serving certificate; by default push's in TRUST_DOMAIN. */
   XDS_SERVER_SPIFFE_ID: z
     .string()
@@ -175,6 +194,14 @@ const agentSettingsObject = baseSettings.extend({
     .transform((value) => value?.trim() || undefined),
 });
 
+/** Every environment variable the agent reads by name (ISTIO_META_* and ISTIO_METAJSON_* aside). */
+export const AGENT_SETTING_NAMES: readonly string[] = Object.keys(agentSettingsObject.shape).sort();
+
+/** The default of a setting, as the schema gives it when the variable is unset. */
+export function settingDefault(name: keyof typeof agentSettingsObject.shape): unknown {
+  return agentSettingsObject.shape[name].parse(undefined);
+}
+
 /**
  * The agent's settings schema. ISTIO_META_* and ISTIO_METAJSON_* have
  * open-ended names, so the object passes unknown variables through to the
@@ -185,7 +212,7 @@ export const agentSettings = agentSettingsObject
   // A refinement, not the transform: it runs even when other variables are
   // bad, so one start reports every bad variable.
   .superRefine((env, ctx) => {
-    for (const problem of nodeMetadataFromEnv(env).problems)
+    for (const problem of [...nodeMetadataFromEnv(env).problems, ...podInputs(env).problems])
       ctx.addIssue({ code: z.ZodIssueCode.custom, path: [problem.name], message: problem.message });
     // Istio ignores a bad value and leaves DNS capture off: a silent surprise, so it is refused here.
     const capture = env.ISTIO_META_DNS_CAPTURE;
@@ -198,23 +225,90 @@ export const agentSettings = agentSettingsObject
   })
   .transform((settings) => {
     const { metadata, labels } = nodeMetadataFromEnv(settings);
+    const pod = podInputs(settings);
     const known = Object.fromEntries(
       Object.keys(agentSettingsObject.shape).map((name) => [name, settings[name]]),
     ) as z.infer<typeof agentSettingsObject>;
+    const proxyConfig = pod.proxyConfig!;
+    const nodeMetadata = { ...metaFromProxyMetadata(proxyConfig.proxyMetadata), ...metadata };
     return {
       ...known,
+      HTTP_PORT: known.HTTP_PORT ?? proxyConfig.statusPort,
+      XDS_ADDR: known.XDS_ADDR ?? proxyConfig.discoveryAddress ?? `localhost:${DEFAULT_PORTS.push.xdsTls}`,
       XDS_SERVER_SPIFFE_ID: known.XDS_SERVER_SPIFFE_ID ?? {
         trustDomain: known.TRUST_DOMAIN,
         ...DEFAULT_XDS_SERVER_IDENTITY,
       },
-      /** Node metadata from ISTIO_META_* and ISTIO_METAJSON_* (Istio's contract). */
-      NODE_METADATA: metadata,
-      /** The workload's labels, from ISTIO_METAJSON_LABELS. */
-      LABELS: labels,
-      /** Istio's switch for the DNS proxy (ISTIO_META_DNS_CAPTURE; off by default, as in Istio). */
-      DNS_CAPTURE: parseGoBool(metadata.DNS_CAPTURE) ?? false,
+      /** PROXY_CONFIG, read; concurrency falls back to ISTIO_CPU_LIMIT as in Istio. */
+      PROXY_CONFIG: {
+        ...proxyConfig,
+        concurrency: proxyConfig.concurrency ?? known.ISTIO_CPU_LIMIT,
+      } satisfies ProxyConfigView,
+      /**
+       * Node metadata, lowest precedence first: PROXY_CONFIG's proxyMetadata
+       * ISTIO_META_* entries, then the environment's (Istio's GetNodeMetaData).
+       */
+      NODE_METADATA: nodeMetadata,
+      /**
+       * Istio's switch for the DNS proxy: ISTIO_META_DNS_CAPTURE, from the
+       * environment or PROXY_CONFIG's proxyMetadata (off by default, as in Istio).
+       */
+      DNS_CAPTURE: parseGoBool(nodeMetadata.DNS_CAPTURE) ?? false,
+      /**
+       * The workload's labels: ISTIO_METAJSON_LABELS, with the downward-API
+       * file's over them (less pod-template-hash, which changes per rollout),
+       * as Istio merges them.
+       */
+      LABELS: { ...labels, ...pod.fileLabels },
+      /** The pod's annotations, from the downward-API file (empty without it). */
+      ANNOTATIONS: pod.annotations ?? {},
     };
   });
+
+/** Istio drops this label from the file's labels: it differs per ReplicaSet, and selectors never use it. */
+const POD_TEMPLATE_HASH = "pod-template-hash";
+
+/** PROXY_CONFIG and the downward-API files, read, with a problem per bad variable. */
+function podInputs(env: Record<string, unknown>): {
+  proxyConfig: ProxyConfigView | undefined;
+  fileLabels: Record<string, string> | undefined;
+  annotations: Record<string, string> | undefined;
+  problems: Array<{ name: string; message: string }>;
+} {
+  const problems: Array<{ name: string; message: string }> = [];
+  const proxyConfigText = typeof env.PROXY_CONFIG === "string" ? env.PROXY_CONFIG : undefined;
+  const proxyConfig = parseProxyConfig(proxyConfigText);
+  if (!proxyConfig.ok)
+    for (const message of proxyConfig.problems) problems.push({ name: "PROXY_CONFIG", message });
+  const readFile = (name: string) => {
+    const path = env[name];
+    if (typeof path !== "string") return undefined;
+    try {
+      return readDownwardApiFile(path);
+    } catch (error) {
+      problems.push({ name, message: (error as Error).message });
+      return undefined;
+    }
+  };
+  const labels = readFile("POD_LABELS_FILE");
+  const annotations = readFile("POD_ANNOTATIONS_FILE");
+  if (labels) delete labels[POD_TEMPLATE_HASH];
+  return {
+    proxyConfig: proxyConfig.ok ? proxyConfig.config : undefined,
+    fileLabels: labels,
+    annotations,
+    problems,
+  };
+}
+
+/** proxyMetadata's ISTIO_META_X entries as metadata X (its other entries are plain environment). */
+function metaFromProxyMetadata(proxyMetadata: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(proxyMetadata)
+      .filter(([name]) => name.startsWith(META_PREFIX) && name.length > META_PREFIX.length)
+      .map(([name, value]) => [name.slice(META_PREFIX.length), value]),
+  );
+}
 
 /** The agent's parsed settings. */
 export type AgentSettings = z.infer<typeof agentSettings>;

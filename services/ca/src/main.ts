@@ -8,6 +8,7 @@ import { BootstrapTokenAuthenticator } from "./auth/bootstrap-tokens.js";
 import { KubernetesTokenAuthenticator } from "./auth/kubernetes.js";
 import { MeshCertificateAuthenticator } from "./auth/mesh-certificate.js";
 import { caContract } from "./contract.js";
+import { namespaceController } from "./namespaces/namespace-controller.js";
 import { caMaterialRunner } from "./pki/material-runner.js";
 import { certificateService } from "./server/certificate-service.js";
 import { caServerRunner } from "./server/grpc-server-runner.js";
@@ -85,6 +86,16 @@ export const caService: ServiceDefinition<typeof caSettings> = {
       // the server's graceful shutdown until its deadline. A watch that starts earlier
       // gets the bundle as soon as the feed has it.
       trustFeed,
+      // istio-ca-root-cert in every namespace, from the bundle the feed follows.
+      ...(settings.ENABLE_NAMESPACE_CONTROLLER
+        ? [
+            namespaceController({
+              kubeConfig: loadKubeConfig(settings.KUBECONFIG),
+              trustBundle: trustFeed,
+              logger,
+            }),
+          ]
+        : []),
     ];
   },
 };

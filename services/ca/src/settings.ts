@@ -45,9 +45,16 @@ export const caSettings = baseSettings
     KUBECONFIG: z.string().min(1).optional(),
     /** JSON file mapping bootstrap tokens to { namespace, serviceAccount }. */
     BOOTSTRAP_TOKENS_FILE: z.string().min(1).optional(),
+    /** Keep istio-ca-root-cert in every namespace (istiod's namespace controller); unset: when Kubernetes is reachable. */
+    ENABLE_NAMESPACE_CONTROLLER: z
+      .enum(["true", "false"], { message: 'must be "true" or "false"' })
+      .optional(),
   })
   .transform((settings) => ({
     ...settings,
+    ENABLE_NAMESPACE_CONTROLLER: settings.ENABLE_NAMESPACE_CONTROLLER
+      ? settings.ENABLE_NAMESPACE_CONTROLLER === "true"
+      : kubernetesAvailable(settings.KUBECONFIG),
     // Default order: what is configured. Kubernetes when it is reachable, renewal always, bootstrap tokens when a file is given.
     CA_AUTHENTICATORS:
       settings.CA_AUTHENTICATORS.length > 0

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { createLogger, Registry } from "@sextant/observability";
 import { Service } from "@sextant/proto";
-import { AggregatedDiscoveryServiceService } from "@sextant/proto/envoy";
+import { AggregatedDiscoveryServiceService, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { NameTable } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
 import { startGrpcServer } from "@sextant/testing";
@@ -241,6 +241,47 @@ describe("the NDS generator", () => {
       NAME_TABLE_TYPE_URL,
       "pushed after the types istiod orders",
     );
+  });
+
+  it("gives a proxy that uses auto-allocated addresses its own listeners and routes, a shared cache notwithstanding", () => {
+    const push = contextOf({
+      services: [
+        Service.toJSON(entry("db.example.com")) as Record<string, unknown>,
+        {
+          ...(Service.toJSON(entry("httpbin.org")) as Record<string, unknown>),
+          ports: [{ name: "http", number: 80, protocol: "PROTOCOL_HTTP" }],
+        },
+      ],
+    });
+    const allocated = (host: string) => push.autoAllocatedAddresses(entry(host))!.ipv4;
+    const shared = new XdsCache();
+    const resources = (node: Node, cache: XdsCache) => {
+      const proxy = parseProxy(node);
+      const listeners = XDS_TYPES.generator("sidecar", TypeUrl.Listener)!.generate(
+        { push, proxy, cache },
+        "*",
+      );
+      const routes = XDS_TYPES.generator("sidecar", TypeUrl.RouteConfiguration)!.generate(
+        { push, proxy, cache },
+        new Set(["80"]),
+      );
+      return {
+        listeners: listeners.map((r) => r.name).sort(),
+        domains: routes.flatMap((r) =>
+          RouteConfiguration.decode(r.resource.value).virtualHosts.flatMap((host) => host.domains),
+        ),
+      };
+    };
+    const plain = sidecarNode({ DNS_CAPTURE: "false", DNS_AUTO_ALLOCATE: "false" });
+    const auto = sidecarNode();
+    const fromShared = [resources(plain, shared), resources(auto, shared)];
+    assert.deepEqual(fromShared, [resources(plain, new XdsCache()), resources(auto, new XdsCache())]);
+    const [withoutAuto, withAuto] = fromShared;
+    assert.ok(withoutAuto?.listeners.includes("0.0.0.0_5432"));
+    assert.ok(withAuto?.listeners.includes(`${allocated("db.example.com")}_5432`));
+    assert.ok(!withAuto?.listeners.includes("0.0.0.0_5432"));
+    assert.ok(withAuto?.domains.includes(allocated("httpbin.org")));
+    assert.ok(!withoutAuto?.domains.includes(allocated("httpbin.org")));
   });
 
   it("is served over both ADS variants: the table on an empty first request, and again when it changes", async () => {

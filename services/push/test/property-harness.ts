@@ -3,8 +3,11 @@
 // every generator for its proxy subscribing as Envoy or gRPC does, and
 // returns what the xDS checker and the snapshot-consistency check find.
 // Shared by property.test.ts and the long-run script property-run.ts.
+
+import { isIP } from "node:net";
 import { configKey } from "@sextant/model";
 import { type ConfigResource, EndpointShard, Resolution, Service } from "@sextant/proto";
+import { NameTable } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
 import { decodeSpec, findKind, validateResource } from "@sextant/validation";
 import type fc from "fast-check";
 import { parse, parseAllDocuments, stringify } from "yaml";
@@ -13,7 +16,9 @@ import { parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
 import { selectorMatches } from "../src/model/security.js";
 import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
+import type { GenerationContext } from "../src/translate/generator.js";
 import { INBOUND_LISTENER_PREFIX, parseOutboundClusterName } from "../src/translate/names.js";
+import { NAME_TABLE_TYPE_URL } from "../src/translate/sidecar/name-table.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import type { Resource, Scenario, Workload } from "./arbitraries.js";
 import { type Codec, dumpAny, type GoldenType, TYPES } from "./golden-inputs.js";
@@ -190,6 +195,7 @@ export function checkScenario(scenario: Scenario, codecs: Readonly<Record<string
   const snapshot = followReferences(subscription, generate, decode);
   const violations = [
     ...thrown,
+    ...nameTableViolations(context),
     ...snapshotViolations(snapshot, { proxy: proxy.kind }),
     ...inconsistencies(snapshot, subscription, decode, configMistakes(push, proxy.namespace)),
   ];
@@ -197,6 +203,35 @@ export function checkScenario(scenario: Scenario, codecs: Readonly<Record<string
     Object.entries(snapshot).map(([type, resources]) => [type, resources.length]),
   ) as Record<GoldenType, number>;
   return { counts, violations };
+}
+
+/**
+ * What the agent's DNS proxy could not use in the proxy's NDS table, asked
+ * as an agent that captures DNS with auto-allocation asks: a name with a
+ * `*` other than a leading `*.`, an absolute name, a name without
+ * addresses, an address that is not an IP.
+ */
+function nameTableViolations(context: GenerationContext): string[] {
+  const proxy = {
+    ...context.proxy,
+    metadata: { ...context.proxy.metadata, DNS_CAPTURE: "true", DNS_AUTO_ALLOCATE: "true" },
+  };
+  const generator = XDS_TYPES.generator(proxy.kind, NAME_TABLE_TYPE_URL);
+  try {
+    const resources = generator?.generate({ ...context, proxy }, "*") ?? [];
+    return resources.flatMap(({ resource }) =>
+      Object.entries(NameTable.decode(resource.value).table).flatMap(([name, info]) => [
+        // A wildcard host with an address is a pattern the agent matches ("*." then a domain), as Istio's.
+        ...(name.slice(name.startsWith("*.") ? 2 : 0).includes("*") || name.endsWith(".")
+          ? [`nametable: name ${name} cannot be asked`]
+          : []),
+        ...(info.ips.length === 0 ? [`nametable: ${name} has no address`] : []),
+        ...info.ips.filter((ip) => isIP(ip) === 0).map((ip) => `nametable: ${name} answers ${ip}, not an IP`),
+      ]),
+    );
+  } catch (error) {
+    return [`nametable generator threw: ${(error as Error).stack ?? error}`];
+  }
 }
 
 /**

@@ -132,6 +132,21 @@ describe("sidecar RDS", () => {
       ]);
     });
 
+    it("keeps the route configs of proxies of different IP families apart in a shared cache", () => {
+      const mysql = service({ addresses: ["10.96.0.40", "fd00:10:96::40"] });
+      const push = contextOf({ services: [Service.toJSON(mysql) as Record<string, unknown>] });
+      const routeDomains = (proxy: MeshProxy, cache: XdsCache) =>
+        generateSidecarRoutes({ push, proxy, cache }, new Set(["9080"])).flatMap((generated) =>
+          RouteConfiguration.decode(generated.resource.value).virtualHosts.flatMap((host) => host.domains),
+        );
+      const shared = new XdsCache();
+      // Same namespace, no labels, no Sidecar: only the IP families tell the two apart.
+      const fromShared = [routeDomains(ipv4, shared), routeDomains(dual, shared)];
+      assert.deepEqual(fromShared, [routeDomains(ipv4, new XdsCache()), routeDomains(dual, new XdsCache())]);
+      assert.ok(fromShared[1]?.includes("[fd00:10:96::40]"));
+      assert.ok(!fromShared[0]?.includes("[fd00:10:96::40]"));
+    });
+
     it("lists one address of a ServiceEntry, the first, whatever its family", () => {
       const entry = service({
         hostname: "api.example.com",

@@ -1,12 +1,13 @@
 // The webhook service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
-import { loadKubeConfig } from "@sextant/kube";
+import { kubernetesAvailable, loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { WebhookMetrics } from "./admission/metrics.js";
 import { CaBundlePatcher } from "./cabundle/ca-bundle-patcher.js";
 import { webhookContract } from "./contract.js";
 import { defaultInjectionConfig } from "./inject/inject.js";
 import { loadTemplate } from "./inject/template.js";
+import { NodeVersions } from "./nodes/node-versions.js";
 import { createAdmissionApp } from "./server/app.js";
 import { HttpsServerRunner } from "./server/https-runner.js";
 import { webhookSettings } from "./settings.js";
@@ -30,6 +31,15 @@ export const webhookService: ServiceDefinition<typeof webhookSettings> = {
       discoveryAddress: settings.DISCOVERY_ADDRESS,
       nativeSidecars: settings.ENABLE_NATIVE_SIDECARS,
     });
+    // ENABLE_NATIVE_SIDECARS=auto decides by the nodes' kubelet versions, as istiod; without a cluster it is off.
+    const nodes =
+      settings.ENABLE_NATIVE_SIDECARS === "auto" && kubernetesAvailable(settings.KUBECONFIG)
+        ? new NodeVersions({
+            kubeConfig: loadKubeConfig(settings.KUBECONFIG),
+            intervalMs: settings.NODE_RESYNC_INTERVAL_MS,
+            logger,
+          })
+        : undefined;
     const https =
       settings.TLS_CERT_FILE && settings.TLS_KEY_FILE
         ? new HttpsServerRunner({
@@ -43,6 +53,7 @@ export const webhookService: ServiceDefinition<typeof webhookSettings> = {
                 metrics: new WebhookMetrics(metrics),
                 logger,
                 maxBodyBytes: settings.MAX_BODY_BYTES,
+                ...(nodes ? { nodes: () => nodes.current() } : {}),
               }),
             logger,
             readiness,
@@ -63,6 +74,8 @@ export const webhookService: ServiceDefinition<typeof webhookSettings> = {
           })
         : undefined;
     return [
+      // The nodes' kubelet versions, listed before /inject serves (native-sidecar auto mode).
+      ...(nodes ? [nodes] : []),
       // /inject and /validate over HTTPS on HTTPS_PORT, with the certificate reloaded when its files change.
       ...(https ? [https] : []),
       // Keeps the webhook configurations' caBundle equal to the serving certificate's CA (Kubernetes API).

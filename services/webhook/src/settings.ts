@@ -1,11 +1,6 @@
 import { baseSettings, DEFAULT_PORTS, millisecondsSetting, portSetting } from "@sextant/runtime";
 import { z } from "zod";
-
-const booleanSetting = (fallback: "true" | "false") =>
-  z
-    .enum(["true", "false"], { message: 'must be "true" or "false"' })
-    .default(fallback)
-    .transform((value) => value === "true");
+import { DEFAULT_PROXY_IMAGE } from "./inject/inject.js";
 
 /** The webhook's settings, from the environment. Names and defaults follow istiod's where it has them. */
 export const webhookSettings = baseSettings
@@ -29,7 +24,7 @@ export const webhookSettings = baseSettings
     /** A replacement injection template (YAML); the bundled src/inject/sidecar-template.yaml when unset. */
     INJECTION_TEMPLATE_FILE: z.string().min(1).optional(),
     /** The sidecar image: the Sextant agent and Envoy (istiod: global.proxy.image). */
-    SIDECAR_PROXY_IMAGE: z.string().min(1).default("sextant/proxy:latest"),
+    SIDECAR_PROXY_IMAGE: z.string().min(1).default(DEFAULT_PROXY_IMAGE),
     /** This injector's revision (istiod: REVISION); `default` also serves istio-injection=enabled. */
     REVISION: z.string().min(1).default("default"),
     /** The cluster's DNS suffix. */
@@ -50,8 +45,16 @@ export const webhookSettings = baseSettings
     INJECTOR_WEBHOOK_CONFIG_NAME: z.string().min(1).optional(),
     /** The ValidatingWebhookConfiguration whose caBundle is kept current (istiod: istio-validator-<ns>); unset: none. */
     VALIDATION_WEBHOOK_CONFIG_NAME: z.string().min(1).optional(),
-    /** Inject the proxy as a native sidecar (an init container with restartPolicy Always). */
-    ENABLE_NATIVE_SIDECARS: booleanSetting("false"),
+    /** How often the node list is read for ENABLE_NATIVE_SIDECARS=auto. */
+    NODE_RESYNC_INTERVAL_MS: millisecondsSetting(60_000),
+    /**
+     * Inject the proxy as a native sidecar (an init container with restartPolicy Always), as
+     * istiod's ENABLE_NATIVE_SIDECARS: true, false, or auto (its default: when the nodes' kubelets
+     * are 1.33 or later; off while the webhook has no view of the nodes).
+     */
+    ENABLE_NATIVE_SIDECARS: z
+      .enum(["true", "false", "auto"], { message: "must be true, false or auto" })
+      .default("auto"),
   })
   .refine((s) => (s.TLS_CERT_FILE === undefined) === (s.TLS_KEY_FILE === undefined), {
     message: "TLS_CERT_FILE and TLS_KEY_FILE must be set together",

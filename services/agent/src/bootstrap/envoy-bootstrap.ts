@@ -1,5 +1,6 @@
 import { localAddresses, type ProxyNode } from "../node/proxy-node.js";
 import { AGENT_PORTS } from "../settings.js";
+import { statsConfig } from "./stats-config.js";
 
 /** What an Envoy bootstrap is built from. */
 export interface EnvoyBootstrapOptions {
@@ -12,12 +13,18 @@ export interface EnvoyBootstrapOptions {
   xdsSocketPath: string;
   /** The agent's HTTP port, where Envoy's 15021 listener sends `/healthz/ready`. */
   agentHttpPort: number;
+  /** Envoy's admin port on the loopback address (ProxyConfig.proxyAdminPort); 15000 by default. */
+  adminPort?: number;
 }
 
 /** A JSON object, as the generators build them. */
 export type JsonObject = { [key: string]: unknown };
 
 const TYPE = "type.googleapis.com/";
+
+/** A metadata map of strings (ANNOTATIONS), or an empty one. */
+const stringRecord = (value: unknown): Record<string, string> =>
+  value && typeof value === "object" ? (value as Record<string, string>) : {};
 const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 
 /**
@@ -81,52 +88,6 @@ function routeListener(
 }
 
 /**
- * Istio's tag extraction for Envoy's stat names (envoy_bootstrap.json), so
- * that /stats/prometheus has the labels Istio's dashboards expect.
- */
-const STATS_TAGS: Array<[string, string]> = [
-  ["cluster_name", "^cluster\\.((.+?(\\..+?\\.svc\\.cluster\\.local)?)\\.)"],
-  ["tcp_prefix", "^tcp\\.((.*?)\\.)\\w+?$"],
-  ["response_code", "_rq(_(\\d{3}))$"],
-  ["response_code_class", "_rq(_(\\dxx))$"],
-  [
-    "http_conn_manager_listener_prefix",
-    "^listener(?=\\.).*?\\.http\\.(((?:[_.[:digit:]]*|[_\\[\\]aAbBcCdDeEfF[:digit:]]*))\\.)",
-  ],
-  ["http_conn_manager_prefix", "^http\\.(((?:[_.[:digit:]]*|[_\\[\\]aAbBcCdDeEfF[:digit:]]*))\\.)"],
-  ["listener_address", "^listener\\.(((?:[_.[:digit:]]*|[_\\[\\]aAbBcCdDeEfF[:digit:]]*))\\.)"],
-  ["mongo_prefix", "^mongo\\.(.+?)\\.(collection|cmd|cx_|op_|delays_|decoding_)(.*?)$"],
-  ["cache", "(cache\\.(.+?)\\.)"],
-  ["component", "(component\\.(.+?)\\.)"],
-  ["tag", "(tag\\.(.+?);\\.)"],
-  ["wasm_filter", "(wasm_filter\\.(.+?)\\.)"],
-  ["authz_enforce_result", "rbac(\\.(allowed|denied))"],
-  ["authz_dry_run_action", "(\\.istio_dry_run_(allow|deny)_)"],
-  ["authz_dry_run_result", "(\\.shadow_(allowed|denied))"],
-];
-
-/**
- * The stats Envoy keeps, as Istio's defaults choose them: Istio's own
- * metrics, what readiness and draining read, and RBAC results. Without a
- * matcher every stat of every cluster is kept, which is what makes large
- * meshes' sidecars heavy.
- */
-const STATS_INCLUSION = {
-  prefixes: [
-    "reporter=",
-    "cluster_manager",
-    "listener_manager",
-    "server",
-    "cluster.xds-grpc",
-    "wasm",
-    "component",
-    "istio",
-  ],
-  suffixes: ["rbac.allowed", "rbac.denied", "shadow_allowed", "shadow_denied"],
-  regexes: ["vhost\\.*\\.route\\.*"],
-};
-
-/**
  * The Envoy bootstrap for a sidecar beside this agent, as Istio's
  * envoy_bootstrap.json builds it, in canonical proto3 JSON of
  * envoy.config.bootstrap.v3.Bootstrap (proto field names, Any as `@type`).
@@ -141,6 +102,7 @@ const STATS_INCLUSION = {
  */
 export function envoyBootstrap(options: EnvoyBootstrapOptions): JsonObject {
   const { node } = options;
+  const adminPort = options.adminPort ?? AGENT_PORTS.envoyAdmin;
   const { localhost, wildcard } = localAddresses(options.instanceIp);
   const adsConfigSource = { ads: {}, initial_fetch_timeout: "0s", resource_api_version: "V3" };
   return {
@@ -160,20 +122,12 @@ export function envoyBootstrap(options: EnvoyBootstrapOptions): JsonObject {
         { name: "admin", admin_layer: {} },
       ],
     },
-    stats_config: {
-      use_all_default_tags: false,
-      stats_tags: STATS_TAGS.map(([tag_name, regex]) => ({ tag_name, regex })),
-      stats_matcher: {
-        inclusion_list: {
-          patterns: [
-            ...STATS_INCLUSION.prefixes.map((prefix) => ({ prefix })),
-            ...STATS_INCLUSION.suffixes.map((suffix) => ({ suffix })),
-            ...STATS_INCLUSION.regexes.map((regex) => ({ safe_regex: { regex } })),
-          ],
-        },
-      },
-    },
-    admin: { address: socketAddress(localhost, AGENT_PORTS.envoyAdmin) },
+    stats_config: statsConfig({
+      annotations: stringRecord(node.metadata.ANNOTATIONS),
+      proxyConfig: (node.metadata.PROXY_CONFIG ?? {}) as Record<string, unknown>,
+      instanceIps: String(node.metadata.INSTANCE_IPS ?? options.instanceIp).split(","),
+    }),
+    admin: { address: socketAddress(localhost, adminPort) },
     dynamic_resources: {
       lds_config: adsConfigSource,
       cds_config: adsConfigSource,
@@ -189,7 +143,7 @@ export function envoyBootstrap(options: EnvoyBootstrapOptions): JsonObject {
         {
           name: "prometheus_stats",
           connect_timeout: "0.250s",
-          load_assignment: oneEndpoint("prometheus_stats", socketAddress(localhost, AGENT_PORTS.envoyAdmin)),
+          load_assignment: oneEndpoint("prometheus_stats", socketAddress(localhost, adminPort)),
         },
         {
           name: "agent",

@@ -1,5 +1,6 @@
 import { resolve } from "node:path";
 import { type ProxyKind, type ProxyNode, proxyNode } from "../node/proxy-node.js";
+import { PROXY_CONFIG_DEFAULTS } from "../pod/proxy-config.js";
 import type { AgentSettings } from "../settings.js";
 import { envoyBootstrap, type JsonObject } from "./envoy-bootstrap.js";
 import { grpcBootstrap } from "./grpc-bootstrap.js";
@@ -15,6 +16,8 @@ export function nodeFromSettings(settings: AgentSettings, kind: ProxyKind): Prox
       trustDomain: settings.TRUST_DOMAIN,
       domainSuffix: settings.DOMAIN_SUFFIX,
       labels: settings.LABELS,
+      annotations: settings.ANNOTATIONS,
+      proxyConfig: { ...PROXY_CONFIG_DEFAULTS, ...settings.PROXY_CONFIG.raw },
       envMetadata: settings.NODE_METADATA,
     },
     kind,
@@ -33,6 +36,7 @@ export function envoyBootstrapFromSettings(settings: AgentSettings): JsonObject 
     sdsSocketPath: resolve(settings.SDS_SOCKET),
     xdsSocketPath: resolve(settings.XDS_SOCKET),
     agentHttpPort: settings.HTTP_PORT,
+    adminPort: settings.PROXY_CONFIG.proxyAdminPort,
   });
 }
 

@@ -32,6 +32,10 @@ export interface ProxyNodeInputs {
   trustDomain: string;
   domainSuffix: string;
   labels: Readonly<Record<string, string>>;
+  /** The pod's annotations (downward API); sent only when there are some, as Istio omits an empty map. */
+  annotations?: Readonly<Record<string, string>>;
+  /** Istio's ProxyConfig as JSON (the node's PROXY_CONFIG), when the agent has one. */
+  proxyConfig?: Readonly<Record<string, unknown>>;
   /** ISTIO_META_* / ISTIO_METAJSON_* metadata, as read from the environment. */
   envMetadata: Readonly<Record<string, unknown>>;
 }
@@ -97,6 +101,10 @@ export function proxyNode(inputs: ProxyNodeInputs, kind: ProxyKind): ProxyNode {
     // Istio joins every instance IP with commas; push reads it that way.
     INSTANCE_IPS: inputs.instanceIp,
     LABELS: labels,
+    ...(inputs.annotations && Object.keys(inputs.annotations).length > 0
+      ? { ANNOTATIONS: { ...inputs.annotations } }
+      : {}),
+    ...(inputs.proxyConfig ? { PROXY_CONFIG: inputs.proxyConfig } : {}),
     CLUSTER_ID: stringOr(env.CLUSTER_ID, DEFAULT_CLUSTER_ID),
     // The injector's default mesh id is the trust domain.
     MESH_ID: stringOr(env.MESH_ID, inputs.trustDomain),

@@ -1,5 +1,6 @@
 import { AnnotationError } from "../inject/annotations.js";
 import { type InjectionConfig, injectPod, type PodJson } from "../inject/inject.js";
+import type { NodeVersion } from "../inject/native.js";
 import type { WebhookMetrics } from "./metrics.js";
 import { type AdmissionRequest, type AdmissionResponse, deny } from "./review.js";
 
@@ -14,7 +15,12 @@ export type NamespaceLabels = (namespace: string) => Record<string, string> | un
 export function admitInjection(
   request: AdmissionRequest,
   config: InjectionConfig,
-  options: { metrics?: WebhookMetrics | undefined; namespaceLabels?: NamespaceLabels | undefined } = {},
+  options: {
+    metrics?: WebhookMetrics | undefined;
+    namespaceLabels?: NamespaceLabels | undefined;
+    /** The cluster's nodes for native-sidecar `auto` mode; undefined when unknown. */
+    nodes?: (() => readonly NodeVersion[] | undefined) | undefined;
+  } = {},
 ): AdmissionResponse {
   const { uid, kind } = request;
   const metrics = options.metrics;
@@ -36,7 +42,7 @@ export function admitInjection(
   try {
     const result = injectPod(
       pod as PodJson,
-      { namespace, namespaceLabels: options.namespaceLabels?.(namespace) },
+      { namespace, namespaceLabels: options.namespaceLabels?.(namespace), nodes: options.nodes?.() },
       config,
     );
     if (!result.decision.inject) {

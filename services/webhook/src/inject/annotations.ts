@@ -17,11 +17,41 @@ export const Annotations = {
   includeInboundPorts: "traffic.sidecar.istio.io/includeInboundPorts",
   excludeInboundPorts: "traffic.sidecar.istio.io/excludeInboundPorts",
   excludeOutboundPorts: "traffic.sidecar.istio.io/excludeOutboundPorts",
+  includeOutboundPorts: "traffic.sidecar.istio.io/includeOutboundPorts",
+  excludeInterfaces: "traffic.sidecar.istio.io/excludeInterfaces",
+  statusPort: "status.sidecar.istio.io/port",
+  readinessInitialDelaySeconds: "readiness.status.sidecar.istio.io/initialDelaySeconds",
+  readinessPeriodSeconds: "readiness.status.sidecar.istio.io/periodSeconds",
+  readinessFailureThreshold: "readiness.status.sidecar.istio.io/failureThreshold",
+  rewriteAppHTTPProbers: "sidecar.istio.io/rewriteAppHTTPProbers",
+  userVolume: "sidecar.istio.io/userVolume",
+  userVolumeMount: "sidecar.istio.io/userVolumeMount",
+  proxyConfig: "proxy.istio.io/config",
+  templates: "inject.istio.io/templates",
+  mergeMetrics: "prometheus.istio.io/merge-metrics",
 } as const;
+
+/**
+ * Istio annotations on pods that change injection but that Sextant does not
+ * implement: a pod carrying one is refused with the reason, never injected as
+ * if the annotation were not there.
+ */
+export const REFUSED_ANNOTATIONS: Readonly<Record<string, string>> = {
+  "sidecar.istio.io/bootstrapOverride":
+    "a custom Envoy bootstrap is not supported: the agent writes the bootstrap that push's xDS relies on",
+  "traffic.sidecar.istio.io/kubevirtInterfaces": "KubeVirt interface rerouting is not supported",
+  "istio.io/reroute-virtual-interfaces": "virtual interface rerouting is not supported",
+  "sidecar.istio.io/capNetBindService": "NET_BIND_SERVICE for the proxy is not supported",
+  "sidecar.istio.io/proxyImageType": "there is one proxy image type; set sidecar.istio.io/proxyImage instead",
+  "sidecar.istio.io/enableCoreDump": "the core-dump init container (privileged, SYS_ADMIN) is not injected",
+};
 
 /** A Kubernetes resource quantity (100m, 128Mi, 1.5, 2e3). */
 const QUANTITY = /^[+-]?(\d+(\.\d*)?|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?$/;
-const LOG_LEVELS = ["trace", "debug", "info", "warning", "error", "critical", "off"];
+/** Envoy's log levels as the agent accepts them (`warn` is Envoy's short form of `warning`). */
+const LOG_LEVELS = ["trace", "debug", "info", "warning", "warn", "error", "critical", "off"];
+/** A Linux interface name: at most 15 bytes, no whitespace, slash or colon. */
+const INTERFACE = /^[^\s/:]{1,15}$/;
 
 /** Thrown for annotations the injector cannot honour; Istio refuses such pods rather than guess. */
 export class AnnotationError extends Error {
@@ -62,6 +92,55 @@ export class AnnotationReader {
     return ports;
   }
 
+  /** One port (0-65535, as Istio parses a status port: 0 turns the feature off). */
+  port(name: string): number | undefined {
+    const value = this.raw(name);
+    if (value === undefined) return undefined;
+    const trimmed = value.trim();
+    if (!/^\d{1,5}$/.test(trimmed) || Number(trimmed) > 65535)
+      return this.bad(name, value, "a port from 0 to 65535");
+    return Number(trimmed);
+  }
+
+  /** A non-negative 32-bit integer (probe timings). */
+  uint32(name: string): number | undefined {
+    const value = this.raw(name);
+    if (value === undefined) return undefined;
+    if (!/^\d{1,10}$/.test(value) || Number(value) > 0xffffffff)
+      return this.bad(name, value, "a whole number from 0 to 4294967295");
+    return Number(value);
+  }
+
+  /** A comma-separated list of network interface names. */
+  interfaces(name: string): string[] | undefined {
+    const value = this.raw(name);
+    if (value === undefined) return undefined;
+    const names = splitList(value);
+    if (names.length === 0 || names.some((n) => !INTERFACE.test(n)))
+      return this.bad(name, value, "comma-separated interface names of at most 15 characters");
+    return names;
+  }
+
+  /** A JSON object whose values are objects (Istio's userVolume and userVolumeMount: name -> spec). */
+  jsonObjects(name: string): Record<string, Record<string, unknown>> | undefined {
+    const value = this.raw(name);
+    if (value === undefined) return undefined;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(value);
+    } catch {
+      return this.bad(name, value, "JSON");
+    }
+    if (!isPlainObject(parsed) || !Object.values(parsed).every(isPlainObject))
+      return this.bad(name, value, "a JSON object of name to object");
+    return parsed as Record<string, Record<string, unknown>>;
+  }
+
+  /** Records a problem found by a caller's own check (e.g. a request above its limit). */
+  refuse(problem: string): void {
+    this.problems.push(problem);
+  }
+
   /** A comma-separated list of CIDRs; `*` when allowStar. */
   cidrs(name: string, allowStar = false): string[] | undefined {
     const value = this.raw(name);
@@ -73,12 +152,11 @@ export class AnnotationReader {
     return ranges;
   }
 
-  /** A boolean in Istio's words (true/false). */
+  /** A boolean as Istio reads one (Go's strconv.ParseBool). */
   boolean(name: string): boolean | undefined {
     const value = this.raw(name);
     if (value === undefined) return undefined;
-    if (value === "true" || value === "false") return value === "true";
-    return this.bad(name, value, "true or false");
+    return parseGoBool(value) ?? this.bad(name, value, "true or false");
   }
 
   /** One of a fixed set of words. */
@@ -111,6 +189,17 @@ export class AnnotationReader {
     this.problems.push(`${name}=${JSON.stringify(value)} must be ${expected}`);
     return undefined;
   }
+}
+
+/** Go's strconv.ParseBool, which Istio uses for boolean annotations: 1, t, true, TRUE, 0, f, false… */
+export function parseGoBool(value: string): boolean | undefined {
+  if (["1", "t", "T", "true", "TRUE", "True"].includes(value)) return true;
+  if (["0", "f", "F", "false", "FALSE", "False"].includes(value)) return false;
+  return undefined;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function splitList(value: string): string[] {

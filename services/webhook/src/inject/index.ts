@@ -2,8 +2,9 @@
  * Sidecar injection as a library: the same pure functions the /inject
  * webhook uses, for offline injection (a later `kube-inject`).
  */
-export { AnnotationError, Annotations } from "./annotations.js";
+export { AnnotationError, Annotations, REFUSED_ANNOTATIONS } from "./annotations.js";
 export {
+  DEFAULT_PROXY_IMAGE,
   DEFAULT_PROXY_RESOURCES,
   defaultInjectionConfig,
   type InjectionConfig,
@@ -11,8 +12,8 @@ export {
   type InjectionTarget,
   injectPod,
   type PodJson,
-  SIDECAR_INBOUND_PORTS,
 } from "./inject.js";
+export { type NativeSidecarMode, type NodeVersion, nativeSidecarDefault } from "./native.js";
 export {
   IGNORED_NAMESPACES,
   INJECT_KEY,

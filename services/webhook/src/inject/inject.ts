@@ -1,8 +1,15 @@
 import type { Operation } from "fast-json-patch";
 import jsonPatch from "fast-json-patch";
-import { AnnotationReader, Annotations } from "./annotations.js";
+import { AnnotationError, AnnotationReader, Annotations, REFUSED_ANNOTATIONS } from "./annotations.js";
+import { type NativeSidecarMode, type NodeVersion, nativeSidecarDefault } from "./native.js";
+import { mergeContainer } from "./overrides.js";
+import { APP_PROBERS_ENV, rewriteAppProbes } from "./probes.js";
+import { mergePrometheus, PROMETHEUS_ENV } from "./prometheus.js";
+import { defaultProxyConfig, parseProxyConfig } from "./proxy-config.js";
+import { compareQuantities } from "./quantity.js";
 import { injectionRequired, type SelectionDecision, STATUS_ANNOTATION } from "./selection.js";
 import { type InjectionTemplate, loadTemplate, render, type TemplateValue } from "./template.js";
+import { workloadValues } from "./workload.js";
 
 /** The mesh-wide injection settings (Istio: the sidecar injector's values and mesh config). */
 export interface InjectionConfig {
@@ -24,8 +31,12 @@ export interface InjectionConfig {
   caAddress: string;
   /** Where the agent gets xDS (Istio: proxyConfig.discoveryAddress). */
   discoveryAddress: string;
-  /** Native-sidecar mode (Istio: ENABLE_NATIVE_SIDECARS); a pod can override it by annotation. */
-  nativeSidecars: boolean;
+  /** Native-sidecar mode (Istio: ENABLE_NATIVE_SIDECARS, default auto); a pod can override it by annotation. */
+  nativeSidecars: NativeSidecarMode;
+  /** Rewrite app probes to the agent (Istio: sidecarInjectorWebhook.rewriteAppHTTPProbe, default true). */
+  rewriteAppProbes: boolean;
+  /** Point Prometheus at the agent's merged metrics (Istio: meshConfig.enablePrometheusMerge, default true). */
+  prometheusMerge: boolean;
 }
 
 /** Istio's proxy resource defaults (global.proxy.resources). */
@@ -34,15 +45,22 @@ export const DEFAULT_PROXY_RESOURCES = {
   limits: { cpu: "2000m", memory: "1024Mi" },
 } as const;
 
-/** Ports of the sidecar itself that inbound capture always leaves alone: Envoy's stats, health and the agent. */
-export const SIDECAR_INBOUND_PORTS = ["15090", "15021", "15020"] as const;
+/** Envoy's stats and health ports, which inbound capture always leaves alone (with the status port). */
+const PROXY_INBOUND_PORTS = ["15090", "15021"] as const;
+
+/**
+ * The sidecar image (the Dockerfile's `proxy` target) at this release's
+ * version, the tag deploy/ gives every Sextant image (deploy/test checks
+ * both): never `latest`, so a pod runs the proxy its control plane expects.
+ */
+export const DEFAULT_PROXY_IMAGE = "sextant/proxy:0.0.0";
 
 /** The default injection config, with Sextant's service names where Istio has istiod's. */
 export function defaultInjectionConfig(overrides: Partial<InjectionConfig> = {}): InjectionConfig {
   const trustDomain = overrides.trustDomain ?? "cluster.local";
   return {
     template: overrides.template ?? loadTemplate(),
-    proxyImage: "sextant/proxy:latest",
+    proxyImage: DEFAULT_PROXY_IMAGE,
     revision: "default",
     domainSuffix: "cluster.local",
     trustDomain,
@@ -50,7 +68,9 @@ export function defaultInjectionConfig(overrides: Partial<InjectionConfig> = {})
     meshId: trustDomain,
     caAddress: "sextant-ca.istio-system.svc:8060",
     discoveryAddress: "sextant-push.istio-system.svc:15012",
-    nativeSidecars: false,
+    nativeSidecars: "auto",
+    rewriteAppProbes: true,
+    prometheusMerge: true,
     ...overrides,
   };
 }
@@ -70,8 +90,9 @@ export interface PodJson {
   };
   spec?: {
     hostNetwork?: boolean;
+    nodeName?: string;
     containers?: Array<{ name?: string; ports?: unknown[]; [key: string]: unknown }>;
-    initContainers?: Array<{ name?: string; [key: string]: unknown }>;
+    initContainers?: Array<{ name?: string; ports?: unknown[]; [key: string]: unknown }>;
     volumes?: Array<{ name?: string; [key: string]: unknown }>;
     [key: string]: unknown;
   };
@@ -84,6 +105,8 @@ export interface InjectionTarget {
   namespace: string;
   /** The namespace's labels, when known; see {@link SelectionContext.namespaceLabels}. */
   namespaceLabels?: Record<string, string> | undefined;
+  /** The cluster's nodes, when known: native-sidecar `auto` mode needs them (see nativeSidecarDefault). */
+  nodes?: readonly NodeVersion[] | undefined;
 }
 
 /** The outcome of {@link injectPod}: the decision and, when injected, the new pod and the patch to it. */
@@ -103,27 +126,74 @@ export interface InjectionResult {
 export function injectPod(pod: PodJson, target: InjectionTarget, config: InjectionConfig): InjectionResult {
   const decision = injectionRequired(pod, { ...target, revision: config.revision });
   if (!decision.inject) return { decision, pod, patch: [] };
-  const injected = buildInjectedPod(pod, target.namespace, config);
+  const injected = buildInjectedPod(pod, target, config);
   return { decision, pod: injected, patch: jsonPatch.compare(pod, injected) };
 }
 
-function buildInjectedPod(original: PodJson, namespace: string, config: InjectionConfig): PodJson {
+type Container = { name?: string; ports?: unknown[]; [key: string]: unknown };
+
+/** The injection templates a pod can ask for with inject.istio.io/templates. */
+const TEMPLATES = ["sidecar", "gateway"] as const;
+
+function buildInjectedPod(original: PodJson, target: InjectionTarget, config: InjectionConfig): PodJson {
+  const { namespace } = target;
   const pod = structuredClone(original);
   pod.metadata ??= {};
   pod.spec ??= {};
   const { metadata, spec } = pod;
-  const labels = metadata.labels ?? {};
-  const read = new AnnotationReader(metadata.annotations ?? {});
+  const podAnnotations = metadata.annotations ?? {};
+  const read = new AnnotationReader(podAnnotations);
 
-  const requests = {
-    cpu: read.quantity(Annotations.proxyCPU) ?? DEFAULT_PROXY_RESOURCES.requests.cpu,
-    memory: read.quantity(Annotations.proxyMemory) ?? DEFAULT_PROXY_RESOURCES.requests.memory,
-  };
-  const limits = {
-    cpu: read.quantity(Annotations.proxyCPULimit) ?? DEFAULT_PROXY_RESOURCES.limits.cpu,
-    memory: read.quantity(Annotations.proxyMemoryLimit) ?? DEFAULT_PROXY_RESOURCES.limits.memory,
-  };
+  for (const [name, reason] of Object.entries(REFUSED_ANNOTATIONS))
+    if (read.raw(name) !== undefined) read.refuse(`${name} is refused: ${reason}`);
+
+  const templateNames = (read.raw(Annotations.templates) ?? "sidecar").split(",").map((t) => t.trim());
+  const unknown = templateNames.filter((t) => !(TEMPLATES as readonly string[]).includes(t));
+  if (unknown.length > 0)
+    read.refuse(
+      `${Annotations.templates}: unknown template ${unknown.join(", ")}; known: ${TEMPLATES.join(", ")}`,
+    );
+  else if (templateNames.length > 1)
+    read.refuse(
+      `${Annotations.templates}=${JSON.stringify(read.raw(Annotations.templates))}: one template only`,
+    );
+  const gateway = templateNames[0] === "gateway";
+
+  const proxyConfig = defaultProxyConfig(config.discoveryAddress);
+  const proxyConfigText = read.raw(Annotations.proxyConfig);
+  if (proxyConfigText !== undefined) {
+    const parsed = parseProxyConfig(proxyConfigText);
+    if ("problems" in parsed)
+      for (const p of parsed.problems) read.refuse(`${Annotations.proxyConfig}: ${p}`);
+    else Object.assign(proxyConfig, parsed.config);
+  }
+
+  const interceptionMode =
+    read.oneOf(Annotations.interceptionMode, ["REDIRECT", "TPROXY", "NONE"]) ??
+    (proxyConfig.interceptionMode as string | undefined) ??
+    "REDIRECT";
+  const statusPort = read.port(Annotations.statusPort) ?? (proxyConfig.statusPort as number);
+  // Istio's 0 turns the agent's status server off; Sextant's agent always serves it (health, probes, metrics).
+  if (statusPort === 0)
+    read.refuse(
+      `${Annotations.statusPort}=0 is refused: the agent always serves Envoy's readiness, app probes and metrics on its status port`,
+    );
+  // The agent reads its status port from PROXY_CONFIG; the annotation is Istio's per-pod override of it.
+  proxyConfig.statusPort = statusPort;
+  const native =
+    !gateway &&
+    (read.boolean(Annotations.nativeSidecar) ??
+      nativeSidecarDefault(config.nativeSidecars, target.nodes, spec.nodeName));
+  if (proxyConfig.holdApplicationUntilProxyStarts === true && !native)
+    read.refuse(
+      `${Annotations.proxyConfig}: holdApplicationUntilProxyStarts is not supported; native sidecars (${Annotations.nativeSidecar}: "true") start the proxy before the app`,
+    );
+
+  const resources = proxyResources(read);
   const excludeInbound = read.ports(Annotations.excludeInboundPorts) ?? [];
+  const inboundExclusions = [...PROXY_INBOUND_PORTS, String(statusPort)];
+  const userVolumes = read.jsonObjects(Annotations.userVolume) ?? {};
+  const userMounts = read.jsonObjects(Annotations.userVolumeMount) ?? {};
   const values: Record<string, TemplateValue> = {
     proxyImage: read.word(Annotations.proxyImage) ?? config.proxyImage,
     namespace,
@@ -132,49 +202,128 @@ function buildInjectedPod(original: PodJson, namespace: string, config: Injectio
     clusterId: config.clusterId,
     meshId: config.meshId,
     caAddress: config.caAddress,
-    discoveryAddress: config.discoveryAddress,
+    revision: config.revision,
     proxyLogLevel: read.logLevel(Annotations.logLevel) ?? "warning",
     proxyComponentLogLevel: read.word(Annotations.componentLogLevel) ?? "misc:error",
     agentLogLevel: read.word(Annotations.agentLogLevel) ?? "default:info",
-    interceptionMode: read.oneOf(Annotations.interceptionMode, ["REDIRECT", "TPROXY"]) ?? "REDIRECT",
+    interceptionMode,
     includeOutboundIPRanges: (read.cidrs(Annotations.includeOutboundIPRanges, true) ?? ["*"]).join(","),
     excludeOutboundIPRanges: (read.cidrs(Annotations.excludeOutboundIPRanges) ?? []).join(","),
     includeInboundPorts: (read.ports(Annotations.includeInboundPorts, true) ?? ["*"]).join(","),
-    // The sidecar's own ports are always excluded, whatever the annotation says.
-    excludeInboundPorts: [...new Set([...SIDECAR_INBOUND_PORTS, ...excludeInbound])].join(","),
+    // The proxy's own ports are always excluded, whatever the annotation says.
+    excludeInboundPorts: [...new Set([...inboundExclusions, ...excludeInbound])].join(","),
     excludeOutboundPorts: (read.ports(Annotations.excludeOutboundPorts) ?? []).join(","),
-    resources: { requests, limits },
+    includeOutboundPorts: (read.ports(Annotations.includeOutboundPorts) ?? []).join(","),
+    excludeInterfaces: (read.interfaces(Annotations.excludeInterfaces) ?? []).join(","),
+    statusPort,
+    readinessInitialDelaySeconds: read.uint32(Annotations.readinessInitialDelaySeconds) ?? 0,
+    readinessPeriodSeconds: read.uint32(Annotations.readinessPeriodSeconds) ?? 15,
+    readinessFailureThreshold: read.uint32(Annotations.readinessFailureThreshold) ?? 4,
+    resources,
+    tlsMode: metadata.labels?.["security.istio.io/tlsMode"] || "istio",
+    proxyConfigJson: JSON.stringify(proxyConfig),
     ...workloadValues(pod, namespace),
   };
-  const native = read.boolean(Annotations.nativeSidecar) ?? config.nativeSidecars;
-  read.check();
+  const rewriteProbes = read.boolean(Annotations.rewriteAppHTTPProbers) ?? config.rewriteAppProbes;
+  const mergeMetrics = read.boolean(Annotations.mergeMetrics) ?? config.prometheusMerge;
 
   const template = config.template;
-  const init = render(template.initContainer, values);
-  const proxy = render(template.proxyContainer, values);
-  const appContainers = spec.containers ?? [];
-  if (native) {
-    spec.initContainers = [
-      init,
-      { ...proxy, ...render(template.nativeSidecar, values) },
-      ...(spec.initContainers ?? []),
-    ];
-  } else {
-    // istio-init runs first so that every later container's traffic is captured.
-    spec.initContainers = [init, ...(spec.initContainers ?? [])];
-    spec.containers = [...appContainers, proxy];
-  }
   const volumes = render(template.volumes, values);
-  const injectedNames = new Set(volumes.map((v) => v.name));
-  spec.volumes = [...(spec.volumes ?? []).filter((v) => !injectedNames.has(v.name)), ...volumes];
+  checkUserVolumes(read, userVolumes, userMounts, [...(spec.volumes ?? []), ...volumes]);
+  read.check();
 
-  // Existing labels and annotations win: users may set the canonical name themselves.
-  metadata.labels = { ...stringMap(render(template.labels, values)), ...labels };
-  const annotations = { ...stringMap(render(template.annotations, values)), ...(metadata.annotations ?? {}) };
+  // The pod's own istio-proxy / istio-init are overrides of the injected ones (Istio's
+  // customisation and gateway `image: auto`), taken out here and merged below.
+  const takeOverride = (name: string): Container | undefined => {
+    const found = [...(spec.containers ?? []), ...(spec.initContainers ?? [])].find((c) => c.name === name);
+    spec.containers = spec.containers?.filter((c) => c.name !== name);
+    spec.initContainers = spec.initContainers?.filter((c) => c.name !== name);
+    return found;
+  };
+  const proxyOverride = takeOverride("istio-proxy");
+  const initOverride = takeOverride("istio-init");
+
+  let proxy = render(
+    gateway ? template.gateway.proxyContainer : template.proxyContainer,
+    values,
+  ) as Container;
+  if (!gateway) {
+    if (interceptionMode === "TPROXY") proxy.securityContext = render(template.tproxySecurityContext, values);
+    if (native) proxy = { ...proxy, ...render(template.nativeSidecar, values) };
+  }
+  proxy.volumeMounts = [
+    ...((proxy.volumeMounts as unknown[]) ?? []),
+    ...Object.entries(userMounts).map(([name, mount]) => ({ name, ...mount })),
+  ];
+  if (proxyOverride) proxy = mergeContainer(proxy, proxyOverride) as Container;
+
+  const captures = !gateway && interceptionMode !== "NONE";
+  let init = captures ? (render(template.initContainer, values) as Container) : undefined;
+  if (init && initOverride) init = mergeContainer(init, initOverride) as Container;
+  const overrideUser = (proxyOverride?.securityContext as { runAsUser?: unknown } | undefined)?.runAsUser;
+  if (typeof overrideUser === "number") {
+    if (interceptionMode === "TPROXY") {
+      // TPROXY needs the proxy to be root; the override cannot change that (as Istio).
+      proxy.securityContext = { ...(proxy.securityContext as object), runAsUser: 0 };
+    } else if (init && overrideUser !== 0) {
+      // Capture must exempt the uid the proxy really runs as, or its own traffic loops back to it.
+      const args = [...(init.args as string[])];
+      args[args.indexOf("-u") + 1] = String(overrideUser);
+      init.args = args;
+    }
+  }
+
+  const userInit = spec.initContainers ?? [];
+  if (native) {
+    // istio-init, then the proxy, then the pod's own: its init containers are in the mesh.
+    spec.initContainers = [...(init ? [init] : []), proxy, ...userInit];
+  } else {
+    // istio-init last, so that the pod's init containers run before capture starts (as Istio).
+    spec.initContainers = [...userInit, ...(init ? [init] : [])];
+    spec.containers = [...(spec.containers ?? []), proxy];
+  }
+  if (spec.initContainers.length === 0) delete spec.initContainers;
+
+  const allVolumes = [
+    ...volumes,
+    ...Object.entries(userVolumes).map(([name, volume]) => ({ name, ...volume })),
+  ];
+  const injectedNames = new Set(allVolumes.map((v) => v.name));
+  spec.volumes = [...(spec.volumes ?? []).filter((v) => !injectedNames.has(v.name)), ...allVolumes];
+  if (gateway)
+    spec.securityContext = mergePodSecurityContext(
+      spec.securityContext,
+      render(template.gateway.podSecurityContext, values),
+    );
+
+  const proxyEnv = (proxy.env as Array<{ name: string; value?: string }>) ?? [];
+  let annotations = { ...stringMap(render(template.annotations, values)), ...podAnnotations };
+  const prometheus = mergePrometheus(annotations, statusPort, mergeMetrics);
+  if ("problem" in prometheus) throw new AnnotationError([prometheus.problem]);
+  if (prometheus.merged) {
+    annotations = prometheus.annotations;
+    if (prometheus.env !== undefined) proxyEnv.push({ name: PROMETHEUS_ENV, value: prometheus.env });
+  }
+  if (rewriteProbes) {
+    const probers = rewriteAppProbes(
+      [...(spec.initContainers ?? []), ...(spec.containers ?? [])],
+      statusPort,
+    );
+    if (probers !== undefined) proxyEnv.push({ name: APP_PROBERS_ENV, value: probers });
+  }
+  proxy.env = proxyEnv;
+
+  // The template's labels are computed from the pod's own, so they replace them (as Istio's overlay does).
+  metadata.labels = {
+    ...(metadata.labels ?? {}),
+    ...stringMap(render(gateway ? template.gateway.labels : template.labels, values)),
+  };
   annotations[STATUS_ANNOTATION] = JSON.stringify({
-    initContainers: native ? [String(init.name), String(proxy.name)] : [String(init.name)],
+    initContainers: [init, native ? proxy : undefined]
+      .filter((c) => c !== undefined)
+      .map((c) => String(c.name)),
     containers: native ? [] : [String(proxy.name)],
-    volumes: volumes.map((v) => String(v.name)),
+    volumes: allVolumes.map((v) => String(v.name)),
     imagePullSecrets: null,
     revision: config.revision,
     templateVersion: template.version,
@@ -183,50 +332,73 @@ function buildInjectedPod(original: PodJson, namespace: string, config: Injectio
   return pod;
 }
 
-function stringMap(value: Record<string, unknown>): Record<string, string> {
-  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, String(v)]));
+/**
+ * The proxy's resources by Istio's rule: when any of the four resource
+ * annotations is set, exactly the annotated values (no defaults mixed in, which
+ * could put a request above a default limit); otherwise the defaults. A request
+ * above its limit is refused: the API server would refuse the pod.
+ */
+function proxyResources(read: AnnotationReader): Record<string, Record<string, string>> {
+  const names = {
+    requests: { cpu: Annotations.proxyCPU, memory: Annotations.proxyMemory },
+    limits: { cpu: Annotations.proxyCPULimit, memory: Annotations.proxyMemoryLimit },
+  } as const;
+  const anySet = Object.values(names).some((r) => Object.values(r).some((n) => read.raw(n) !== undefined));
+  if (!anySet)
+    return structuredClone(DEFAULT_PROXY_RESOURCES) as unknown as Record<string, Record<string, string>>;
+  const out: Record<string, Record<string, string>> = {};
+  for (const [section, resources] of Object.entries(names))
+    for (const [resource, name] of Object.entries(resources)) {
+      const value = read.quantity(name);
+      if (value !== undefined) out[section] = { ...out[section], [resource]: value };
+    }
+  for (const resource of ["cpu", "memory"] as const) {
+    const request = out.requests?.[resource];
+    const limit = out.limits?.[resource];
+    if (request !== undefined && limit !== undefined && compareQuantities(request, limit) > 0)
+      read.refuse(
+        `${names.requests[resource]}=${request} is more than ${names.limits[resource]}=${limit}: a request above its limit is refused by the API server`,
+      );
+  }
+  return out;
 }
 
-/**
- * The values that describe the workload: its app containers and ports, its
- * controller (a Deployment is recognised through its ReplicaSet's
- * pod-template-hash, as Istio does) and its canonical service labels.
- */
-function workloadValues(pod: PodJson, namespace: string): Record<string, TemplateValue> {
-  const labels = pod.metadata?.labels ?? {};
-  const containers = pod.spec?.containers ?? [];
-  const ports = containers.flatMap((c) => c.ports ?? []);
-  const controller =
-    pod.metadata?.ownerReferences?.find((o) => o.controller) ?? pod.metadata?.ownerReferences?.[0];
-  const podName = pod.metadata?.name || pod.metadata?.generateName?.replace(/-$/, "") || "";
-  let workloadName = podName;
-  let owner = `kubernetes://apis/v1/namespaces/${namespace}/pods/${podName}`;
-  if (controller?.name && controller.kind) {
-    const hash = labels["pod-template-hash"];
-    if (controller.kind === "ReplicaSet" && hash && controller.name.endsWith(`-${hash}`)) {
-      workloadName = controller.name.slice(0, -hash.length - 1);
-      owner = `kubernetes://apis/apps/v1/namespaces/${namespace}/deployments/${workloadName}`;
-    } else {
-      workloadName = controller.name;
-      const plural = `${controller.kind.toLowerCase()}s`;
-      owner = `kubernetes://apis/${controller.apiVersion ?? "v1"}/namespaces/${namespace}/${plural}/${workloadName}`;
-    }
+/** userVolumeMount must name a volume the pod will have, and userVolume must not reuse a volume's name. */
+function checkUserVolumes(
+  read: AnnotationReader,
+  volumes: Record<string, Record<string, unknown>>,
+  mounts: Record<string, Record<string, unknown>>,
+  existing: Array<{ name?: unknown }>,
+): void {
+  const taken = new Set(existing.map((v) => v.name));
+  for (const name of Object.keys(volumes))
+    if (taken.has(name)) read.refuse(`${Annotations.userVolume}: volume ${name} already exists in the pod`);
+  for (const [name, mount] of Object.entries(mounts)) {
+    if (typeof mount.mountPath !== "string" || mount.mountPath === "")
+      read.refuse(`${Annotations.userVolumeMount}: ${name} needs a mountPath`);
+    if (!taken.has(name) && !Object.hasOwn(volumes, name))
+      read.refuse(
+        `${Annotations.userVolumeMount}: ${name} is not a volume of the pod or of ${Annotations.userVolume}`,
+      );
   }
-  return {
-    appContainers: containers.map((c) => c.name ?? "").join(","),
-    podPortsJson: JSON.stringify(ports),
-    workloadName,
-    owner,
-    canonicalName:
-      labels["service.istio.io/canonical-name"] ??
-      labels["app.kubernetes.io/name"] ??
-      labels.app ??
-      workloadName,
-    canonicalRevision:
-      labels["service.istio.io/canonical-revision"] ??
-      labels["app.kubernetes.io/version"] ??
-      labels.version ??
-      "latest",
-    defaultContainer: containers[0]?.name,
-  };
+}
+
+/** The pod's securityContext with the template's merged in (sysctls merged by name, as strategic merge does). */
+function mergePodSecurityContext(current: unknown, added: Record<string, unknown>): Record<string, unknown> {
+  const base = (current ?? {}) as Record<string, unknown>;
+  const addedSysctls = (added.sysctls ?? []) as Array<{ name: string }>;
+  const names = new Set(addedSysctls.map((s) => s.name));
+  const sysctls = [
+    ...((base.sysctls as Array<{ name: string }>) ?? []).filter((s) => !names.has(s.name)),
+    ...addedSysctls,
+  ];
+  return { ...base, ...added, sysctls };
+}
+
+function stringMap(value: Record<string, unknown>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => [k, String(v)]),
+  );
 }

@@ -63,10 +63,9 @@ export function injectionRequired(pod: SelectionPod, context: SelectionContext):
   if (pod.spec?.hostNetwork === true) return { inject: false, reason: "pod uses the host network" };
   if (IGNORED_NAMESPACES.includes(context.namespace))
     return { inject: false, reason: `namespace ${context.namespace} is never injected` };
-  if (
-    annotations[STATUS_ANNOTATION] !== undefined ||
-    pod.spec?.containers?.some((c) => c.name === "istio-proxy")
-  )
+  // Only the status annotation marks an injected pod: a pod's own istio-proxy container is
+  // an override to merge (Istio's gateway Deployments declare one with `image: auto`).
+  if (annotations[STATUS_ANNOTATION] !== undefined)
     return { inject: false, reason: "pod is already injected" };
 
   // The label is the one the webhook configuration's objectSelector sees, so it wins.

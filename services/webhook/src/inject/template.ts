@@ -18,10 +18,18 @@ export interface InjectionTemplate {
   version: string;
   proxyContainer: Record<string, unknown>;
   nativeSidecar: Record<string, unknown>;
+  /** Replaces the proxy's securityContext in TPROXY mode. */
+  tproxySecurityContext: Record<string, unknown>;
   initContainer: Record<string, unknown>;
   volumes: Record<string, unknown>[];
   labels: Record<string, unknown>;
   annotations: Record<string, unknown>;
+  /** The router form for inject.istio.io/templates: gateway. */
+  gateway: {
+    proxyContainer: Record<string, unknown>;
+    podSecurityContext: Record<string, unknown>;
+    labels: Record<string, unknown>;
+  };
 }
 
 const WHOLE = /^\$\{([A-Za-z0-9_]+)\}$/;
@@ -38,8 +46,20 @@ export function parseTemplate(text: string): InjectionTemplate {
   const isObject = (v: unknown): v is Record<string, unknown> =>
     typeof v === "object" && v !== null && !Array.isArray(v);
   if (!isObject(doc)) throw new Error("injection template: not a YAML mapping");
-  for (const part of ["proxyContainer", "nativeSidecar", "initContainer", "labels", "annotations"] as const)
+  const parts = [
+    "proxyContainer",
+    "nativeSidecar",
+    "tproxySecurityContext",
+    "initContainer",
+    "labels",
+    "annotations",
+    "gateway",
+  ] as const;
+  for (const part of parts)
     if (!isObject(doc[part])) throw new Error(`injection template: ${part} must be a mapping`);
+  for (const part of ["proxyContainer", "podSecurityContext", "labels"] as const)
+    if (!isObject(doc.gateway?.[part]))
+      throw new Error(`injection template: gateway.${part} must be a mapping`);
   if (!Array.isArray(doc.volumes)) throw new Error("injection template: volumes must be a list");
   if (typeof doc.version !== "string" || doc.version === "")
     throw new Error("injection template: version must be a string");

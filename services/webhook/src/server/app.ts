@@ -11,6 +11,7 @@ import {
 } from "../admission/review.js";
 import { admitValidation } from "../admission/validate.js";
 import type { InjectionConfig } from "../inject/inject.js";
+import type { NodeVersion } from "../inject/native.js";
 
 /** What the admission app needs. */
 export interface AdmissionAppOptions {
@@ -20,6 +21,8 @@ export interface AdmissionAppOptions {
   /** Larger bodies get 400 before they are parsed. */
   maxBodyBytes: number;
   namespaceLabels?: NamespaceLabels;
+  /** The cluster's nodes, for native-sidecar `auto` mode. */
+  nodes?: () => readonly NodeVersion[] | undefined;
 }
 
 /**
@@ -71,7 +74,11 @@ export function createAdmissionApp(options: AdmissionAppOptions): express.Expres
   app.post(
     "/inject",
     admission("/inject", (request) =>
-      admitInjection(request, options.injection, { metrics, namespaceLabels: options.namespaceLabels }),
+      admitInjection(request, options.injection, {
+        metrics,
+        namespaceLabels: options.namespaceLabels,
+        nodes: options.nodes,
+      }),
     ),
   );
   app.post(

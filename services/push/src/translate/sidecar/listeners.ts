@@ -23,6 +23,7 @@ import { sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, TypedConfig, WatchedNames } from "../../model/types.js";
 import type { GenerationContext } from "../generator.js";
 import { outboundClusterName } from "../names.js";
+import { withAutoAllocatedAddresses } from "./auto-addresses.js";
 import {
   additionalAddresses,
   addressesOfProxyFamilies,
@@ -257,7 +258,8 @@ function outboundPlans(push: PushContext, proxy: MeshProxy): Map<string, Listene
   };
   for (const egress of scope.egressListeners) {
     const virtualServices = egress.virtualServices;
-    for (const service of egress.services) {
+    for (const imported of egress.services) {
+      const service = withAutoAllocatedAddresses(push, proxy, imported);
       for (const port of service.ports) {
         for (const request of portRequests(push, proxy, service, port))
           placePort(push, proxy, placement, request, virtualServices);

@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
-import { type Endpoint, HealthStatus, packAny, Resolution, type Service } from "@sextant/proto";
+import { headlessDnsNames } from "@sextant/model";
+import { HealthStatus, packAny, Resolution, type Service } from "@sextant/proto";
 import { NameTable, type NameTable_NameInfo } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
 import { cacheKey } from "../../cache/xds-cache.js";
 import { usesAutoAllocatedAddresses } from "../../model/auto-allocation.js";
@@ -8,6 +9,7 @@ import type { PushContext } from "../../model/push-context.js";
 import { applicableSidecar, sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource } from "../../model/types.js";
 import type { GenerationContext } from "../generator.js";
+import { withAutoAllocatedAddresses } from "./auto-addresses.js";
 import { addressesOfProxyFamilies, ipMode } from "./dual-stack.js";
 
 /** Istio's NDS type (its pkg/model NameTableType). */
@@ -47,7 +49,9 @@ const CLUSTERSET_SUFFIX = ".clusterset.local";
  *   with its own address(es), as Kubernetes DNS; none if it has no such
  *   endpoint;
  * - anything else (an ExternalName service, a DNS ServiceEntry without
- *   allocation, a wildcard host): nothing.
+ *   allocation, a wildcard host without an address): nothing. A wildcard
+ *   host with an address is in the table as written (`*.example.com`): the
+ *   agent answers the names it covers, as Istio's.
  *
  * A name claimed by a Kubernetes service stays its; a ServiceEntry's
  * addresses for a name already in the table are added to it, and a
@@ -90,9 +94,19 @@ function buildNameTable(push: PushContext, proxy: MeshProxy, services: readonly 
     const registry = REGISTRY_NAMES[service.registry] ?? service.registry;
     let ips = serviceAddresses(push, proxy, service);
     if (ips.length === 0 && isHeadless(service)) {
-      const endpoints = headlessEndpoints(push, proxy, service);
-      ips = endpoints.map((endpoint) => endpoint.address);
-      for (const [name, info] of podNames(service, registry, endpoints)) table.set(name, info);
+      const names = headlessNames(push, proxy, service);
+      ips = names.get(service.hostname) ?? [];
+      names.delete(service.hostname);
+      // Per-pod names: short name <hostname>.<subdomain>, in the service's namespace.
+      const domain = service.hostname.slice(service.hostname.indexOf("."));
+      for (const [name, podIps] of names)
+        table.set(name, {
+          ips: podIps,
+          registry,
+          shortname: name.slice(0, name.length - domain.length),
+          namespace: service.namespace,
+          altHosts: [],
+        });
     }
     if (ips.length === 0) continue;
     const kubernetes = service.registry === "kubernetes";
@@ -133,72 +147,48 @@ function isUsableAddress(address: string): boolean {
  * A service's own addresses for the proxy (Istio's GetAllAddressesForProxy):
  * a Kubernetes service's cluster IPs of the proxy's families; every IP a
  * ServiceEntry lists (Istio makes a service per address and merges their
- * names' addresses); else the auto-allocated ones of the proxy's families,
+ * names' addresses), or its auto-allocated ones of the proxy's families
  * for a proxy that uses them.
  */
 function serviceAddresses(push: PushContext, proxy: MeshProxy, service: Service): string[] {
-  const own = service.addresses.filter((address) => isUsableAddress(address) && isIP(address) !== 0);
-  if (service.registry === "kubernetes") return addressesOfProxyFamilies(proxy, own);
-  if (service.addresses.some(isUsableAddress)) return own;
-  const allocated = usesAutoAllocatedAddresses(proxy) ? push.autoAllocatedAddresses(service) : undefined;
-  return allocated ? addressesOfProxyFamilies(proxy, [allocated.ipv4, allocated.ipv6]) : [];
+  const { addresses } = withAutoAllocatedAddresses(push, proxy, service);
+  const own = addresses.filter((address) => isUsableAddress(address) && isIP(address) !== 0);
+  return service.registry === "kubernetes" ? addressesOfProxyFamilies(proxy, own) : own;
 }
 
 /**
- * The endpoints a headless service's names answer with (Istio's
- * ServiceEndpointsByPort for its first port): IP addresses only, ready ones
- * unless the service publishes not-ready addresses, on the proxy's network
- * (either side unset counts as the same, as Istio's InNetwork). Sextant's
- * registry is one cluster, so Istio's cluster-local filter keeps them all.
+ * A headless service's names (@sextant/model's headlessDnsNames: its
+ * hostname, and `<hostname>.<subdomain>.<namespace>.svc.<domain>` per pod
+ * with a subdomain, as Kubernetes DNS) with their IP addresses, ready ones
+ * unless the service publishes not-ready addresses. As Istio's
+ * ServiceEndpointsByPort for the first port: only endpoints of that port;
+ * and only those on the proxy's network (either side unset counts as the
+ * same, as Istio's InNetwork), since passthrough traffic cannot cross
+ * networks. Sextant's registry is one cluster, so Istio's cluster-local
+ * filter keeps them all.
  */
-function headlessEndpoints(push: PushContext, proxy: MeshProxy, service: Service): Endpoint[] {
+function headlessNames(push: PushContext, proxy: MeshProxy, service: Service): Map<string, string[]> {
   const firstPort = service.ports[0];
-  if (!firstPort) return [];
-  return (push.endpointsByHost.get(service.hostname) ?? []).filter(
+  const endpoints = (push.endpointsByHost.get(service.hostname) ?? []).filter(
     (endpoint) =>
+      firstPort !== undefined &&
       endpoint.ports[firstPort.name] !== undefined &&
-      isIP(endpoint.address) !== 0 &&
-      (service.publishNotReadyAddresses === true || isReady(endpoint)) &&
       (endpoint.network === "" || proxy.network === "" || endpoint.network === proxy.network),
   );
-}
-
-function isReady(endpoint: Endpoint): boolean {
-  return (
-    endpoint.health === HealthStatus.HEALTH_STATUS_HEALTHY ||
-    endpoint.health === HealthStatus.HEALTH_STATUS_UNSPECIFIED
+  return headlessDnsNames(
+    {
+      hostname: service.hostname,
+      headless: true,
+      hasPorts: firstPort !== undefined,
+      publishNotReadyAddresses: service.publishNotReadyAddresses === true,
+    },
+    endpoints.map((endpoint) => ({
+      address: endpoint.address,
+      healthy:
+        endpoint.health === HealthStatus.HEALTH_STATUS_HEALTHY ||
+        endpoint.health === HealthStatus.HEALTH_STATUS_UNSPECIFIED,
+      ...(endpoint.hostname ? { hostname: endpoint.hostname } : {}),
+      ...(endpoint.subdomain ? { subdomain: endpoint.subdomain } : {}),
+    })),
   );
-}
-
-/**
- * Per-pod names of a headless service, as Kubernetes DNS gives them: a pod
- * with a subdomain is `<hostname>.<subdomain>.` followed by the service's
- * host without its first label (so `<namespace>.svc.<domain>`), short name
- * `<hostname>.<subdomain>`, with its address(es).
- */
-function podNames(
-  service: Service,
-  registry: string,
-  endpoints: readonly Endpoint[],
-): Map<string, NameTable_NameInfo> {
-  const names = new Map<string, NameTable_NameInfo>();
-  const dot = service.hostname.indexOf(".");
-  if (dot < 0) return names;
-  const domain = service.hostname.slice(dot + 1);
-  for (const endpoint of endpoints) {
-    if (!endpoint.subdomain || !endpoint.hostname) continue;
-    const shortname = `${endpoint.hostname}.${endpoint.subdomain}`;
-    const name = `${shortname}.${domain}`;
-    const found = names.get(name);
-    if (found) found.ips.push(endpoint.address);
-    else
-      names.set(name, {
-        ips: [endpoint.address],
-        registry,
-        shortname,
-        namespace: service.namespace,
-        altHosts: [],
-      });
-  }
-  return names;
 }

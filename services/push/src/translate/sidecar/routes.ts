@@ -28,6 +28,7 @@ import { Protocol, Resolution } from "@sextant/proto/gen/sextant/mesh/v1/service
 import { regexProblem } from "@sextant/validation";
 import { cacheKey } from "../../cache/xds-cache.js";
 import { aliasesByTarget, clusterHost, isAlias } from "../../model/aliases.js";
+import { usesAutoAllocatedAddresses } from "../../model/auto-allocation.js";
 import type { RoutedVirtualService } from "../../model/delegation.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
@@ -45,7 +46,8 @@ import {
 } from "../common/routes.js";
 import { type GenerationContext, generateByName } from "../generator.js";
 import { outboundClusterName } from "../names.js";
-import { addressesOfProxyFamilies, WILDCARD_IPV4 } from "./dual-stack.js";
+import { withAutoAllocatedAddresses } from "./auto-addresses.js";
+import { addressesOfProxyFamilies, ipMode, WILDCARD_IPV4 } from "./dual-stack.js";
 import { CORS_FILTER_NAME, PASSTHROUGH_CLUSTER } from "./filters.js";
 
 /** A plain object RouteConfiguration.fromPartial turns into a typed message. */
@@ -88,7 +90,8 @@ function carriesHttp(protocol: Protocol): boolean {
  * Route configurations for Envoy sidecars (RDS), one per name the proxy
  * asks for; the outbound listeners ask for `<port>` (`0.0.0.0_<port>`) and
  * `<hostname>:<port>` (the HTTP chain of a sniffed port on its own address).
- * Cached by the proxy's namespace, labels (sourceLabels) and Sidecar.
+ * Cached by the proxy's namespace, labels (sourceLabels), Sidecar and
+ * whether it uses auto-allocated addresses.
  */
 export function generateSidecarRoutes(
   context: GenerationContext,
@@ -101,7 +104,18 @@ export function generateSidecarRoutes(
   return generateByName(
     context,
     watched,
-    (name) => cacheKey("rds-sidecar", proxy.namespace, labels, sidecar, name, push.configVersion),
+    (name) =>
+      cacheKey(
+        "rds-sidecar",
+        proxy.namespace,
+        labels,
+        sidecar,
+        usesAutoAllocatedAddresses(proxy) ? "auto-allocated" : "",
+        // Virtual hosts list the cluster IPs of the proxy's IP families.
+        ipMode(proxy),
+        name,
+        push.configVersion,
+      ),
     (name) => buildSidecarRouteConfiguration(push, proxy, name),
   );
 }
@@ -172,7 +186,11 @@ export function buildSidecarRouteConfiguration(
     const claimed = new Set<string>();
     const byHostname = (a: Service, b: Service) =>
       a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0;
-    const inScope = scope.services.filter(hasPort).sort(byHostname);
+    // A ServiceEntry host's auto-allocated address is one of its domains for a proxy that uses it.
+    const inScope = scope.services
+      .filter(hasPort)
+      .map((service) => withAutoAllocatedAddresses(push, proxy, service))
+      .sort(byHostname);
     const services = inScope.filter((service) => !isAlias(service));
     const knownHosts = new Set(services.map((service) => service.hostname));
     const aliases = aliasesByTarget(push);

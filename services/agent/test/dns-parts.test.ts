@@ -257,6 +257,12 @@ describe("DNS settings", () => {
     assert.equal(parse({ ISTIO_META_DNS_CAPTURE: "true" }).NODE_METADATA.DNS_CAPTURE, "true");
   });
 
+  test("PROXY_CONFIG's proxyMetadata turns it on too (mesh config's defaultConfig), the environment winning", () => {
+    const proxyConfig = JSON.stringify({ proxyMetadata: { ISTIO_META_DNS_CAPTURE: "true" } });
+    assert.equal(parse({ PROXY_CONFIG: proxyConfig }).DNS_CAPTURE, true);
+    assert.equal(parse({ PROXY_CONFIG: proxyConfig, ISTIO_META_DNS_CAPTURE: "false" }).DNS_CAPTURE, false);
+  });
+
   test("a value that is not a boolean is refused, naming the variable", () => {
     assert.throws(
       () => parse({ ISTIO_META_DNS_CAPTURE: "yes" }),

@@ -37,10 +37,14 @@ export interface SecureMesh {
   readonly ingest: ServiceProcess;
   readonly discovery: ServiceProcess;
   readonly push: ServiceProcess;
+  /** Every push replica (pushReplicas); `push` is the first. */
+  readonly pushes: ServiceProcess[];
   /** The root ca wrote; agents verify ca with it. */
   readonly caRootFile: string;
   readonly caAddress: string;
   readonly xdsTlsAddress: string;
+  /** The mTLS ADS address of each push replica; `xdsTlsAddress` is the first. */
+  readonly xdsTlsAddresses: string[];
   /** Push's plaintext ADS address, when started with plaintextXds. */
   readonly xdsAddress: string | undefined;
   /** A file holding the bootstrap token of an account (declared in startSecureMesh). */
@@ -67,6 +71,10 @@ export interface AgentOptions {
   asInjected?: boolean;
   /** SECRET_TTL, e.g. "60s". */
   secretTtl?: string;
+  /** The push replica the agent connects to (default 0). */
+  pushReplica?: number;
+  /** More agent environment (ISTIO_META_*, DNS_PROXY_ADDR, ...). */
+  env?: Record<string, string>;
 }
 
 /**
@@ -112,6 +120,10 @@ const key = (account: Account) => `${account.namespace}/${account.serviceAccount
 export interface SecureMeshOptions {
   /** Also serve plaintext ADS (XDS_PLAINTEXT_ENABLED), off as in production unless a test needs it. */
   plaintextXds?: boolean;
+  /** Push replicas, each with its own ports, sharing NATS (default 1). */
+  pushReplicas?: number;
+  /** More discovery environment (KUBERNETES, KUBECONFIG for a fake kube-apiserver). */
+  discoveryEnv?: Record<string, string>;
 }
 
 export async function startSecureMesh(
@@ -168,19 +180,33 @@ export async function startSecureMesh(
   const discovery = await startServiceProcess("discovery", {
     NATS_URL: nats.url,
     INGEST_URL: `http://127.0.0.1:${ingest.httpPort}`,
+    ...options.discoveryEnv,
   });
-  const xdsTlsPort = await freePort();
-  const xdsPort = await freePort();
-  const push = await startServiceProcess("push", {
-    NATS_URL: nats.url,
-    XDS_PLAINTEXT_ENABLED: String(options.plaintextXds ?? false),
-    XDS_PORT: String(xdsPort),
-    XDS_TLS_PORT: String(xdsTlsPort),
-    CA_ADDR: caAddress,
-    CA_ROOT_CERT: caRootFile,
-    TOKEN_FILE: tokenFile(pushAccount),
-    PUSH_DEBOUNCE_AFTER: "50",
-  });
+  const pushes: ServiceProcess[] = [];
+  const xdsTlsPorts: number[] = [];
+  const xdsPorts: number[] = [];
+  for (let replica = 0; replica < (options.pushReplicas ?? 1); replica++) {
+    const xdsTlsPort = await freePort();
+    const xdsPort = await freePort();
+    xdsTlsPorts.push(xdsTlsPort);
+    xdsPorts.push(xdsPort);
+    pushes.push(
+      await startServiceProcess("push", {
+        NATS_URL: nats.url,
+        XDS_PLAINTEXT_ENABLED: String(options.plaintextXds ?? false),
+        XDS_PORT: String(xdsPort),
+        XDS_TLS_PORT: String(xdsTlsPort),
+        CA_ADDR: caAddress,
+        CA_ROOT_CERT: caRootFile,
+        TOKEN_FILE: tokenFile(pushAccount),
+        PUSH_DEBOUNCE_AFTER: "50",
+        REPLICA_ID: `push-${replica}`,
+      }),
+    );
+  }
+  const push = pushes[0]!;
+  const [xdsTlsPort] = xdsTlsPorts;
+  const [xdsPort] = xdsPorts;
 
   const agents: Agent[] = [];
   const workloads: Workload[] = [];
@@ -192,9 +218,11 @@ export async function startSecureMesh(
     ingest,
     discovery,
     push,
+    pushes,
     caRootFile,
     caAddress,
     xdsTlsAddress: `127.0.0.1:${xdsTlsPort}`,
+    xdsTlsAddresses: xdsTlsPorts.map((port) => `127.0.0.1:${port}`),
     xdsAddress: options.plaintextXds ? `127.0.0.1:${xdsPort}` : undefined,
     tokenFile,
     async apply(yaml) {
@@ -212,6 +240,7 @@ export async function startSecureMesh(
       const certDir = join(agentDir, "certs");
       // The kubelet's downward-API format: one key="value" line each, Go-quoted (JSON's quoting is a subset).
       const labelsFile = join(agentDir, "labels");
+      const pushAddress = `127.0.0.1:${xdsTlsPorts[options.pushReplica ?? 0]}`;
       if (options.asInjected)
         writeFileSync(
           labelsFile,
@@ -222,8 +251,8 @@ export async function startSecureMesh(
       const process = await startServiceProcess("agent", {
         CA_ADDR: caAddress,
         ...(options.asInjected
-          ? { PROXY_CONFIG: JSON.stringify({ discoveryAddress: `127.0.0.1:${xdsTlsPort}` }) }
-          : { XDS_ADDR: `127.0.0.1:${xdsTlsPort}` }),
+          ? { PROXY_CONFIG: JSON.stringify({ discoveryAddress: pushAddress }) }
+          : { XDS_ADDR: pushAddress }),
         CA_ROOT_CERT: caRootFile,
         TOKEN_FILE: tokenFile(options.tokenOf ?? options.account),
         POD_NAME: options.pod,
@@ -239,6 +268,7 @@ export async function startSecureMesh(
         SDS_SOCKET: sdsSocket,
         XDS_SOCKET: join(agentDir, "xds.sock"),
         OUTPUT_CERTS: certDir,
+        ...options.env,
       });
       const agent: Agent = {
         process,
@@ -295,7 +325,7 @@ export async function startSecureMesh(
     async close() {
       for (const workload of workloads) await workload.stop();
       for (const agent of agents) await agent.stop();
-      await push.stop();
+      for (const replica of pushes) await replica.stop();
       await discovery.stop();
       await ingest.stop();
       await ca.stop();

@@ -6,6 +6,7 @@ import { grpcBootstrapRunner } from "./bootstrap/grpc-bootstrap-runner.js";
 import { certificateFilesRunner } from "./certs/certificate-files.js";
 import { runCli } from "./cli.js";
 import { agentContract } from "./contract.js";
+import { dnsProxyFromSettings } from "./dns/from-settings.js";
 import { ISTIO_READY_PATH, istioReadyRoute } from "./health.js";
 import { identityRunner } from "./identity-runner.js";
 import { sdsServerRunner } from "./sds/sds-runner.js";
@@ -21,9 +22,17 @@ export const agentService: ServiceDefinition<typeof agentSettings> = {
   service: "agent",
   contract: agentContract,
   settings: agentSettings,
-  runners: ({ settings, logger, readiness, http, shutdown }) => {
+  runners: ({ settings, logger, metrics, readiness, http, shutdown }) => {
     http.route(ISTIO_READY_PATH, istioReadyRoute(readiness));
     const identity = identityRunner(settings, logger, readiness, shutdown);
+    // The DNS proxy when ISTIO_META_DNS_CAPTURE is true (and its /debug/ndsz route).
+    const dnsProxy = dnsProxyFromSettings(settings, {
+      credentials: () => identity.xdsCredentials(),
+      logger,
+      metrics,
+      readiness,
+      http,
+    });
     return [
       // Key, CSR and certificate from ca (CA_ADDR), renewed before expiry; the trust bundle from ca.
       identity,
@@ -51,6 +60,8 @@ export const agentService: ServiceDefinition<typeof agentSettings> = {
         logger,
         readiness,
       }),
+      // The DNS proxy on DNS_PROXY_ADDR, last: it needs the identity for its stream to push.
+      ...(dnsProxy ? [dnsProxy] : []),
     ];
   },
 };

@@ -17,6 +17,8 @@ export const AGENT_PORTS = {
   envoyPrometheus: 15090,
   /** The plaintext xDS listener for proxyless gRPC apps (loopback only). */
   xdsProxy: 15010,
+  /** The DNS proxy, UDP and TCP, on the loopback address. */
+  dnsProxy: 15053,
 } as const;
 
 /** The three parts of a SPIFFE ID of Istio's form, kept local so settings do not need the identity library. */
@@ -40,6 +42,26 @@ const SPIFFE_ID = /^spiffe:\/\/([^/]+)\/ns\/([^/]+)\/sa\/([^/]+)$/;
 /** Istio's metadata prefixes: ISTIO_META_X=v becomes metadata X: "v"; ISTIO_METAJSON_X={...} is merged in. */
 const META_PREFIX = "ISTIO_META_";
 const META_JSON_PREFIX = "ISTIO_METAJSON_";
+
+/** `<ip>:port`, `[<ipv6>]:port` or `localhost:port` (Istio's default address, whose families the DNS proxy picks). */
+function parseHostPort(value: string): { host: string; port: number } | undefined {
+  const match = /^\[([^\]]+)\]:(\d+)$/.exec(value) ?? /^([^:]+):(\d+)$/.exec(value);
+  if (!match) return undefined;
+  const host = match[1]!;
+  const port = Number(match[2]);
+  return (host === "localhost" || isIP(host) !== 0) && port <= 65_535 ? { host, port } : undefined;
+}
+
+/**
+ * Go's strconv.ParseBool, which Istio uses for ISTIO_META_DNS_CAPTURE and
+ * the other boolean switches; undefined for anything else.
+ */
+function parseGoBool(value: unknown): boolean | undefined {
+  if (typeof value !== "string") return undefined;
+  if (["1", "t", "T", "TRUE", "true", "True"].includes(value)) return true;
+  if (["0", "f", "F", "FALSE", "false", "False"].includes(value)) return false;
+  return undefined;
+}
 
 /**
  * The first non-internal address of this host, IPv4 first: what istio-agent
@@ -137,6 +159,35 @@ const agentSettingsObject = baseSettings.extend({
     .string()
     .default("./var/lib/istio/data")
     .transform((value) => value.trim() || undefined),
+  /** The DNS proxy's address when ISTIO_META_DNS_CAPTURE is true (istio-agent: DNS_PROXY_ADDR). */
+  DNS_PROXY_ADDR: z
+    .string()
+    .default(`localhost:${AGENT_PORTS.dnsProxy}`)
+    .transform((value, ctx) => {
+      const parsed = parseHostPort(value.trim());
+      if (!parsed) {
+        ctx.addIssue({
+          code: z.ZodIssueCode.custom,
+          message: "must be <ip>:<port>, [<ipv6>]:<port> or localhost:<port>",
+        });
+        return z.NEVER;
+      }
+      return parsed;
+    }),
+  /** Ask every resolv.conf nameserver at once and take the first reply (istio-agent: DNS_FORWARD_PARALLEL). */
+  DNS_FORWARD_PARALLEL: z
+    .string()
+    .default("false")
+    .transform((value, ctx) => {
+      const parsed = parseGoBool(value.trim());
+      if (parsed === undefined) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: "must be true or false" });
+        return z.NEVER;
+      }
+      return parsed;
+    }),
+  /** The resolv.conf whose nameservers get the queries the DNS proxy does not answer, and whose search list it expands. */
+  DNS_RESOLV_CONF: z.string().min(1).default("/etc/resolv.conf"),
   /** When set, `run` writes the gRPC bootstrap here, as istio-agent does. */
   GRPC_XDS_BOOTSTRAP: z
     .string()
@@ -166,6 +217,14 @@ export const agentSettings = agentSettingsObject
   .superRefine((env, ctx) => {
     for (const problem of [...nodeMetadataFromEnv(env).problems, ...podInputs(env).problems])
       ctx.addIssue({ code: z.ZodIssueCode.custom, path: [problem.name], message: problem.message });
+    // Istio ignores a bad value and leaves DNS capture off: a silent surprise, so it is refused here.
+    const capture = env.ISTIO_META_DNS_CAPTURE;
+    if (capture !== undefined && parseGoBool(capture) === undefined)
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ["ISTIO_META_DNS_CAPTURE"],
+        message: "must be true or false",
+      });
   })
   .transform((settings) => {
     const { metadata, labels } = nodeMetadataFromEnv(settings);
@@ -174,6 +233,7 @@ export const agentSettings = agentSettingsObject
       Object.keys(agentSettingsObject.shape).map((name) => [name, settings[name]]),
     ) as z.infer<typeof agentSettingsObject>;
     const proxyConfig = pod.proxyConfig!;
+    const nodeMetadata = { ...metaFromProxyMetadata(proxyConfig.proxyMetadata), ...metadata };
     return {
       ...known,
       HTTP_PORT: known.HTTP_PORT ?? proxyConfig.statusPort,
@@ -191,7 +251,12 @@ export const agentSettings = agentSettingsObject
        * Node metadata, lowest precedence first: PROXY_CONFIG's proxyMetadata
        * ISTIO_META_* entries, then the environment's (Istio's GetNodeMetaData).
        */
-      NODE_METADATA: { ...metaFromProxyMetadata(proxyConfig.proxyMetadata), ...metadata },
+      NODE_METADATA: nodeMetadata,
+      /**
+       * Istio's switch for the DNS proxy: ISTIO_META_DNS_CAPTURE, from the
+       * environment or PROXY_CONFIG's proxyMetadata (off by default, as in Istio).
+       */
+      DNS_CAPTURE: parseGoBool(nodeMetadata.DNS_CAPTURE) ?? false,
       /**
        * The workload's labels: ISTIO_METAJSON_LABELS, with the downward-API
        * file's over them (less pod-template-hash, which changes per rollout),

@@ -224,7 +224,9 @@ describe("injection contract: the webhook's pod and the agent agree", () => {
       assert.equal(settings.NODE_METADATA.CLUSTER_ID, config.clusterId);
       assert.equal(typeof settings.NODE_METADATA.WORKLOAD_NAME, "string");
       // The pod's proxy.istio.io/config wins (Istio's order); without it, ISTIO_CPU_LIMIT's whole cores.
-      const annotated = /^\s*concurrency:\s*(\d+)\s*$/m.exec(pod.metadata?.annotations?.["proxy.istio.io/config"] ?? "");
+      const annotated = /^\s*concurrency:\s*(\d+)\s*$/m.exec(
+        pod.metadata?.annotations?.["proxy.istio.io/config"] ?? "",
+      );
       assert.equal(
         settings.PROXY_CONFIG.concurrency,
         annotated ? Number(annotated[1]) : 2,

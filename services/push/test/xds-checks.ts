@@ -29,6 +29,7 @@
 // does not bind being reachable through one with use_original_dst.
 import type { Any } from "@sextant/proto";
 import { Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import type { ProxyKind } from "../src/model/proxy.js";
 import type { GeneratedResource } from "../src/model/types.js";
 import { type Decoded, decodeAny, formatViolation, type Violation, validateAny } from "./envoy-validate.js";
 import { type GoldenType, unacceptedGrpcViolations } from "./golden-inputs.js";
@@ -49,7 +50,7 @@ export type XdsSnapshot = Partial<Record<GoldenType, readonly SnapshotEntry[]>>;
 
 /** Which client the snapshot is for. */
 export interface SnapshotCheckOptions {
-  readonly proxy?: "sidecar" | "grpc";
+  readonly proxy?: ProxyKind;
 }
 
 interface MessageCodec {

@@ -1,7 +1,11 @@
 import type { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 
-/** Which generators serve a proxy: Envoy sidecars, or proxyless gRPC (metadata GENERATOR=grpc). */
-export type ProxyKind = "sidecar" | "grpc";
+/**
+ * Which generators serve a proxy: Envoy sidecars, Envoy gateways (node type
+ * "router", the agent's `proxy router`), or proxyless gRPC (metadata
+ * GENERATOR=grpc, whatever the node type).
+ */
+export type ProxyKind = "sidecar" | "router" | "grpc";
 
 /** A connected proxy, as its node announced it (Istio's id format and metadata keys). */
 export interface MeshProxy {
@@ -61,7 +65,7 @@ export function parseProxy(node: Node | undefined): MeshProxy {
     .filter(Boolean);
   return {
     id: node.id,
-    kind: stringOf(metadata.GENERATOR) === "grpc" ? "grpc" : "sidecar",
+    kind: stringOf(metadata.GENERATOR) === "grpc" ? "grpc" : type === "router" ? "router" : "sidecar",
     type,
     ip: instanceIps[0] ?? ip,
     podName,

@@ -77,6 +77,7 @@ const BUCKET_ACCESS: Record<string, { writers: NatsService[]; readers: NatsServi
   [Buckets.services.name]: { writers: ["discovery"], readers: ["ingest", "push"] },
   [Buckets.endpoints.name]: { writers: ["discovery"], readers: ["push"] },
   [Buckets.proxyStatus.name]: { writers: ["push"], readers: [] },
+  [Buckets.credentials.name]: { writers: ["discovery"], readers: ["push"] },
   [Buckets.trust.name]: { writers: ["ca"], readers: ["push"] },
   [Buckets.leases.name]: { writers: ["discovery"], readers: [] },
 };

@@ -180,11 +180,14 @@ for (const env of ["dev", "production"]) {
       assert.ok((token?.expirationSeconds ?? Number.POSITIVE_INFINITY) <= 3600, "expires within the hour");
     });
 
-    it("only ca reads cacerts: nobody may read Secrets through the API, and only ca mounts it", () => {
-      for (const verb of ["get", "list", "watch"]) {
-        assert.deepEqual(who({ verb, group: "", resource: "secrets", name: "cacerts" }), []);
-        assert.deepEqual(who({ verb, group: "", resource: "secrets" }), []);
+    it("only discovery lists and watches Secrets (for credentialName, as istiod); nobody gets one, only ca mounts cacerts", () => {
+      for (const verb of ["list", "watch"]) {
+        assert.deepEqual(who({ verb, group: "", resource: "secrets" }), [account("discovery")], verb);
       }
+      assert.deepEqual(who({ verb: "get", group: "", resource: "secrets", name: "cacerts" }), []);
+      assert.deepEqual(who({ verb: "get", group: "", resource: "secrets" }), []);
+      for (const verb of ["create", "update", "patch", "delete"])
+        assert.deepEqual(who({ verb, group: "", resource: "secrets" }), [], verb);
       const mounting = workloadsOf(objects)
         .filter((w) =>
           (w.spec.template.spec.volumes ?? []).some((volume) => volume.secret?.secretName === "cacerts"),

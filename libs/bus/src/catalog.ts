@@ -1,6 +1,7 @@
 import {
   ConfigResource,
   ConfigStatus,
+  Credential,
   EndpointShard,
   NackEvent,
   ProxyStatus,
@@ -38,6 +39,11 @@ export const Buckets = {
     "sextant-proxy-status",
     ProxyStatus,
     "sync state per connected proxy; written by push",
+  ),
+  credentials: defineBucket(
+    "sextant-credentials",
+    Credential,
+    "TLS material of the Secrets that Gateways and DestinationRules name by credentialName, key namespace.name; written by discovery, read by push only",
   ),
   trust: defineBucket("sextant-trust", TrustBundle, "the mesh's trusted roots; written by ca"),
   // A google.protobuf.Struct (holder, acquired, renewals, durationMs) so that

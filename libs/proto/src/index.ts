@@ -14,6 +14,7 @@ export { Any } from "./gen/google/protobuf/any.js";
 export { ListValue, NullValue, Struct, Value } from "./gen/google/protobuf/struct.js";
 export * from "./gen/istio/v1/auth/ca.js";
 export * from "./gen/sextant/mesh/v1/config.js";
+export * from "./gen/sextant/mesh/v1/credential.js";
 export * from "./gen/sextant/mesh/v1/endpoint.js";
 export * from "./gen/sextant/mesh/v1/proxy.js";
 export * from "./gen/sextant/mesh/v1/registration.js";

@@ -7,9 +7,9 @@ export const pushContract = {
   buckets: {
     // status/proxy-status.ts
     write: [Buckets.proxyStatus],
-    // inputs/push-inputs.ts, and the trust bundle its mTLS identity follows
+    // inputs/push-inputs.ts (credentials: the SDS secrets), and the trust bundle its mTLS identity follows
     // (@sextant/identity's bus trust source).
-    read: [Buckets.config, Buckets.services, Buckets.endpoints, Buckets.trust],
+    read: [Buckets.config, Buckets.services, Buckets.endpoints, Buckets.credentials, Buckets.trust],
   },
   subjects: {
     // status/proxy-status.ts: proxies' rejections and WorkloadGroup connections.

@@ -1,3 +1,13 @@
+export {
+  CA_CERT_SUFFIX,
+  credentialKey,
+  credentialResourceName,
+  destinationRuleCredentialNames,
+  gatewayCredentialNames,
+  KUBERNETES_SECRET_PREFIX,
+  parseSecretResourceName,
+  type SecretRef,
+} from "./credentials.js";
 export { type DnsEndpoint, type DnsService, headlessDnsNames } from "./dns.js";
 export { DEFAULT_DOMAIN_SUFFIX, hostMatches, resolveHost } from "./hosts.js";
 export { type ConfigRefLike, configKey, configKindFilter, describeRef, parseConfigKey } from "./keys.js";

@@ -5,6 +5,7 @@ import { busRunner } from "@sextant/bus";
 import { kubernetesAvailable, loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { discoveryContract } from "./contract.js";
+import { CredentialPublisher } from "./credentials/credential-publisher.js";
 import { registryz } from "./debug/registryz.js";
 import { KubeSource } from "./kube/kube-source.js";
 import { Publisher } from "./publish/publisher.js";
@@ -41,9 +42,19 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
       systemNamespace: settings.SYSTEM_NAMESPACE,
     });
     let kube: KubeSource | undefined;
+    let credentials: CredentialPublisher | undefined;
     if (kubernetesEnabled(settings)) {
+      const kubeConfig = loadKubeConfig(settings.KUBECONFIG);
+      credentials = new CredentialPublisher({
+        bus: () => nats.bus,
+        kubeConfig,
+        isLeader: () => publisher.status().leader,
+        logger,
+        readiness,
+        metrics,
+      });
       kube = new KubeSource({
-        kubeConfig: loadKubeConfig(settings.KUBECONFIG),
+        kubeConfig,
         registry,
         logger,
         readiness,
@@ -62,7 +73,10 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
       logger,
       readiness,
       metrics,
-      onLeaderChange: (leader) => registration?.leaderChanged(leader),
+      onLeaderChange: (leader) => {
+        registration?.leaderChanged(leader);
+        credentials?.leaderChanged(leader);
+      },
     });
     const registration = settings.INGEST_URL
       ? new AutoRegistration({
@@ -97,6 +111,9 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
       new ConfigSource({ bus: () => nats.bus, registry, logger, readiness }),
       // Follows Namespaces, Nodes, Pods, Services and EndpointSlices.
       ...(kube ? [kube] : []),
+      // Follows Secrets, and Gateways and DestinationRules in sextant-config; the leader
+      // writes the Secrets they name by credentialName to sextant-credentials.
+      ...(credentials ? [credentials] : []),
       // Subscribes to sextant.registration; creates and removes WorkloadEntries through ingest.
       ...(registration ? [registration] : []),
       // Competes for the lease in sextant-leases; the leader writes the registry.

@@ -1,0 +1,187 @@
+import {
+  CoreV1Api,
+  type KubeConfig,
+  type KubernetesListObject,
+  type V1Secret,
+} from "@kubernetes/client-node";
+import { Buckets, type Bus, type Mirror, type MirrorSubscription } from "@sextant/bus";
+import { type BackoffPolicy, Informer, WorkQueue } from "@sextant/kube";
+import {
+  configKindFilter,
+  credentialKey,
+  destinationRuleCredentialNames,
+  gatewayCredentialNames,
+} from "@sextant/model";
+import {
+  Gauge,
+  type Logger,
+  type Registry as MetricsRegistry,
+  type ReadinessGate,
+} from "@sextant/observability";
+import type { ConfigResource } from "@sextant/proto";
+import type { Runner } from "@sextant/runtime";
+import { decodeStoredSpec } from "@sextant/validation";
+import { credentialOf } from "./credential.js";
+import { CredentialReferences } from "./references.js";
+
+/** Options of {@link CredentialPublisher}. */
+export interface CredentialPublisherOptions {
+  readonly bus: () => Bus;
+  readonly kubeConfig: KubeConfig;
+  /** True while this replica holds the discovery lease: only the leader writes. */
+  readonly isLeader: () => boolean;
+  readonly logger: Logger;
+  readonly readiness: ReadinessGate;
+  readonly metrics?: MetricsRegistry;
+}
+
+const BACKOFF: BackoffPolicy = { initialMs: 200, maxMs: 5_000 };
+// Helm releases and service-account tokens are large and never TLS material:
+// istiod's credentials informer leaves them out the same way.
+const SECRET_FIELD_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token";
+const RECONCILE = "credentials";
+
+/**
+ * CredentialPublisher keeps `sextant-credentials` equal to the Secrets that
+ * config names by `credentialName` (Gateway servers' TLS, DestinationRules'
+ * client TLS): it follows Gateways and DestinationRules in `sextant-config`
+ * and Secrets in Kubernetes, and, while this replica leads, writes what is
+ * named and deletes what no longer is (an unreferenced or deleted Secret).
+ * Every change reconciles the whole bucket, which stays small: only named
+ * Secrets are in it. Push serves them over SDS and decides who gets which.
+ */
+export class CredentialPublisher implements Runner {
+  readonly name = "credentials";
+  readonly #mirrors: Array<Pick<Mirror<unknown>, "close">> = [];
+  readonly #secrets: Informer<V1Secret>;
+  readonly #queue: WorkQueue<string>;
+  #gateways: ReadonlyMap<string, ConfigResource> = new Map();
+  #rules: ReadonlyMap<string, ConfigResource> = new Map();
+  #synced = false;
+  readonly #published: Gauge | undefined;
+
+  constructor(private readonly options: CredentialPublisherOptions) {
+    const core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.#secrets = new Informer<V1Secret>({
+      kubeConfig: options.kubeConfig,
+      path: "/api/v1/secrets",
+      fieldSelector: SECRET_FIELD_SELECTOR,
+      list: () =>
+        core.listSecretForAllNamespaces({ fieldSelector: SECRET_FIELD_SELECTOR }) as Promise<
+          KubernetesListObject<V1Secret>
+        >,
+      logger: options.logger,
+      logFields: { resource: "secrets" },
+      backoff: BACKOFF,
+    });
+    for (const event of ["add", "update", "delete"] as const) this.#secrets.on(event, () => this.#changed());
+    this.#queue = new WorkQueue<string>({
+      process: () => this.#reconcile(),
+      retry: BACKOFF,
+      paused: true,
+      onError: (_key, error, retryInMs) =>
+        options.logger.warn({ err: error, retryInMs }, "cannot write sextant-credentials; retrying"),
+    });
+    if (options.metrics) {
+      this.#published = new Gauge({
+        name: "sextant_discovery_credentials",
+        help: "Secrets named by a credentialName and published to sextant-credentials",
+        registers: [options.metrics],
+      });
+    }
+  }
+
+  async start(): Promise<void> {
+    this.options.readiness.require("credentials sync");
+    const config = await this.options.bus().bucket(Buckets.config);
+    const follow = async (kind: string, set: (state: ReadonlyMap<string, ConfigResource>) => void) => {
+      const mirror = await config.mirror({ filter: configKindFilter(kind) });
+      this.#mirrors.push(mirror);
+      return mirror.subscribe(({ state }) => {
+        set(state);
+        this.#changed();
+      });
+    };
+    const subscriptions: MirrorSubscription[] = [
+      await follow("Gateway", (state) => {
+        this.#gateways = state;
+      }),
+      await follow("DestinationRule", (state) => {
+        this.#rules = state;
+      }),
+    ];
+    this.#secrets.start();
+    await Promise.all(subscriptions.map((subscription) => subscription.synced));
+    if (!(await this.#secrets.synced())) return;
+    this.#synced = true;
+    this.leaderChanged(this.options.isLeader());
+    this.options.readiness.done("credentials sync");
+  }
+
+  /** Told of each leadership change: a new leader reconciles the bucket, a former one stops writing. */
+  leaderChanged(leader: boolean): void {
+    if (!this.#synced) return;
+    if (leader) {
+      this.#queue.resume();
+      this.#queue.add(RECONCILE);
+    } else {
+      this.#queue.pause();
+    }
+  }
+
+  /** Resolves once no reconcile is waiting or running (for tests). */
+  idle(): Promise<void> {
+    return this.#queue.idle();
+  }
+
+  async close(): Promise<void> {
+    await this.#queue.close();
+    await this.#secrets.stop();
+    await Promise.all(this.#mirrors.map((mirror) => mirror.close()));
+  }
+
+  #changed(): void {
+    if (this.#synced) this.#queue.add(RECONCILE);
+  }
+
+  /** The references config makes now: every credentialName of every Gateway and DestinationRule. */
+  #references(): CredentialReferences {
+    const names: string[] = [];
+    const decode = <K extends "Gateway" | "DestinationRule">(kind: K, resource: ConfigResource) => {
+      try {
+        return decodeStoredSpec(kind, resource);
+      } catch (error) {
+        this.options.logger.error(
+          { kind, name: resource.name, err: error },
+          "skipping a resource that does not decode",
+        );
+        return undefined;
+      }
+    };
+    for (const resource of this.#gateways.values()) {
+      const spec = decode("Gateway", resource);
+      if (spec) names.push(...gatewayCredentialNames(spec));
+    }
+    for (const resource of this.#rules.values()) {
+      const spec = decode("DestinationRule", resource);
+      if (spec) names.push(...destinationRuleCredentialNames(spec));
+    }
+    return new CredentialReferences(names);
+  }
+
+  async #reconcile(): Promise<void> {
+    if (!this.options.isLeader()) return;
+    const references = this.#references();
+    const desired = new Map<string, V1Secret>();
+    for (const secret of this.#secrets.list()) {
+      const namespace = secret.metadata?.namespace ?? "";
+      const name = secret.metadata?.name ?? "";
+      if (references.covers(namespace, name)) desired.set(credentialKey({ namespace, name }), secret);
+    }
+    const bucket = await this.options.bus().bucket(Buckets.credentials);
+    const current = new Map((await bucket.list()).map((entry) => [entry.key, entry]));
+    for (const [key, secret] of desired) await bucket.putOver(key, credentialOf(secret), current.get(key));
+    for (const key of current.keys()) if (!desired.has(key)) await bucket.delete(key);
+    this.#published?.set(desired.size);
+  }
+}

@@ -1,0 +1,205 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { Buckets } from "@sextant/bus";
+import { credentialKey } from "@sextant/model";
+import type { Credential } from "@sextant/proto";
+import { eventually, type FakeKubeApiServer, startFakeKubeApiServer } from "@sextant/testing";
+import { credentialOf } from "../src/credentials/credential.js";
+import { CredentialReferences } from "../src/credentials/references.js";
+import {
+  type DiscoveryFixture,
+  startDiscovery,
+  startIngest,
+  startNatsWithClient,
+  writeKubeconfig,
+} from "./harness.js";
+
+const b64 = (text: string) => Buffer.from(text).toString("base64");
+
+function secret(namespace: string, name: string, type: string, data: Record<string, string>) {
+  return {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { namespace, name },
+    type,
+    data: Object.fromEntries(Object.entries(data).map(([key, value]) => [key, b64(value)])),
+  };
+}
+
+describe("credential references", () => {
+  it("covers a plain name in every namespace, a namespace/name in one, and each one's -cacert companion", () => {
+    const refs = new CredentialReferences(["gw-cred", "kubernetes://edge/edge-cred", "builtin://", ""]);
+    assert.ok(refs.covers("istio-system", "gw-cred"));
+    assert.ok(refs.covers("default", "gw-cred"));
+    assert.ok(refs.covers("istio-system", "gw-cred-cacert"));
+    assert.ok(refs.covers("edge", "edge-cred"));
+    assert.ok(refs.covers("edge", "edge-cred-cacert"));
+    assert.ok(!refs.covers("default", "edge-cred"), "a namespaced reference names one namespace");
+    assert.ok(!refs.covers("default", "other"));
+    assert.ok(!refs.covers("default", "cacert"));
+    assert.equal(refs.size, 2, "builtin:// and empty names are no Secrets");
+  });
+});
+
+describe("credentialOf: the keys istiod reads", () => {
+  it("reads kubernetes.io/tls's tls.crt, tls.key and ca.crt", () => {
+    const c = credentialOf(
+      secret("ns", "a", "kubernetes.io/tls", { "tls.crt": "CHAIN", "tls.key": "KEY", "ca.crt": "CA" }),
+    );
+    assert.deepEqual(
+      [c.namespace, c.name, c.secretType, `${c.certificateChain}`, `${c.privateKey}`, `${c.caCertificate}`],
+      ["ns", "a", "kubernetes.io/tls", "CHAIN", "KEY", "CA"],
+    );
+  });
+
+  it("prefers a generic Secret's cert/key/cacert over the tls.* keys", () => {
+    const c = credentialOf(
+      secret("ns", "a", "Opaque", {
+        cert: "G-CHAIN",
+        key: "G-KEY",
+        cacert: "G-CA",
+        "tls.crt": "T-CHAIN",
+        "tls.key": "T-KEY",
+        "ca.crt": "T-CA",
+      }),
+    );
+    assert.deepEqual(
+      [`${c.certificateChain}`, `${c.privateKey}`, `${c.caCertificate}`],
+      ["G-CHAIN", "G-KEY", "G-CA"],
+    );
+  });
+
+  it("takes no half pair: a cert without its key leaves chain and key empty", () => {
+    const c = credentialOf(secret("ns", "a", "Opaque", { cert: "CHAIN", "ca.crt": "CA" }));
+    assert.deepEqual([c.certificateChain.length, c.privateKey.length, `${c.caCertificate}`], [0, 0, "CA"]);
+  });
+});
+
+async function apply(ingestUrl: string, yaml: string): Promise<void> {
+  const response = await fetch(`${ingestUrl}/v1/apply`, { method: "POST", body: yaml });
+  assert.equal(response.status, 200, await response.text());
+}
+
+async function remove(ingestUrl: string, kind: string, namespace: string, name: string): Promise<void> {
+  const response = await fetch(`${ingestUrl}/v1/config/${kind}/${namespace}/${name}`, { method: "DELETE" });
+  assert.equal(response.status, 200, await response.text());
+}
+
+const GATEWAY = `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata:
+  name: web
+  namespace: default
+spec:
+  selector:
+    istio: ingressgateway
+  servers:
+    - port: { number: 443, name: https, protocol: HTTPS }
+      hosts: ["web.example.com"]
+      tls:
+        mode: SIMPLE
+        credentialName: web-cred
+`;
+
+const RULE = `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: origination
+  namespace: default
+spec:
+  host: api.example.com
+  trafficPolicy:
+    tls:
+      mode: MUTUAL
+      credentialName: client-cred
+`;
+
+describe("discovery publishes the Secrets that config names, to sextant-credentials", () => {
+  let client: Awaited<ReturnType<typeof startNatsWithClient>>;
+  let ingest: Awaited<ReturnType<typeof startIngest>>;
+  let kube: FakeKubeApiServer;
+  let discovery: DiscoveryFixture;
+
+  const published = async () =>
+    new Map(
+      (
+        (await (await client.bus.bucket(Buckets.credentials)).list()) as Array<{
+          key: string;
+          value: Credential;
+        }>
+      ).map((entry) => [entry.key, entry.value]),
+    );
+  const key = (namespace: string, name: string) => credentialKey({ namespace, name });
+
+  before(async () => {
+    client = await startNatsWithClient();
+    ingest = await startIngest(client.nats.url, { ANALYSIS_DEBOUNCE_MS: "20", API_AUTH: "none" });
+    kube = await startFakeKubeApiServer({ bookmarkIntervalMs: 500 });
+    kube.apply(
+      secret("istio-system", "web-cred", "kubernetes.io/tls", { "tls.crt": "CHAIN-1", "tls.key": "KEY-1" }),
+    );
+    kube.apply(secret("istio-system", "web-cred-cacert", "Opaque", { cacert: "CLIENT-CA" }));
+    kube.apply(secret("istio-system", "unrelated", "kubernetes.io/tls", { "tls.crt": "X", "tls.key": "Y" }));
+    kube.apply(secret("default", "client-cred", "Opaque", { cert: "C", key: "K", cacert: "CA" }));
+    await apply(ingest.url, GATEWAY);
+    await apply(ingest.url, RULE);
+    discovery = await startDiscovery(client.nats.url, {
+      KUBERNETES: "on",
+      KUBECONFIG: writeKubeconfig(kube),
+    });
+  });
+  after(async () => {
+    await discovery?.stop();
+    await kube?.close();
+    await ingest?.stop();
+    await client?.close();
+  });
+
+  it("publishes the named Secrets and their -cacert companions, and no other", async () => {
+    await eventually(async () => (await published()).size === 3, { message: "three credentials published" });
+    const credentials = await published();
+    assert.deepEqual(
+      [...credentials.keys()].sort(),
+      [
+        key("default", "client-cred"),
+        key("istio-system", "web-cred"),
+        key("istio-system", "web-cred-cacert"),
+      ].sort(),
+    );
+    const web = credentials.get(key("istio-system", "web-cred"));
+    assert.equal(`${web?.certificateChain}`, "CHAIN-1");
+    assert.equal(`${web?.privateKey}`, "KEY-1");
+    assert.equal(`${credentials.get(key("istio-system", "web-cred-cacert"))?.caCertificate}`, "CLIENT-CA");
+    assert.equal(`${credentials.get(key("default", "client-cred"))?.privateKey}`, "K");
+  });
+
+  it("follows a rotated Secret", async () => {
+    kube.apply(
+      secret("istio-system", "web-cred", "kubernetes.io/tls", { "tls.crt": "CHAIN-2", "tls.key": "KEY-2" }),
+    );
+    await eventually(
+      async () =>
+        `${(await published()).get(key("istio-system", "web-cred"))?.certificateChain}` === "CHAIN-2",
+      { message: "the rotated chain is published" },
+    );
+    assert.equal(`${(await published()).get(key("istio-system", "web-cred"))?.privateKey}`, "KEY-2");
+  });
+
+  it("deletes a deleted Secret, and the Secrets a removed Gateway named", async () => {
+    kube.delete({ apiVersion: "v1", kind: "Secret", namespace: "default", name: "client-cred" });
+    await eventually(async () => !(await published()).has(key("default", "client-cred")), {
+      message: "the deleted Secret is unpublished",
+    });
+    await remove(ingest.url, "Gateway", "default", "web");
+    await eventually(async () => (await published()).size === 0, {
+      message: "nothing named, nothing published",
+    });
+  });
+
+  it("publishes a Secret again once config names it again", async () => {
+    await apply(ingest.url, GATEWAY);
+    await eventually(async () => (await published()).has(key("istio-system", "web-cred")), {
+      message: "a new reference publishes the Secret",
+    });
+  });
+});

@@ -17,6 +17,7 @@ import { checkConnectionIdentity } from "./server/xds-auth.js";
 import { xdsServerRunner } from "./server/xds-server-runner.js";
 import { pushSettings } from "./settings.js";
 import { ProxyStatusReporter } from "./status/proxy-status.js";
+import { sdsCertificateErrors } from "./translate/sds/secrets.js";
 import { XDS_TYPES } from "./xds-types.js";
 
 /** The push service: the xDS server. Any number of replicas can run. */
@@ -57,6 +58,8 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       onPush: (change, startedAt) => discovery.push(change, startedAt),
     });
     meshConfig?.onChange((mesh) => inputs.setMeshConfig(mesh));
+    // The SDS generator's refusals, counted under istiod's name.
+    metrics.registerMetric(sdsCertificateErrors);
     const discovery = new DiscoveryServer({
       logger,
       metrics: new XdsMetrics(metrics),

@@ -1,4 +1,11 @@
-import { Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import {
+  Cluster,
+  ClusterLoadAssignment,
+  Listener,
+  RouteConfiguration,
+  Secret,
+  TypeUrl,
+} from "@sextant/proto/envoy";
 import { NameTable } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
 import type { PushChange } from "./model/types.js";
 import { XdsTypeTable } from "./server/xds-type-table.js";
@@ -6,6 +13,7 @@ import { generateGrpcClusters } from "./translate/grpc/clusters.js";
 import { endpointsChanged, generateGrpcEndpoints } from "./translate/grpc/endpoints.js";
 import { generateGrpcListeners } from "./translate/grpc/listeners.js";
 import { generateGrpcRoutes } from "./translate/grpc/routes.js";
+import { generateSecrets, secretsNeedPush } from "./translate/sds/secrets.js";
 import { generateSidecarClusters, sidecarClustersNeedPush } from "./translate/sidecar/clusters.js";
 import { generateSidecarEndpoints, sidecarEndpointsNeedPush } from "./translate/sidecar/endpoints.js";
 import { generateSidecarListeners } from "./translate/sidecar/listeners.js";
@@ -19,7 +27,7 @@ const onFullOrEndpointPush = (change: PushChange) => change.full || change.endpo
 /**
  * The xDS types push serves (istiod's InitGenerators and push order in one
  * table), in istiod's order: clusters and endpoints before the listeners and
- * routes that use them, then the name table (istiod's PushOrder does not list
+ * routes that use them, then the secrets they name, then the name table (istiod's PushOrder does not list
  * NDS, so it goes after the ordered types). Adding a type is its generators
  * and one entry here.
  */
@@ -63,6 +71,17 @@ export const XDS_TYPES = new XdsTypeTable([
     generators: {
       grpc: { needsPush: onFullPush, generate: generateGrpcRoutes },
       sidecar: { needsPush: onFullPush, generate: generateSidecarRoutes },
+    },
+  },
+  {
+    typeUrl: TypeUrl.Secret,
+    label: "sds",
+    codec: Secret,
+    // Secrets are asked for by name (kubernetes://<name>), never all at once.
+    wildcardWhenEmpty: false,
+    generators: {
+      router: { needsPush: secretsNeedPush, generate: generateSecrets },
+      sidecar: { needsPush: secretsNeedPush, generate: generateSecrets },
     },
   },
   {

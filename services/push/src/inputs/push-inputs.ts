@@ -1,6 +1,6 @@
 import { Buckets, type Bus, type Mirror, type MirrorSubscription } from "@sextant/bus";
 import type { Logger, ReadinessGate } from "@sextant/observability";
-import type { ConfigResource, EndpointShard, Service } from "@sextant/proto";
+import type { ConfigResource, Credential, EndpointShard, Service } from "@sextant/proto";
 import type { Runner } from "@sextant/runtime";
 import type { MeshConfig } from "../model/mesh-config.js";
 import { PushContext } from "../model/push-context.js";
@@ -28,7 +28,9 @@ export interface PushInputsOptions {
  * changes into snapshots: after PUSH_DEBOUNCE_AFTER of quiet, or at most
  * PUSH_DEBOUNCE_MAX after the first change. A config or service change
  * rebuilds the PushContext; an endpoint-only change keeps the config and
- * names the hosts whose endpoints changed. If NATS goes away the last
+ * names the hosts whose endpoints changed. It mirrors `sextant-credentials`
+ * too: a credential-only change (a rotated Secret) keeps config and
+ * endpoints and names the Secrets that changed, for SDS. If NATS goes away the last
  * snapshot keeps serving, and the watches resume where they stopped.
  */
 export class PushInputs implements Runner {
@@ -38,10 +40,11 @@ export class PushInputs implements Runner {
   #config: ReadonlyMap<string, ConfigResource> = new Map();
   #services: ReadonlyMap<string, Service> = new Map();
   #shards: ReadonlyMap<string, EndpointShard> = new Map();
+  #credentials: ReadonlyMap<string, Credential> = new Map();
   readonly #mirrors: Array<Pick<Mirror<unknown>, "close">> = [];
   readonly #subscriptions: MirrorSubscription[] = [];
   #context: PushContext | undefined;
-  #pending: { full: boolean; endpointHosts: Set<string>; firstAt: number } | undefined;
+  #pending: { full: boolean; endpointHosts: Set<string>; secrets: Set<string>; firstAt: number } | undefined;
   #quietTimer: NodeJS.Timeout | undefined;
   #maxTimer: NodeJS.Timeout | undefined;
   #initialized = false;
@@ -68,7 +71,8 @@ export class PushInputs implements Runner {
     const config = await (await bus.bucket(Buckets.config)).mirror();
     const services = await (await bus.bucket(Buckets.services)).mirror();
     const endpoints = await (await bus.bucket(Buckets.endpoints)).mirror();
-    this.#mirrors.push(config, services, endpoints);
+    const credentials = await (await bus.bucket(Buckets.credentials)).mirror();
+    this.#mirrors.push(config, services, endpoints, credentials);
     this.#subscriptions.push(
       config.subscribe(({ state }) => {
         this.#config = state;
@@ -81,6 +85,13 @@ export class PushInputs implements Runner {
       endpoints.subscribe(({ state, changes }) => {
         this.#shards = state;
         for (const change of changes) this.changed(false, (change.value ?? change.previous)?.hostname);
+      }),
+      credentials.subscribe(({ state, changes }) => {
+        this.#credentials = state;
+        for (const change of changes) {
+          const secret = change.value ?? change.previous;
+          if (secret) this.changed(false, undefined, `${secret.namespace}/${secret.name}`);
+        }
       }),
     );
     await Promise.all(this.#subscriptions.map((subscription) => subscription.synced));
@@ -107,18 +118,20 @@ export class PushInputs implements Runner {
       config: this.#config,
       services: this.#services,
       endpointShards: this.#shards,
+      credentials: this.#credentials,
       domainSuffix: this.options.domainSuffix,
       ...(this.options.trustDomain ? { trustDomain: this.options.trustDomain } : {}),
       ...(this.#meshConfig ? { meshConfig: this.#meshConfig } : {}),
     });
   }
 
-  private changed(full: boolean, endpointHost?: string): void {
+  private changed(full: boolean, endpointHost?: string, secret?: string): void {
     if (!this.#initialized) return; // the replay is folded into the first snapshot
     const now = Date.now();
-    this.#pending ??= { full: false, endpointHosts: new Set(), firstAt: now };
+    this.#pending ??= { full: false, endpointHosts: new Set(), secrets: new Set(), firstAt: now };
     this.#pending.full ||= full;
     if (endpointHost) this.#pending.endpointHosts.add(endpointHost);
+    if (secret) this.#pending.secrets.add(secret);
     clearTimeout(this.#quietTimer);
     this.#quietTimer = setTimeout(() => this.flush(), this.options.debounceAfterMs);
     this.#maxTimer ??= setTimeout(() => this.flush(), this.options.debounceMaxMs);
@@ -131,7 +144,14 @@ export class PushInputs implements Runner {
     const pending = this.#pending;
     this.#pending = undefined;
     if (!pending || !this.#context) return;
-    this.#context = pending.full ? this.build() : this.#context.withEndpoints(this.#shards);
-    this.options.onPush({ full: pending.full, endpointHosts: pending.endpointHosts }, pending.firstAt);
+    if (pending.full) this.#context = this.build();
+    else {
+      this.#context = this.#context.withEndpoints(this.#shards);
+      if (pending.secrets.size > 0) this.#context = this.#context.withCredentials(this.#credentials);
+    }
+    this.options.onPush(
+      { full: pending.full, endpointHosts: pending.endpointHosts, secrets: pending.secrets },
+      pending.firstAt,
+    );
   }
 }

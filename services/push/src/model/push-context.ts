@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
-import { hostMatches, resolveHost } from "@sextant/model";
-import type { ConfigResource, Endpoint, Service } from "@sextant/proto";
+import { credentialKey, hostMatches, resolveHost, type SecretRef } from "@sextant/model";
+import type { ConfigResource, Credential, Endpoint, Service } from "@sextant/proto";
 import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
+import type { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
 import type { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import type { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_group";
 import type { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
@@ -34,6 +35,8 @@ export interface PushInputs {
   readonly rootNamespace?: string;
   /** Istio's MeshConfig (MESH_CONFIG_FILE): the extension providers of CUSTOM authorization; none if not given. */
   readonly meshConfig?: MeshConfig;
+  /** The Secrets config names by credentialName (`sextant-credentials`), by namespace.name key; none if not given. */
+  readonly credentials?: ReadonlyMap<string, Credential>;
 }
 
 const MESH_GATEWAY = "mesh";
@@ -59,6 +62,10 @@ export class PushContext {
   readonly authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
   /** Sidecar resources (egress scoping), by namespace/name; `hosts` are the egress hosts as written. */
   readonly sidecars: readonly TypedConfig<Sidecar>[];
+  /** Gateways (Istio's networking kind), by namespace/name. */
+  readonly gateways: readonly TypedConfig<Gateway>[];
+  /** The Secrets' TLS material by namespace.name key: SDS serves it, unversioned by configVersion. */
+  readonly #credentials: ReadonlyMap<string, Credential>;
   /** WorkloadGroups by namespace/name: auto-registration checks a proxy's identity against its group's. */
   readonly #workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
   /** The DestinationRules by their namespace, in the order of {@link destinationRules}. */
@@ -90,6 +97,8 @@ export class PushContext {
     this.peerAuthentications = parts.peerAuthentications;
     this.authorizationPolicies = parts.authorizationPolicies;
     this.sidecars = parts.sidecars;
+    this.gateways = parts.gateways;
+    this.#credentials = parts.credentials;
     this.#workloadGroups = parts.workloadGroups;
     this.#autoAllocated = parts.autoAllocated;
     this.services = [...parts.servicesByHost.values()].sort((a, b) =>
@@ -149,6 +158,8 @@ export class PushContext {
       peerAuthentications: typed("PeerAuthentication", () => []),
       authorizationPolicies: typed("AuthorizationPolicy", () => []),
       sidecars: typed("Sidecar", () => []),
+      gateways: typed("Gateway", () => []),
+      credentials: inputs.credentials ?? new Map(),
       workloadGroups: new Map(
         typed("WorkloadGroup", () => []).map((group) => [`${group.ref.namespace}/${group.ref.name}`, group]),
       ),
@@ -161,6 +172,20 @@ export class PushContext {
   /** The same config with new endpoints: what an endpoint-only change needs, without re-decoding config. */
   withEndpoints(shards: PushInputs["endpointShards"]): PushContext {
     const { endpointsByHost, endpointVersions } = mergeShards(shards);
+    return this.#with({ endpointsByHost, endpointVersions });
+  }
+
+  /** The same config and endpoints with new credentials: a rotated Secret changes no configVersion. */
+  withCredentials(credentials: ReadonlyMap<string, Credential>): PushContext {
+    return this.#with({ credentials });
+  }
+
+  #with(
+    changed: Partial<Pick<ContextParts, "credentials">> & {
+      endpointsByHost?: Map<string, Endpoint[]>;
+      endpointVersions?: Map<string, string>;
+    },
+  ): PushContext {
     return new PushContext(this.domainSuffix, {
       configVersion: this.configVersion,
       trustDomain: this.trustDomain,
@@ -172,10 +197,13 @@ export class PushContext {
       peerAuthentications: this.peerAuthentications,
       authorizationPolicies: this.authorizationPolicies,
       sidecars: this.sidecars,
+      gateways: this.gateways,
+      credentials: this.#credentials,
       workloadGroups: this.#workloadGroups,
       autoAllocated: this.#autoAllocated,
-      endpointsByHost,
-      endpointVersions,
+      endpointsByHost: this.endpointsByHost as Map<string, Endpoint[]>,
+      endpointVersions: this.endpointVersions as Map<string, string>,
+      ...changed,
     });
   }
 
@@ -203,6 +231,11 @@ export class PushContext {
     service: Pick<Service, "namespace" | "hostname">,
   ): AutoAllocatedAddresses | undefined {
     return this.#autoAllocated.get(allocationKey(service));
+  }
+
+  /** The TLS material of the Secret ref, if config names it and discovery published it. */
+  credential(ref: SecretRef): Credential | undefined {
+    return this.#credentials.get(credentialKey(ref));
   }
 
   /** The WorkloadGroup namespace/name, if the config holds it. */
@@ -342,6 +375,8 @@ interface ContextParts {
   peerAuthentications: readonly TypedConfig<PeerAuthentication>[];
   authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
   sidecars: readonly TypedConfig<Sidecar>[];
+  gateways: readonly TypedConfig<Gateway>[];
+  credentials: ReadonlyMap<string, Credential>;
   workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
   autoAllocated: ReadonlyMap<string, AutoAllocatedAddresses>;
 }

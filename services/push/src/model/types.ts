@@ -28,6 +28,8 @@ export interface PushChange {
   readonly full: boolean;
   /** Hosts whose endpoints changed. */
   readonly endpointHosts: ReadonlySet<string>;
+  /** Secrets (namespace/name) whose credential changed or went away: SDS pushes only these. */
+  readonly secrets?: ReadonlySet<string>;
 }
 
 /** The resource names a proxy watches for a type; "*" for a wildcard subscription. */

@@ -6,17 +6,19 @@ import type { PushChange } from "../model/types.js";
 interface Pending {
   full: boolean;
   readonly endpointHosts: Set<string>;
+  readonly secrets: Set<string>;
   startedAt: number;
 }
 
 /**
  * Two pushes waiting for one proxy are one: full if either is, every
- * endpoint host, the earlier start. The waiting one is the queue's own copy,
+ * endpoint host and Secret, the earlier start. The waiting one is the queue's own copy,
  * so it grows in place rather than being copied on every change.
  */
 function mergePending(waiting: Pending, added: Pending): Pending {
   waiting.full ||= added.full;
   for (const host of added.endpointHosts) waiting.endpointHosts.add(host);
+  for (const secret of added.secrets) waiting.secrets.add(secret);
   waiting.startedAt = Math.min(waiting.startedAt, added.startedAt);
   return waiting;
 }
@@ -39,7 +41,11 @@ export class PushQueue {
       process: async (id, pending) => {
         // Yield before each push so that requests and ACKs keep flowing during a large push.
         await yieldToIo();
-        await work(id, { full: pending.full, endpointHosts: pending.endpointHosts }, pending.startedAt);
+        await work(
+          id,
+          { full: pending.full, endpointHosts: pending.endpointHosts, secrets: pending.secrets },
+          pending.startedAt,
+        );
       },
       // A push that throws is a bug: it stays an unhandled rejection, as loud as before.
       onError: (_id, error) => {
@@ -50,7 +56,12 @@ export class PushQueue {
 
   /** Adds a push for id, merging with one already waiting. */
   enqueue(id: string, change: PushChange, startedAt: number): void {
-    this.#queue.add(id, { full: change.full, endpointHosts: new Set(change.endpointHosts), startedAt });
+    this.#queue.add(id, {
+      full: change.full,
+      endpointHosts: new Set(change.endpointHosts),
+      secrets: new Set(change.secrets),
+      startedAt,
+    });
   }
 
   /** Resolves when nothing is pending or running. */

@@ -1,0 +1,203 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { Buckets, type Bus } from "@sextant/bus";
+import { credentialKey } from "@sextant/model";
+import { Credential } from "@sextant/proto";
+import { type DiscoveryResponse, Secret, TypeUrl } from "@sextant/proto/envoy";
+import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
+import { metricValue, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import { AdsTestClient, type PushFixture, putConfig, startPush, testBus } from "./harness.js";
+
+/** A gateway pod's node, as the agent's `proxy router` announces it. */
+function routerNode(namespace: string, labels: Record<string, string>, pod = "ingress-1") {
+  return Node.fromPartial({
+    id: `router~10.0.0.5~${pod}.${namespace}~${namespace}.svc.cluster.local`,
+    metadata: { NAMESPACE: namespace, LABELS: labels },
+  });
+}
+
+function sidecarNode(namespace: string, labels: Record<string, string>) {
+  return Node.fromPartial({
+    id: `sidecar~10.0.0.6~app-1.${namespace}~${namespace}.svc.cluster.local`,
+    metadata: { NAMESPACE: namespace, LABELS: labels },
+  });
+}
+
+const INGRESS = { istio: "ingressgateway" };
+
+function secretsOf(response: DiscoveryResponse): Map<string, Secret> {
+  assert.equal(response.typeUrl, TypeUrl.Secret);
+  return new Map(
+    response.resources.map((any) => {
+      const secret = Secret.decode(any.value);
+      return [secret.name, secret];
+    }),
+  );
+}
+
+const text = (bytes: Uint8Array | undefined) => Buffer.from(bytes ?? []).toString();
+
+describe("SDS: credentialName Secrets served by name, to the proxies config entitles", () => {
+  let nats: NatsServerFixture;
+  let bus: Bus;
+  let push: PushFixture;
+  const clients: AdsTestClient[] = [];
+  const connect = () => {
+    const client = new AdsTestClient(push.xdsAddress);
+    clients.push(client);
+    return client;
+  };
+  const putCredential = async (namespace: string, name: string, fields: Partial<Credential>) =>
+    (await bus.bucket(Buckets.credentials)).put(
+      credentialKey({ namespace, name }),
+      Credential.fromPartial({ namespace, name, secretType: "kubernetes.io/tls", ...fields }),
+    );
+  const errors = async () =>
+    metricValue(await (await fetch(`${push.httpUrl}/metrics`)).text(), "pilot_sds_certificate_errors_total");
+  const ask = async (client: AdsTestClient, node: Node | undefined, names: string[]) => {
+    client.send({ ...(node ? { node } : {}), typeUrl: TypeUrl.Secret, resourceNames: names });
+    return client.next();
+  };
+
+  before(async () => {
+    nats = await startNatsServer();
+    bus = await testBus(nats.url);
+    await putCredential("istio-system", "web-cred", {
+      certificateChain: Buffer.from("CHAIN-1"),
+      privateKey: Buffer.from("KEY-1"),
+    });
+    await putCredential("istio-system", "web-cred-cacert", { caCertificate: Buffer.from("CLIENT-CA") });
+    await putCredential("istio-system", "unnamed-here", {
+      certificateChain: Buffer.from("X"),
+      privateKey: Buffer.from("Y"),
+    });
+    await putCredential("default", "web-cred", {
+      certificateChain: Buffer.from("DEFAULT-CHAIN"),
+      privateKey: Buffer.from("DEFAULT-KEY"),
+    });
+    await putCredential("default", "client-cred", {
+      certificateChain: Buffer.from("CLIENT-CHAIN"),
+      privateKey: Buffer.from("CLIENT-KEY"),
+      caCertificate: Buffer.from("SERVER-CA"),
+    });
+    // A Gateway in default selecting the ingress gateway of istio-system: its
+    // plain credentialName is read from the gateway's namespace, as istiod does.
+    await putConfig(bus, {
+      kind: "Gateway",
+      namespace: "default",
+      name: "web",
+      spec: {
+        selector: INGRESS,
+        servers: [
+          {
+            port: { number: 443, name: "https", protocol: "HTTPS" },
+            hosts: ["web.example.com"],
+            tls: { mode: "MUTUAL", credentialName: "web-cred" },
+          },
+          {
+            port: { number: 8443, name: "https-other", protocol: "HTTPS" },
+            hosts: ["other.example.com"],
+            tls: { mode: "SIMPLE", credentialName: "default/client-cred" },
+          },
+        ],
+      },
+    });
+    await putConfig(bus, {
+      kind: "DestinationRule",
+      namespace: "default",
+      name: "origination",
+      spec: {
+        host: "api.example.com",
+        workloadSelector: { matchLabels: { app: "app" } },
+        trafficPolicy: { tls: { mode: "MUTUAL", credentialName: "client-cred" } },
+      },
+    });
+    push = await startPush(nats.url);
+  });
+  after(async () => {
+    for (const client of clients) client.close();
+    await push?.stop();
+    await bus?.close();
+    await nats?.dispose();
+  });
+
+  it("serves a router the certificate and CA bundle its Gateway names, as kubernetes://<name>", async () => {
+    const response = await ask(connect(), routerNode("istio-system", INGRESS), [
+      "kubernetes://web-cred",
+      "kubernetes://web-cred-cacert",
+    ]);
+    const secrets = secretsOf(response);
+    assert.deepEqual([...secrets.keys()], ["kubernetes://web-cred", "kubernetes://web-cred-cacert"]);
+    const certificate = secrets.get("kubernetes://web-cred")?.tlsCertificate;
+    assert.equal(
+      text(certificate?.certificateChain?.inlineBytes),
+      "CHAIN-1",
+      "the gateway namespace's Secret",
+    );
+    assert.equal(text(certificate?.privateKey?.inlineBytes), "KEY-1");
+    const validation = secrets.get("kubernetes://web-cred-cacert")?.validationContext;
+    assert.equal(text(validation?.trustedCa?.inlineBytes), "CLIENT-CA", "from the -cacert Secret");
+  });
+
+  it("pushes a rotated Secret to the router that holds it", async () => {
+    const client = connect();
+    const first = await ask(client, routerNode("istio-system", INGRESS), ["kubernetes://web-cred"]);
+    client.send({
+      typeUrl: TypeUrl.Secret,
+      resourceNames: ["kubernetes://web-cred"],
+      versionInfo: first.versionInfo,
+      responseNonce: first.nonce,
+    });
+    await putCredential("istio-system", "web-cred", {
+      certificateChain: Buffer.from("CHAIN-2"),
+      privateKey: Buffer.from("KEY-2"),
+    });
+    const rotated = secretsOf(await client.next()).get("kubernetes://web-cred")?.tlsCertificate;
+    assert.equal(text(rotated?.certificateChain?.inlineBytes), "CHAIN-2");
+    assert.equal(text(rotated?.privateKey?.inlineBytes), "KEY-2");
+  });
+
+  it("refuses another namespace's Secret, even one its Gateway names, and an unnamed one; counts them", async () => {
+    const before = await errors();
+    const response = await ask(connect(), routerNode("istio-system", INGRESS), [
+      "kubernetes://default/client-cred",
+      "kubernetes://default/web-cred",
+      "kubernetes://unnamed-here",
+      "kubernetes://web-cred",
+    ]);
+    assert.deepEqual([...secretsOf(response).keys()], ["kubernetes://web-cred"]);
+    assert.equal((await errors()) - before, 3);
+  });
+
+  it("refuses a router no Gateway naming the Secret selects", async () => {
+    const response = await ask(
+      connect(),
+      routerNode("istio-system", { istio: "egressgateway" }, "egress-1"),
+      ["kubernetes://web-cred", "kubernetes://web-cred-cacert"],
+    );
+    assert.deepEqual(
+      [...secretsOf(response).keys()],
+      ["kubernetes://web-cred-cacert"],
+      "only the CA bundle, public as in istiod",
+    );
+  });
+
+  it("serves a sidecar the client certificate a DestinationRule of its namespace selecting it names", async () => {
+    const response = await ask(connect(), sidecarNode("default", { app: "app" }), [
+      "kubernetes://client-cred",
+      "kubernetes://client-cred-cacert",
+      "kubernetes://web-cred",
+    ]);
+    const secrets = secretsOf(response);
+    assert.deepEqual([...secrets.keys()], ["kubernetes://client-cred", "kubernetes://client-cred-cacert"]);
+    assert.equal(
+      text(secrets.get("kubernetes://client-cred-cacert")?.validationContext?.trustedCa?.inlineBytes),
+      "SERVER-CA",
+      "no -cacert Secret: the credential's own ca.crt",
+    );
+    const unselected = await ask(connect(), sidecarNode("default", { app: "other" }), [
+      "kubernetes://client-cred",
+    ]);
+    assert.equal(unselected.resources.length, 0, "the rule selects another workload");
+  });
+});

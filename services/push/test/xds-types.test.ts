@@ -44,7 +44,8 @@ function generateTestSecrets({ push, proxy }: GenerationContext, watched: Watche
   }));
 }
 
-// 2. Its table entry, after the types push serves today, so it is pushed last.
+// 2. Its table entry, after the types push serves today, so it is pushed last
+// (in place of the real SDS entry, which serves routers and sidecars only).
 const SECRETS: XdsType = {
   typeUrl: TypeUrl.Secret,
   label: "sds",
@@ -52,7 +53,10 @@ const SECRETS: XdsType = {
   wildcardWhenEmpty: false,
   generators: { grpc: { needsPush: (change) => change.full, generate: generateTestSecrets } },
 };
-const TYPES = new XdsTypeTable([...XDS_TYPES.types, SECRETS]);
+const TYPES = new XdsTypeTable([
+  ...XDS_TYPES.types.filter((type) => type.typeUrl !== TypeUrl.Secret),
+  SECRETS,
+]);
 
 // 3. Its golden case: testdata/test-type/<case>.secrets.out.yaml, as config_dump shows the resources.
 const testdata = fileURLToPath(new URL("./testdata/test-type", import.meta.url));

@@ -133,11 +133,11 @@ export function analyze(input: AnalysisInput): AnalysisResult {
     }
   }
 
-  // DestinationRule credentialName: push serves no SDS, so sidecars never get the secret.
+  // DestinationRule credentialName: push's SDS serves the secret, but sidecar clusters do not name it yet.
   for (const { resource, spec } of destinationRules) {
     const selected = Object.keys(spec.workloadSelector?.matchLabels ?? {}).length > 0;
     const message = selected
-      ? "credentialName is not served to sidecars yet (Sextant serves no SDS secrets): the cluster uses " +
+      ? "credentialName is not served to sidecars yet (push's SDS serves the secret, but sidecar clusters do not reference it): the cluster uses " +
         "clientCertificate/privateKey/caCertificates if set, else the system roots and no client certificate"
       : "credentialName on a DestinationRule without workloadSelector is ignored for sidecars, as in Istio: " +
         "the cluster gets no TLS; add a workloadSelector and the certificate files";

@@ -140,9 +140,9 @@ export interface UpstreamTlsOptions {
  * - SIMPLE/MUTUAL: istio-agent's file secrets `file-cert:<cert>~<key>`
  *   and `file-root:<ca>` (`system`, the OS roots, when none is named), auto
  *   SNI and auto SAN validation when neither is set, ALPN `h2` on HTTP/2.
- *   A credentialName (on a rule with a workloadSelector) is not served by
- *   push: istiod would send `kubernetes://<name>` secrets over ADS; here the
- *   file fields are used instead, and MUTUAL without them sends no client
+ *   A credentialName (on a rule with a workloadSelector) is not referenced:
+ *   istiod names `kubernetes://<name>` secrets over ADS (push's SDS serves
+ *   them; these clusters do not name them yet); here the file fields are used instead, and MUTUAL without them sends no client
  *   certificate (see below).
  */
 export function upstreamTlsContext(
@@ -186,10 +186,10 @@ export function upstreamTlsContext(
   const subjectAltNames =
     options.external && tls.subjectAltNames.length === 0 ? options.serviceAccounts : tls.subjectAltNames;
   const common: CommonDraft = { tlsParams };
-  // A credentialName secret would come over ADS from istiod's secret generator
-  // (`kubernetes://<name>`, same-namespace secrets only). Push serves no SDS,
-  // so naming it would leave the cluster warming until Envoy's initial fetch
-  // timeout (15 s) and then without the secret. Instead the rule's file
+  // A credentialName secret comes over ADS from istiod's secret generator
+  // (`kubernetes://<name>`, same-namespace secrets only). Push's SDS serves it
+  // (translate/sds), but these clusters do not reference it yet (not built:
+  // see the README). Instead the rule's file
   // fields are used as if no credentialName were set: the client certificate
   // only if both files are named (else none: the server's refusal is then
   // visible at once), the CA file or the system roots. Ingest's analysis

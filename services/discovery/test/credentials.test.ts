@@ -69,6 +69,18 @@ describe("credentialOf: the keys istiod reads", () => {
     );
   });
 
+  it("never takes the CA's own layout (cacerts: ca-key.pem and friends)", () => {
+    const c = credentialOf(
+      secret("istio-system", "cacerts", "Opaque", {
+        "ca-cert.pem": "CA-CERT",
+        "ca-key.pem": "CA-KEY",
+        "root-cert.pem": "ROOT",
+        "cert-chain.pem": "CHAIN",
+      }),
+    );
+    assert.deepEqual([c.certificateChain.length, c.privateKey.length, c.caCertificate.length], [0, 0, 0]);
+  });
+
   it("takes no half pair: a cert without its key leaves chain and key empty", () => {
     const c = credentialOf(secret("ns", "a", "Opaque", { cert: "CHAIN", "ca.crt": "CA" }));
     assert.deepEqual([c.certificateChain.length, c.privateKey.length, `${c.caCertificate}`], [0, 0, "CA"]);

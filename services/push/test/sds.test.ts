@@ -6,6 +6,7 @@ import { Credential } from "@sextant/proto";
 import { type DiscoveryResponse, Secret, TypeUrl } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { metricValue, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import { formatViolation, validateResource } from "./envoy-validate.js";
 import { AdsTestClient, type PushFixture, putConfig, startPush, testBus } from "./harness.js";
 
 /** A gateway pod's node, as the agent's `proxy router` announces it. */
@@ -25,10 +26,12 @@ function sidecarNode(namespace: string, labels: Record<string, string>) {
 
 const INGRESS = { istio: "ingressgateway" };
 
+/** The response's secrets by name; each must pass Envoy's proto validation rules. */
 function secretsOf(response: DiscoveryResponse): Map<string, Secret> {
   assert.equal(response.typeUrl, TypeUrl.Secret);
   return new Map(
     response.resources.map((any) => {
+      assert.deepEqual(validateResource(TypeUrl.Secret, any.value).map(formatViolation), []);
       const secret = Secret.decode(any.value);
       return [secret.name, secret];
     }),

@@ -27,7 +27,7 @@ const codes = (result: ReturnType<typeof run>, r: ConfigResource) =>
   (result.get(configKey(r)) ?? []).map((m) => [m.code, m.field]);
 
 describe("analyzers", () => {
-  it("warns that a credentialName is not served, and says what sidecars do instead", () => {
+  it("warns that a credentialName without workloadSelector gives sidecars no TLS, and is silent with one (served over SDS)", () => {
     const withSelector = resource("DestinationRule", "a", {
       host: "reviews",
       workloadSelector: { matchLabels: { app: "productpage" } },
@@ -38,16 +38,10 @@ describe("analyzers", () => {
       trafficPolicy: { tls: { mode: "SIMPLE", credentialName: "ratings-ca" } },
     });
     const result = run([withSelector, withoutSelector]);
-    const [served] = result.get(configKey(withSelector)) ?? [];
-    assert.equal(served?.severity, Severity.SEVERITY_WARNING);
-    assert.match(
-      served?.message ?? "",
-      /not served to sidecars yet .* clientCertificate\/privateKey\/caCertificates/,
-    );
-    assert.match(
-      result.get(configKey(withoutSelector))?.[0]?.message ?? "",
-      /without workloadSelector is ignored .* no TLS/,
-    );
+    assert.deepEqual(result.get(configKey(withSelector)) ?? [], []);
+    const [ignored] = result.get(configKey(withoutSelector)) ?? [];
+    assert.equal(ignored?.severity, Severity.SEVERITY_WARNING);
+    assert.match(ignored?.message ?? "", /without workloadSelector is ignored .* no TLS/);
   });
 
   const reviewsRule = resource("DestinationRule", "reviews", {
@@ -131,7 +125,6 @@ describe("analyzers", () => {
       [
         resource("DestinationRule", "ratings", {
           host: "ratings",
-          workloadSelector: { matchLabels: { app: "productpage" } },
           trafficPolicy: {
             tls: { mode: "MUTUAL", credentialName: "ratings-client" },
             portLevelSettings: [

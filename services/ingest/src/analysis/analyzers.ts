@@ -133,14 +133,13 @@ export function analyze(input: AnalysisInput): AnalysisResult {
     }
   }
 
-  // DestinationRule credentialName: push's SDS serves the secret, but sidecar clusters do not name it yet.
+  // DestinationRule credentialName without workloadSelector: istiod (and push) give sidecars no TLS for it.
+  // With one, sidecars' clusters name `kubernetes://<name>` and push's SDS serves it: nothing to say.
   for (const { resource, spec } of destinationRules) {
-    const selected = Object.keys(spec.workloadSelector?.matchLabels ?? {}).length > 0;
-    const message = selected
-      ? "credentialName is not served to sidecars yet (push's SDS serves the secret, but sidecar clusters do not reference it): the cluster uses " +
-        "clientCertificate/privateKey/caCertificates if set, else the system roots and no client certificate"
-      : "credentialName on a DestinationRule without workloadSelector is ignored for sidecars, as in Istio: " +
-        "the cluster gets no TLS; add a workloadSelector and the certificate files";
+    if (Object.keys(spec.workloadSelector?.matchLabels ?? {}).length > 0) continue;
+    const message =
+      "credentialName on a DestinationRule without workloadSelector is ignored for sidecars, as in Istio: " +
+      "the cluster gets no TLS; add a workloadSelector (gateways still use it)";
     for (const field of credentialNameFields(spec.trafficPolicy, spec.subsets))
       report(resource, AnalysisCodes.CredentialNameNotServed, field, message, Severity.SEVERITY_WARNING);
   }

@@ -1,3 +1,4 @@
+import { CA_CERT_SUFFIX, credentialResourceName } from "@sextant/model";
 import { packAny } from "@sextant/proto";
 import { RawBuffer, TypeUrl, UpstreamTlsContext } from "@sextant/proto/envoy";
 import type { TransportSocket } from "@sextant/proto/gen/envoy/config/core/v3/base";
@@ -36,6 +37,26 @@ type UpstreamDraft = Parameters<typeof UpstreamTlsContext.fromPartial>[0];
 type CommonDraft = NonNullable<UpstreamDraft["commonTlsContext"]>;
 /** An SdsSecretConfig as fromPartial takes it (the same message in upstream and downstream contexts). */
 export type SdsDraft = NonNullable<CommonDraft["tlsCertificateSdsSecretConfigs"]>[number];
+
+/** Istio's `builtin://` credentialName: the workload's own certificate (BuiltinGatewaySecretTypeURI). */
+const BUILTIN_CREDENTIAL = "builtin://";
+
+/**
+ * The SDS secret a `credentialName` (or `<credentialName>-cacert`) names, as
+ * istiod's ConstructSdsSecretConfigForCredential builds it: `builtin://` is
+ * the workload's own `default` (its `-cacert`, `ROOTCA`) from the agent;
+ * any other name is `kubernetes://<name>` over ADS (push's SDS), V3, with
+ * Envoy's default initial fetch timeout, so a missing Secret does not hold
+ * the listener or cluster back for ever.
+ */
+export function credentialSecretConfig(name: string): SdsDraft {
+  if (name === BUILTIN_CREDENTIAL) return sdsSecretConfig(SDS_DEFAULT_SECRET);
+  if (name === `${BUILTIN_CREDENTIAL}${CA_CERT_SUFFIX}`) return sdsSecretConfig(SDS_ROOT_SECRET);
+  return {
+    name: credentialResourceName(name) ?? name,
+    sdsConfig: { ads: {}, resourceApiVersion: ApiVersion.V3 },
+  };
+}
 
 /**
  * An SDS secret from the agent, as istiod's ConstructSdsSecretConfig names
@@ -140,10 +161,11 @@ export interface UpstreamTlsOptions {
  * - SIMPLE/MUTUAL: istio-agent's file secrets `file-cert:<cert>~<key>`
  *   and `file-root:<ca>` (`system`, the OS roots, when none is named), auto
  *   SNI and auto SAN validation when neither is set, ALPN `h2` on HTTP/2.
- *   A credentialName (on a rule with a workloadSelector) is not referenced:
- *   istiod names `kubernetes://<name>` secrets over ADS (push's SDS serves
- *   them; these clusters do not name them yet); here the file fields are used instead, and MUTUAL without them sends no client
- *   certificate (see below).
+ *   A credentialName (on a rule with a workloadSelector) replaces the files,
+ *   as istiod's ApplyCustomSDSToClientCommonTLSContext: the client
+ *   certificate `kubernetes://<name>` and, unless insecureSkipVerify, the CA
+ *   bundle `kubernetes://<name>-cacert`, both over ADS (push's SDS), the
+ *   SANs matched exactly, for SIMPLE as for MUTUAL.
  */
 export function upstreamTlsContext(
   wrapper: ClusterWrapper,
@@ -186,19 +208,22 @@ export function upstreamTlsContext(
   const subjectAltNames =
     options.external && tls.subjectAltNames.length === 0 ? options.serviceAccounts : tls.subjectAltNames;
   const common: CommonDraft = { tlsParams };
-  // A credentialName secret comes over ADS from istiod's secret generator
-  // (`kubernetes://<name>`, same-namespace secrets only). Push's SDS serves it
-  // (translate/sds), but these clusters do not reference it yet (not built:
-  // see the README). Instead the rule's file
-  // fields are used as if no credentialName were set: the client certificate
-  // only if both files are named (else none: the server's refusal is then
-  // visible at once), the CA file or the system roots. Ingest's analysis
-  // reports the credentialName as not served.
+  if (wrapper.isHttp2()) common.alpnProtocols = ["h2"];
+  if (credential) {
+    common.tlsCertificateSdsSecretConfigs = [credentialSecretConfig(tls.credentialName)];
+    if (!tls.insecureSkipVerify) {
+      common.combinedValidationContext = {
+        defaultValidationContext: { matchSubjectAltNames: exactMatches(subjectAltNames) },
+        validationContextSdsSecretConfig: credentialSecretConfig(`${tls.credentialName}${CA_CERT_SUFFIX}`),
+      };
+    }
+    return UpstreamTlsContext.fromPartial({ commonTlsContext: common, sni: tls.sni });
+  }
   if (mutual && tls.clientCertificate && tls.privateKey) {
     common.tlsCertificateSdsSecretConfigs = [
       sdsSecretConfig(`file-cert:${tls.clientCertificate}~${tls.privateKey}`),
     ];
-  } else if (mutual && !credential) {
+  } else if (mutual) {
     // istiod: "client certificate and private key must not be empty"; the cluster gets no TLS.
     return undefined;
   }
@@ -213,7 +238,6 @@ export function upstreamTlsContext(
       validationContextSdsSecretConfig: sdsSecretConfig(`file-root:${tls.caCertificates || "system"}`),
     };
   }
-  if (wrapper.isHttp2()) common.alpnProtocols = ["h2"];
   return UpstreamTlsContext.fromPartial({ commonTlsContext: common, sni: tls.sni });
 }
 

@@ -6,6 +6,7 @@ import { Credential } from "@sextant/proto";
 import { type DiscoveryResponse, Secret, TypeUrl } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { metricValue, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import { credentialSecretConfig } from "../src/translate/sidecar/cluster-tls.js";
 import { formatViolation, validateResource } from "./envoy-validate.js";
 import { AdsTestClient, type PushFixture, putConfig, startPush, testBus } from "./harness.js";
 
@@ -202,5 +203,30 @@ describe("SDS: credentialName Secrets served by name, to the proxies config enti
       "kubernetes://client-cred",
     ]);
     assert.equal(unselected.resources.length, 0, "the rule selects another workload");
+  });
+});
+
+describe("credentialSecretConfig: the SDS secret a credentialName names (istiod's ConstructSdsSecretConfigForCredential)", () => {
+  it("names kubernetes://<name> over ADS, keeping an explicit kubernetes:// name", () => {
+    for (const [name, expected] of [
+      ["ratings-client", "kubernetes://ratings-client"],
+      ["ratings-client-cacert", "kubernetes://ratings-client-cacert"],
+      ["kubernetes://shop/ratings-client", "kubernetes://shop/ratings-client"],
+    ]) {
+      const config = credentialSecretConfig(name);
+      assert.equal(config.name, expected);
+      assert.deepEqual(config.sdsConfig?.ads, {}, "over the proxy's ADS stream");
+      assert.equal(
+        config.sdsConfig?.initialFetchTimeout,
+        undefined,
+        "Envoy's default timeout: never wait for ever",
+      );
+    }
+  });
+
+  it("maps builtin:// to the workload's own default and ROOTCA from the agent", () => {
+    assert.equal(credentialSecretConfig("builtin://").name, "default");
+    assert.equal(credentialSecretConfig("builtin://-cacert").name, "ROOTCA");
+    assert.equal(credentialSecretConfig("builtin://").sdsConfig?.ads, undefined);
   });
 });

@@ -212,7 +212,7 @@ describe("credentialSecretConfig: the SDS secret a credentialName names (istiod'
       ["ratings-client", "kubernetes://ratings-client"],
       ["ratings-client-cacert", "kubernetes://ratings-client-cacert"],
       ["kubernetes://shop/ratings-client", "kubernetes://shop/ratings-client"],
-    ]) {
+    ] as const) {
       const config = credentialSecretConfig(name);
       assert.equal(config.name, expected);
       assert.deepEqual(config.sdsConfig?.ads, {}, "over the proxy's ADS stream");

@@ -5,7 +5,7 @@ import { credentialKey } from "@sextant/model";
 import { Credential } from "@sextant/proto";
 import { type DiscoveryResponse, Secret, TypeUrl } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
-import { metricValue, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import { eventually, metricValue, type NatsServerFixture, startNatsServer } from "@sextant/testing";
 import { credentialSecretConfig } from "../src/translate/sidecar/cluster-tls.js";
 import { formatViolation, validateResource } from "./envoy-validate.js";
 import { AdsTestClient, type PushFixture, putConfig, startPush, testBus } from "./harness.js";
@@ -203,6 +203,45 @@ describe("SDS: credentialName Secrets served by name, to the proxies config enti
       "kubernetes://client-cred",
     ]);
     assert.equal(unselected.resources.length, 0, "the rule selects another workload");
+  });
+
+  it("serves an egress router the client certificate of a selector-less rule exported to its namespace, not of one kept private", async () => {
+    await putCredential("istio-system", "origination-cred", {
+      certificateChain: Buffer.from("ORIGIN-CHAIN"),
+      privateKey: Buffer.from("ORIGIN-KEY"),
+    });
+    await putCredential("istio-system", "private-cred", {
+      certificateChain: Buffer.from("P"),
+      privateKey: Buffer.from("K"),
+    });
+    await putConfig(bus, {
+      kind: "DestinationRule",
+      namespace: "default",
+      name: "egress-origination",
+      spec: {
+        host: "api.example.com",
+        trafficPolicy: { tls: { mode: "MUTUAL", credentialName: "origination-cred" } },
+      },
+    });
+    await putConfig(bus, {
+      kind: "DestinationRule",
+      namespace: "default",
+      name: "private",
+      spec: {
+        host: "private.example.com",
+        exportTo: ["."],
+        trafficPolicy: { tls: { mode: "MUTUAL", credentialName: "private-cred" } },
+      },
+    });
+    const egress = routerNode("istio-system", { istio: "egressgateway" }, "egress-2");
+    const names = ["kubernetes://origination-cred", "kubernetes://private-cred"];
+    // The rules reach push's snapshot after its debounce: ask until the exported one is served.
+    let served: string[] = [];
+    await eventually(async () => {
+      served = [...secretsOf(await ask(connect(), egress, names)).keys()];
+      return served.length > 0;
+    });
+    assert.deepEqual(served, ["kubernetes://origination-cred"]);
   });
 });
 

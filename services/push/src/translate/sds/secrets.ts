@@ -9,10 +9,11 @@ import {
 import { Counter } from "@sextant/observability";
 import { type ConfigRef, packAny } from "@sextant/proto";
 import { Secret, TypeUrl } from "@sextant/proto/envoy";
+import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { MeshProxy } from "../../model/proxy.js";
-import type { PushContext } from "../../model/push-context.js";
+import { type PushContext, visible } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
-import type { GeneratedResource, PushChange, WatchedNames } from "../../model/types.js";
+import type { GeneratedResource, PushChange, TypedConfig, WatchedNames } from "../../model/types.js";
 import type { GenerationContext } from "../generator.js";
 
 /**
@@ -57,8 +58,9 @@ export function secretsNeedPush(change: PushChange, watched: WatchedNames): bool
  * if it exists, else from `<name>`'s own). A proxy gets only Secrets of its
  * own namespace, and, but for CA bundles (public, as istiod allows them),
  * only Secrets that config applying to it names: a Gateway selecting the
- * router, or a DestinationRule of its namespace (or the root namespace)
- * selecting it. istiod would also accept a proxy whose service account may
+ * router, or a DestinationRule that can set its client TLS (one of its
+ * namespace selecting it, or one without workloadSelector exported to its
+ * namespace). istiod would also accept a proxy whose service account may
  * list Secrets (a SubjectAccessReview); push has no Kubernetes access, so
  * that path is not built. Anything else is left out, logged and counted,
  * never an error: one bad reference does not break the others.
@@ -115,12 +117,23 @@ function authorizingConfig(push: PushContext, proxy: MeshProxy, ref: SecretRef):
         sources.push(gateway.ref);
   }
   for (const rule of push.destinationRules) {
-    const owner = rule.ref.namespace;
-    if (owner !== proxy.namespace && owner !== push.rootNamespace) continue;
-    if (!selectorMatches(rule.spec.workloadSelector?.matchLabels, proxy.labels)) continue;
-    if (names(destinationRuleCredentialNames(rule.spec))) sources.push(rule.ref);
+    if (ruleAppliesTo(rule, proxy) && names(destinationRuleCredentialNames(rule.spec)))
+      sources.push(rule.ref);
   }
   return sources.length > 0 ? sources : undefined;
+}
+
+/**
+ * True if a DestinationRule can set the proxy's client TLS: one with a
+ * workloadSelector only in its own namespace and for the workloads it
+ * selects; one without, wherever it is exported to (an egress gateway's
+ * TLS origination is often a rule of the application's namespace).
+ */
+function ruleAppliesTo(rule: TypedConfig<DestinationRule>, proxy: MeshProxy): boolean {
+  const selector = rule.spec.workloadSelector;
+  if (selector)
+    return rule.ref.namespace === proxy.namespace && selectorMatches(selector.matchLabels, proxy.labels);
+  return visible(rule.spec.exportTo, rule.ref.namespace, proxy.namespace);
 }
 
 /** The Envoy Secret for resourceName from the published credentials; null if they hold no such material. */

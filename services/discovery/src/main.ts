@@ -42,17 +42,8 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
       systemNamespace: settings.SYSTEM_NAMESPACE,
     });
     let kube: KubeSource | undefined;
-    let credentials: CredentialPublisher | undefined;
-    if (kubernetesEnabled(settings)) {
-      const kubeConfig = loadKubeConfig(settings.KUBECONFIG);
-      credentials = new CredentialPublisher({
-        bus: () => nats.bus,
-        kubeConfig,
-        isLeader: () => publisher.status().leader,
-        logger,
-        readiness,
-        metrics,
-      });
+    const kubeConfig = kubernetesEnabled(settings) ? loadKubeConfig(settings.KUBECONFIG) : undefined;
+    if (kubeConfig) {
       kube = new KubeSource({
         kubeConfig,
         registry,
@@ -63,6 +54,14 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
     } else {
       logger.info("no Kubernetes configuration (KUBECONFIG, in-cluster); reading ServiceEntries only");
     }
+    const credentials = new CredentialPublisher({
+      bus: () => nats.bus,
+      kubeConfig,
+      isLeader: () => publisher.status().leader,
+      logger,
+      readiness,
+      metrics,
+    });
     const publisher = new Publisher({
       bus: () => nats.bus,
       registry,
@@ -75,7 +74,7 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
       metrics,
       onLeaderChange: (leader) => {
         registration?.leaderChanged(leader);
-        credentials?.leaderChanged(leader);
+        credentials.leaderChanged(leader);
       },
     });
     const registration = settings.INGEST_URL
@@ -111,9 +110,9 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
       new ConfigSource({ bus: () => nats.bus, registry, logger, readiness }),
       // Follows Namespaces, Nodes, Pods, Services and EndpointSlices.
       ...(kube ? [kube] : []),
-      // Follows Secrets, and Gateways and DestinationRules in sextant-config; the leader
-      // writes the Secrets they name by credentialName to sextant-credentials.
-      ...(credentials ? [credentials] : []),
+      // Follows Secrets (with Kubernetes), and Gateways and DestinationRules in sextant-config;
+      // the leader writes the Secrets they name by credentialName to sextant-credentials.
+      credentials,
       // Subscribes to sextant.registration; creates and removes WorkloadEntries through ingest.
       ...(registration ? [registration] : []),
       // Competes for the lease in sextant-leases; the leader writes the registry.

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Buckets } from "@sextant/bus";
 import { credentialKey } from "@sextant/model";
-import type { Credential } from "@sextant/proto";
+import { Credential } from "@sextant/proto";
 import { eventually, type FakeKubeApiServer, startFakeKubeApiServer } from "@sextant/testing";
 import { credentialOf } from "../src/credentials/credential.js";
 import { CredentialReferences } from "../src/credentials/references.js";
@@ -213,5 +213,23 @@ describe("discovery publishes the Secrets that config names, to sextant-credenti
     await eventually(async () => (await published()).has(key("istio-system", "web-cred")), {
       message: "a new reference publishes the Secret",
     });
+  });
+});
+
+describe("discovery without Kubernetes", () => {
+  it("knows no Secret, so the leader empties sextant-credentials (a leftover of an earlier run goes)", async () => {
+    const client = await startNatsWithClient();
+    const bucket = await client.bus.bucket(Buckets.credentials);
+    const key = credentialKey({ namespace: "istio-system", name: "stale" });
+    await bucket.put(key, Credential.fromPartial({ namespace: "istio-system", name: "stale" }));
+    const discovery = await startDiscovery(client.nats.url);
+    try {
+      await eventually(async () => (await bucket.get(key)) === undefined, {
+        message: "the leftover is deleted",
+      });
+    } finally {
+      await discovery.stop();
+      await client.close();
+    }
   });
 });

@@ -27,7 +27,8 @@ import { CredentialReferences } from "./references.js";
 /** Options of {@link CredentialPublisher}. */
 export interface CredentialPublisherOptions {
   readonly bus: () => Bus;
-  readonly kubeConfig: KubeConfig;
+  /** Where Secrets are read; without it none are known, and the leader keeps the bucket empty. */
+  readonly kubeConfig: KubeConfig | undefined;
   /** True while this replica holds the discovery lease: only the leader writes. */
   readonly isLeader: () => boolean;
   readonly logger: Logger;
@@ -48,12 +49,13 @@ const RECONCILE = "credentials";
  * and Secrets in Kubernetes, and, while this replica leads, writes what is
  * named and deletes what no longer is (an unreferenced or deleted Secret).
  * Every change reconciles the whole bucket, which stays small: only named
- * Secrets are in it. Push serves them over SDS and decides who gets which.
+ * Secrets are in it. Without Kubernetes no Secret is known, so the leader
+ * empties it. Push serves them over SDS and decides who gets which.
  */
 export class CredentialPublisher implements Runner {
   readonly name = "credentials";
   readonly #mirrors: Array<Pick<Mirror<unknown>, "close">> = [];
-  readonly #secrets: Informer<V1Secret>;
+  readonly #secrets: Informer<V1Secret> | undefined;
   readonly #queue: WorkQueue<string>;
   #gateways: ReadonlyMap<string, ConfigResource> = new Map();
   #rules: ReadonlyMap<string, ConfigResource> = new Map();
@@ -61,20 +63,23 @@ export class CredentialPublisher implements Runner {
   readonly #published: Gauge | undefined;
 
   constructor(private readonly options: CredentialPublisherOptions) {
-    const core = options.kubeConfig.makeApiClient(CoreV1Api);
-    this.#secrets = new Informer<V1Secret>({
-      kubeConfig: options.kubeConfig,
-      path: "/api/v1/secrets",
-      fieldSelector: SECRET_FIELD_SELECTOR,
-      list: () =>
-        core.listSecretForAllNamespaces({ fieldSelector: SECRET_FIELD_SELECTOR }) as Promise<
-          KubernetesListObject<V1Secret>
-        >,
-      logger: options.logger,
-      logFields: { resource: "secrets" },
-      backoff: BACKOFF,
-    });
-    for (const event of ["add", "update", "delete"] as const) this.#secrets.on(event, () => this.#changed());
+    if (options.kubeConfig) {
+      const core = options.kubeConfig.makeApiClient(CoreV1Api);
+      const secrets = new Informer<V1Secret>({
+        kubeConfig: options.kubeConfig,
+        path: "/api/v1/secrets",
+        fieldSelector: SECRET_FIELD_SELECTOR,
+        list: () =>
+          core.listSecretForAllNamespaces({ fieldSelector: SECRET_FIELD_SELECTOR }) as Promise<
+            KubernetesListObject<V1Secret>
+          >,
+        logger: options.logger,
+        logFields: { resource: "secrets" },
+        backoff: BACKOFF,
+      });
+      for (const event of ["add", "update", "delete"] as const) secrets.on(event, () => this.#changed());
+      this.#secrets = secrets;
+    }
     this.#queue = new WorkQueue<string>({
       process: () => this.#reconcile(),
       retry: BACKOFF,
@@ -110,9 +115,11 @@ export class CredentialPublisher implements Runner {
         this.#rules = state;
       }),
     ];
-    this.#secrets.start();
+    this.#secrets?.start();
+    // Opened (created if need be) before any write: the bucket exists for push from the start.
+    await this.options.bus().bucket(Buckets.credentials);
     await Promise.all(subscriptions.map((subscription) => subscription.synced));
-    if (!(await this.#secrets.synced())) return;
+    if (this.#secrets && !(await this.#secrets.synced())) return;
     this.#synced = true;
     this.leaderChanged(this.options.isLeader());
     this.options.readiness.done("credentials sync");
@@ -136,7 +143,7 @@ export class CredentialPublisher implements Runner {
 
   async close(): Promise<void> {
     await this.#queue.close();
-    await this.#secrets.stop();
+    await this.#secrets?.stop();
     await Promise.all(this.#mirrors.map((mirror) => mirror.close()));
   }
 
@@ -173,7 +180,7 @@ export class CredentialPublisher implements Runner {
     if (!this.options.isLeader()) return;
     const references = this.#references();
     const desired = new Map<string, V1Secret>();
-    for (const secret of this.#secrets.list()) {
+    for (const secret of this.#secrets?.list() ?? []) {
       const namespace = secret.metadata?.namespace ?? "";
       const name = secret.metadata?.name ?? "";
       if (references.covers(namespace, name)) desired.set(credentialKey({ namespace, name }), secret);

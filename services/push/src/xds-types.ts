@@ -1,11 +1,4 @@
-import {
-  Cluster,
-  ClusterLoadAssignment,
-  Listener,
-  RouteConfiguration,
-  Secret,
-  TypeUrl,
-} from "@sextant/proto/envoy";
+import { Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
 import { NameTable } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
 import type { PushChange } from "./model/types.js";
 import { XdsTypeTable } from "./server/xds-type-table.js";
@@ -13,7 +6,7 @@ import { generateGrpcClusters } from "./translate/grpc/clusters.js";
 import { endpointsChanged, generateGrpcEndpoints } from "./translate/grpc/endpoints.js";
 import { generateGrpcListeners } from "./translate/grpc/listeners.js";
 import { generateGrpcRoutes } from "./translate/grpc/routes.js";
-import { generateSecrets, secretsNeedPush } from "./translate/sds/secrets.js";
+import { generateSecrets, REDACTED_SECRET_CODEC, secretsNeedPush } from "./translate/sds/secrets.js";
 import { generateSidecarClusters, sidecarClustersNeedPush } from "./translate/sidecar/clusters.js";
 import { generateSidecarEndpoints, sidecarEndpointsNeedPush } from "./translate/sidecar/endpoints.js";
 import { generateSidecarListeners } from "./translate/sidecar/listeners.js";
@@ -76,7 +69,8 @@ export const XDS_TYPES = new XdsTypeTable([
   {
     typeUrl: TypeUrl.Secret,
     label: "sds",
-    codec: Secret,
+    // config_dump shows no private key.
+    codec: REDACTED_SECRET_CODEC,
     // Secrets are asked for by name (kubernetes://<name>), never all at once.
     wildcardWhenEmpty: false,
     generators: {

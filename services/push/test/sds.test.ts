@@ -5,7 +5,13 @@ import { credentialKey } from "@sextant/model";
 import { Credential } from "@sextant/proto";
 import { type DiscoveryResponse, Secret, TypeUrl } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
-import { eventually, metricValue, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import {
+  DEBUG_HEADERS,
+  eventually,
+  metricValue,
+  type NatsServerFixture,
+  startNatsServer,
+} from "@sextant/testing";
 import { credentialSecretConfig } from "../src/translate/sidecar/cluster-tls.js";
 import { formatViolation, validateResource } from "./envoy-validate.js";
 import { AdsTestClient, type PushFixture, putConfig, startPush, testBus } from "./harness.js";
@@ -141,6 +147,21 @@ describe("SDS: credentialName Secrets served by name, to the proxies config enti
     assert.equal(text(certificate?.privateKey?.inlineBytes), "KEY-1");
     const validation = secrets.get("kubernetes://web-cred-cacert")?.validationContext;
     assert.equal(text(validation?.trustedCa?.inlineBytes), "CLIENT-CA", "from the -cacert Secret");
+  });
+
+  it("shows the secrets in /debug/config_dump without the private key", async () => {
+    const node = routerNode("istio-system", INGRESS, "ingress-dump");
+    await ask(connect(), node, ["kubernetes://web-cred"]);
+    const dump = (await (
+      await fetch(`${push.httpUrl}/debug/config_dump?proxyID=${encodeURIComponent(node.id)}`, {
+        headers: DEBUG_HEADERS,
+      })
+    ).json()) as { configs: Array<{ typeUrl: string; resources: unknown[] }> };
+    const [secret] = dump.configs.find((config) => config.typeUrl === TypeUrl.Secret)?.resources ?? [];
+    const certificate = (secret as { tlsCertificate?: Record<string, Record<string, string>> })
+      .tlsCertificate;
+    assert.ok(certificate?.certificateChain?.inlineBytes, "the chain is shown");
+    assert.deepEqual(certificate?.privateKey, { inlineString: "[redacted]" });
   });
 
   it("pushes a rotated Secret to the router that holds it", async () => {

@@ -9,6 +9,7 @@ import {
 import { Counter } from "@sextant/observability";
 import { type ConfigRef, packAny } from "@sextant/proto";
 import { Secret, TypeUrl } from "@sextant/proto/envoy";
+import { DataSource } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { MeshProxy } from "../../model/proxy.js";
 import { type PushContext, visible } from "../../model/push-context.js";
@@ -27,6 +28,27 @@ export const sdsCertificateErrors = new Counter({
   help: "SDS resources refused or not served: an unknown name, another namespace's or an unreferenced Secret, or a Secret without TLS material.",
   registers: [],
 });
+
+/**
+ * Secret's codec for /debug/config_dump, with the private key replaced by
+ * `[redacted]` as Envoy's own config dump shows sensitive fields: the dump
+ * is for reading config, and must not be a way around who may read keys.
+ */
+export const REDACTED_SECRET_CODEC = {
+  decode: (bytes: Uint8Array) => Secret.decode(bytes),
+  toJSON: (secret: Secret): unknown =>
+    Secret.toJSON(
+      secret.tlsCertificate?.privateKey
+        ? {
+            ...secret,
+            tlsCertificate: {
+              ...secret.tlsCertificate,
+              privateKey: DataSource.fromPartial({ inlineString: "[redacted]" }),
+            },
+          }
+        : secret,
+    ),
+};
 
 const withoutCaSuffix = (name: string) =>
   name.endsWith(CA_CERT_SUFFIX) ? name.slice(0, -CA_CERT_SUFFIX.length) : name;

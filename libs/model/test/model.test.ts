@@ -3,9 +3,13 @@ import { describe, it } from "node:test";
 import {
   configKey,
   configKindFilter,
+  credentialResourceName,
+  destinationRuleCredentialNames,
+  gatewayCredentialNames,
   headlessDnsNames,
   hostMatches,
   parseConfigKey,
+  parseSecretResourceName,
   registrationIdentityMismatch,
   resolveHost,
 } from "../src/index.js";
@@ -94,5 +98,51 @@ describe("headless DNS names (Istio's pkg/dns/server/name_table.go BuildNameTabl
   it("gives nothing for a service with a VIP or without ports", () => {
     assert.equal(headlessDnsNames({ ...service, headless: false }, endpoints).size, 0);
     assert.equal(headlessDnsNames({ ...service, hasPorts: false }, endpoints).size, 0);
+  });
+});
+
+describe("credential names, as istiod's ToResourceName and ParseResourceName", () => {
+  it("turns a credentialName into its SDS resource name; builtin:// and other types are no Kubernetes Secret", () => {
+    assert.equal(credentialResourceName("web-cred"), "kubernetes://web-cred");
+    assert.equal(credentialResourceName("shop/web-cred"), "kubernetes://shop/web-cred");
+    assert.equal(credentialResourceName("kubernetes://web-cred"), "kubernetes://web-cred");
+    assert.equal(credentialResourceName("builtin://"), undefined);
+    assert.equal(credentialResourceName("kubernetes-gateway://shop/web"), undefined);
+    assert.equal(credentialResourceName(""), undefined);
+  });
+
+  it("reads a kubernetes:// name in the proxy's namespace unless it names one", () => {
+    assert.deepEqual(parseSecretResourceName("kubernetes://web-cred", "istio-system"), {
+      namespace: "istio-system",
+      name: "web-cred",
+    });
+    assert.deepEqual(parseSecretResourceName("kubernetes://shop/web-cred-cacert", "istio-system"), {
+      namespace: "shop",
+      name: "web-cred-cacert",
+    });
+    assert.equal(parseSecretResourceName("kubernetes://", "istio-system"), undefined);
+    assert.equal(parseSecretResourceName("default", "istio-system"), undefined);
+  });
+
+  it("lists the credentialNames of Gateway servers and of DestinationRule policies, port levels and subsets", () => {
+    assert.deepEqual(
+      gatewayCredentialNames({
+        servers: [{ tls: { credentialName: "a" } }, {}, { tls: { credentialName: "" } }],
+      }),
+      ["a"],
+    );
+    assert.deepEqual(
+      destinationRuleCredentialNames({
+        trafficPolicy: {
+          tls: { credentialName: "top" },
+          portLevelSettings: [{ tls: { credentialName: "port" } }],
+        },
+        subsets: [
+          { trafficPolicy: { portLevelSettings: [] } },
+          { trafficPolicy: { tls: { credentialName: "sub" }, portLevelSettings: [] } },
+        ],
+      }),
+      ["top", "port", "sub"],
+    );
   });
 });

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { describe, it } from "node:test";
 import { agentReadsEnv, agentSettingsFromEnv, POD_REQUIRED_ENV, podPaths } from "@sextant/agent/pod-contract";
-import { DEFAULT_PROXY_IMAGE, injectionRequired } from "@sextant/webhook/inject";
+import { DEFAULT_PROXY_IMAGE, injectionRequired, loadTemplate } from "@sextant/webhook/inject";
 import {
   type Container,
   containerOf,
@@ -138,6 +138,22 @@ describe("deploy/gateways: Istio's ingress and egress gateways", () => {
           assert.ok(agentReadsEnv(variable.name), `${variable.name} is set, but the agent does not read it`);
         for (const [name, why] of Object.entries(POD_REQUIRED_ENV))
           assert.ok(env[name], `${name} is not set (the agent needs it for ${why})`);
+      });
+
+      it("is the webhook's gateway form written out: its arguments, and no variable that form does not set", () => {
+        const form = loadTemplate().gateway.proxyContainer as {
+          args: string[];
+          env: Array<{ name: string }>;
+        };
+        const formEnv = new Set(form.env.map((variable) => variable.name));
+        for (const variable of proxy.env ?? [])
+          assert.ok(formEnv.has(variable.name), `${variable.name} is not in the webhook's gateway form`);
+        // The same flags, with the template's placeholders filled in.
+        assert.equal(proxy.args?.length, form.args.length);
+        form.args.forEach((arg, index) => {
+          const pattern = new RegExp(`^${arg.replace(/\$\{\w+\}/g, ".+")}$`);
+          assert.match(proxy.args?.[index] ?? "", pattern);
+        });
       });
 
       it("points the agent at push's and ca's Services, on the ports they serve", () => {

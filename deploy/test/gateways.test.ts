@@ -242,7 +242,7 @@ describe("deploy/gateways: Istio's ingress and egress gateways", () => {
         assert.ok(proxy.resources?.requests?.memory);
       });
 
-      it("is scaled by its autoscaler alone, from two replicas, so its budget lets drains proceed", () => {
+      it("is scaled by its autoscaler alone, from two replicas spread over zones and nodes, so its budget lets drains proceed", () => {
         assert.equal(deployment.spec.replicas, undefined, "the autoscaler owns the replica count");
         const hpa = find<
           KubeObject & {
@@ -265,6 +265,13 @@ describe("deploy/gateways: Istio's ingress and egress gateways", () => {
           gateway.name,
         );
         assert.equal(budget.spec.maxUnavailable, 1);
+        const spread = pod.spec.topologySpreadConstraints ?? [];
+        assert.deepEqual(
+          spread.map((c) => c.topologyKey),
+          ["topology.kubernetes.io/zone", "kubernetes.io/hostname"],
+        );
+        for (const constraint of spread)
+          assert.ok(selects(constraint.labelSelector.matchLabels, pod.metadata.labels));
       });
 
       it("is never injected: its own label opts out, in a namespace labelled for injection too", () => {

@@ -150,6 +150,7 @@ describe("probe rewriting end to end: webhook patch → agent → app", () => {
     assert.deepEqual(mountProblems(injected.pod, proxy, root, { token: TOKEN, rootCert }), []);
     const envoyLog = join(work, "envoy.log");
     // Only what would collide on this shared machine moves: ca's address, Envoy's admin and the xDS proxy ports.
+    // push is not run: the probes need neither Envoy's config nor its readiness.
     const proxyConfig = { ...JSON.parse(proxyEnv.PROXY_CONFIG!), proxyAdminPort: await freePort() };
     const agent = spawn(
       process.execPath,
@@ -180,7 +181,11 @@ describe("probe rewriting end to end: webhook patch → agent → app", () => {
     const output = captureOutput(agent);
     // The whole group at once: the agent and the Envoy double it started (a test needs no drain).
     onCleanup("the agent and its Envoy", () => {
-      if (agent.exitCode === null && agent.signalCode === null) process.kill(-agent.pid!, "SIGKILL");
+      try {
+        process.kill(-agent.pid!, "SIGKILL");
+      } catch {
+        // Nothing of the group is left.
+      }
     });
     // The agent is ready (its certificate, SDS, xDS proxy) and has started Envoy; or it died saying why.
     const gaveUp = new AbortController();

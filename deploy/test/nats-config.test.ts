@@ -75,7 +75,7 @@ const BUCKET_ACCESS: Record<string, { writers: NatsService[]; readers: NatsServi
   [Buckets.config.name]: { writers: ["ingest"], readers: ["discovery", "push"] },
   [Buckets.configStatus.name]: { writers: ["ingest"], readers: [] },
   [Buckets.services.name]: { writers: ["discovery"], readers: ["ingest", "push"] },
-  [Buckets.endpoints.name]: { writers: ["discovery"], readers: ["push"] },
+  [Buckets.endpoints.name]: { writers: ["discovery"], readers: ["ingest", "push"] },
   [Buckets.proxyStatus.name]: { writers: ["push"], readers: [] },
   [Buckets.credentials.name]: { writers: ["discovery"], readers: ["push"] },
   [Buckets.trust.name]: { writers: ["ca"], readers: ["push"] },

@@ -270,3 +270,33 @@ for (const env of ["dev", "production"]) {
     });
   });
 }
+
+describe("RBAC is least privilege (gateways beside the control plane)", () => {
+  const objects = [...render("overlays/production"), ...render("gateways")];
+  const bound = rulesBySubject(objects);
+  const gatewayAccounts = ofKind(render("gateways"), "ServiceAccount").map(
+    (sa) => `${sa.metadata.namespace}/${sa.metadata.name}`,
+  );
+
+  it("binds no role to a gateway: push serves its certificates, so it reads no Secret and calls no API", () => {
+    assert.deepEqual(gatewayAccounts.sort(), [
+      `${NAMESPACE}/istio-egressgateway-service-account`,
+      `${NAMESPACE}/istio-ingressgateway-service-account`,
+    ]);
+    for (const subject of gatewayAccounts) assert.equal(bound.get(subject), undefined, `${subject} is bound`);
+    assert.deepEqual(ofKind(render("gateways"), "Role"), []);
+    assert.deepEqual(ofKind(render("gateways"), "RoleBinding"), []);
+  });
+
+  it("each gateway runs as its own service account, whose only token is the projected istio-ca one", () => {
+    for (const workload of workloadsOf(render("gateways"))) {
+      const pod = workload.spec.template.spec;
+      assert.equal(pod.serviceAccountName, `${workload.metadata.name}-service-account`);
+      assert.equal(pod.automountServiceAccountToken, false);
+      const audiences = (pod.volumes ?? []).flatMap((v) =>
+        (v.projected?.sources ?? []).map((s) => s.serviceAccountToken?.audience),
+      );
+      assert.deepEqual(audiences, ["istio-ca"]);
+    }
+  });
+});

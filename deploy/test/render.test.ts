@@ -30,7 +30,7 @@ const WHOLE_PLANE = ["overlays/dev", "overlays/production"];
 describe("every kustomization renders", () => {
   it("finds a base, a dev and a production overlay per service, and the shared pieces", () => {
     const all = kustomizations();
-    for (const expected of [...SERVICE_OVERLAYS, ...WHOLE_PLANE, "crds", "nats", "namespace"]) {
+    for (const expected of [...SERVICE_OVERLAYS, ...WHOLE_PLANE, "crds", "nats", "namespace", "gateways"]) {
       assert.ok(all.includes(expected), `deploy/${expected}/kustomization.yaml is missing`);
     }
   });
@@ -101,7 +101,10 @@ describe("images and tags", () => {
     kustomizations().flatMap((dir) =>
       workloadsOf(render(dir)).flatMap((workload) => {
         const container = containerOf(workload);
-        const component = workload.metadata.name.replace(/^sextant-/, "");
+        // Istio's gateways (deploy/gateways) run the proxy image, as injected sidecars do.
+        const component = /^istio-(ingress|egress)gateway$/.test(workload.metadata.name)
+          ? "proxy"
+          : workload.metadata.name.replace(/^sextant-/, "");
         const found = [{ where: `${dir}: ${workload.metadata.name}`, component, image: container.image }];
         if (component === "webhook") {
           // The image the webhook injects beside workloads ships with the control plane.

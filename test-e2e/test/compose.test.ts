@@ -648,7 +648,12 @@ describe("compose.yaml", () => {
   });
 
   it("runs ratings' sidecar from the proxy image at the release's version: one container, `agent proxy sidecar` with Istio's arguments", () => {
-    const sidecars = Object.entries(services).filter(([, svc]) => svc.image?.startsWith("sextant/proxy:"));
+    const proxies = Object.entries(services).filter(([, svc]) => svc.image?.startsWith("sextant/proxy:"));
+    assert.deepEqual(
+      proxies.map(([name]) => name),
+      ["ratings-proxy", "istio-ingressgateway"],
+    );
+    const sidecars = proxies.filter(([, svc]) => Array.isArray(svc.command) && svc.command[1] === "sidecar");
     assert.deepEqual(
       sidecars.map(([name]) => name),
       ["ratings-proxy"],
@@ -680,6 +685,117 @@ describe("compose.yaml", () => {
       assert.ok(app, `an app joins ${name}'s network namespace`);
       assert.equal(dependenciesOf(app[1])[name], "service_healthy");
     }
+  });
+});
+
+describe("compose.yaml's ingress gateway", () => {
+  const services = compose.services;
+  const gateway = services["istio-ingressgateway"] as ComposeService;
+  const env = environmentOf(gateway);
+  const resources = meshConfig().flatMap((file) => file.resources);
+  type Server = { port: { number: number }; hosts: string[] };
+  type HttpRoute = {
+    match?: Array<{ uri?: Record<string, string> }>;
+    route: Array<{ destination: { host: string; port?: { number: number } } }>;
+  };
+  const labels = JSON.parse(env.ISTIO_METAJSON_LABELS ?? "{}") as Record<string, string>;
+  const selecting = resources.filter(
+    (r) =>
+      r.kind === "Gateway" &&
+      Object.entries((r.spec.selector ?? {}) as Record<string, string>).every(([k, v]) => labels[k] === v),
+  );
+  const fqdn = (host: string, namespace = "default") =>
+    host.includes(".") ? host : `${host}.${namespace}.svc.cluster.local`;
+
+  it("runs the proxy image at the release's version in router mode, with Istio's gateway arguments", () => {
+    assert.ok(gateway, "service istio-ingressgateway");
+    assert.equal(gateway.image, `sextant/proxy:${agentVersion}`);
+    assert.deepEqual(gateway.build, { context: ".", target: "proxy", args: { SERVICE: "agent" } });
+    // The webhook's gateway form (services/webhook/src/inject/sidecar-template.yaml, `gateway:`).
+    assert.deepEqual(gateway.command, [
+      "proxy",
+      "router",
+      "--domain",
+      `${env.POD_NAMESPACE}.svc.cluster.local`,
+      "--proxyLogLevel=warning",
+      "--proxyComponentLogLevel=misc:error",
+      "--log_output_level=default:info",
+    ]);
+    assert.deepEqual(labels, { app: "istio-ingressgateway", istio: "ingressgateway" });
+    assert.equal(env.POD_NAMESPACE, "istio-system");
+    assert.equal(env.SERVICE_ACCOUNT, "istio-ingressgateway-service-account");
+    // The gateway is the workload: no app joins its network namespace.
+    assert.ok(!Object.values(services).some((svc) => svc.network_mode === "service:istio-ingressgateway"));
+  });
+
+  it("publishes the port of the Gateway that selects it, on 127.0.0.1 only, at a host port no one else takes", () => {
+    assert.deepEqual(
+      selecting.map((r) => `${r.metadata.namespace}/${r.metadata.name}`),
+      ["bookinfo/bookinfo-gateway"],
+    );
+    const serverPorts = selecting.flatMap((r) =>
+      (r.spec.servers as Server[]).map((server) => server.port.number),
+    );
+    const published = publishedPorts(gateway);
+    assert.deepEqual(published, [{ hostIp: "127.0.0.1", published: 8081, target: 8080 }]);
+    assert.deepEqual(serverPorts, [8080]);
+    const taken = Object.entries(services).flatMap(([name, svc]) =>
+      publishedPorts(svc).map((port) => ({ name, key: `${port.hostIp}:${port.published}` })),
+    );
+    for (const { name, key } of taken)
+      assert.deepEqual(
+        taken.filter((other) => other.key === key).map((other) => other.name),
+        [name],
+        `${key} is published twice`,
+      );
+  });
+
+  it("routes Bookinfo's productpage URLs through it to productpage:9080, a service of the mesh config", () => {
+    const [bound, ...others] = resources.filter(
+      (r) =>
+        r.kind === "VirtualService" &&
+        ((r.spec.gateways ?? []) as string[]).some((name) =>
+          selecting.some(
+            (g) => name === g.metadata.name || name === `${g.metadata.namespace}/${g.metadata.name}`,
+          ),
+        ),
+    );
+    assert.ok(bound, "a VirtualService bound to the gateway");
+    assert.deepEqual(others, []);
+    const http = bound.spec.http as HttpRoute[];
+    const productpage = http.find((rule) => rule.match?.some((m) => m.uri?.exact === "/productpage"));
+    assert.deepEqual(
+      productpage?.route.map((r) => [r.destination.host, r.destination.port?.number]),
+      [["productpage", 9080]],
+    );
+    const serviceHosts = resources
+      .filter((r) => r.kind === "ServiceEntry")
+      .flatMap((r) =>
+        (r.spec.hosts as string[]).map((host) => ({ host, ports: r.spec.ports as Server["port"][] })),
+      );
+    for (const rule of http)
+      for (const { destination } of rule.route) {
+        const target = serviceHosts.find((s) => s.host === fqdn(destination.host, bound.metadata.namespace));
+        assert.ok(target, `${destination.host} is a ServiceEntry host`);
+        assert.ok(
+          target.ports.some((p) => p.number === destination.port?.number),
+          destination.host,
+        );
+      }
+  });
+
+  it("is in the registry: a ServiceEntry selects the labels its WorkloadGroup gives it", () => {
+    const entries = resources.filter(
+      (r) =>
+        r.kind === "ServiceEntry" &&
+        r.metadata.namespace === env.POD_NAMESPACE &&
+        Object.entries(
+          ((r.spec.workloadSelector as { labels?: Record<string, string> } | undefined)?.labels ??
+            {}) as Record<string, string>,
+        ).every(([k, v]) => labels[k] === v) &&
+        r.spec.workloadSelector !== undefined,
+    );
+    assert.equal(entries.length, 1);
   });
 });
 

@@ -6,29 +6,20 @@
 // environment with those volumes (this test plays the kubelet), reads the
 // pod's labels, push's address and its domain.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, posix } from "node:path";
+import { join } from "node:path";
 import { describe, test } from "node:test";
 import {
   agentReadsEnv,
   agentSettingsFromEnv,
   envoyNodeFromSettings,
   POD_REQUIRED_ENV,
-  podPaths,
 } from "@sextant/agent/pod-contract";
 import { repositoryRoot } from "@sextant/testing";
 import { defaultInjectionConfig, injectPod, type PodJson } from "@sextant/webhook/inject";
 import { parse } from "yaml";
-
-type Env = { name: string; value?: string; valueFrom?: Record<string, Record<string, string>> };
-type Container = {
-  name?: string;
-  args?: string[];
-  env?: Env[];
-  volumeMounts?: Array<{ name: string; mountPath: string }>;
-};
-type Volume = { name: string; [kind: string]: unknown };
+import { mountProblems, podFacts, proxyContainer, resolveEnv } from "../src/kubelet.js";
 
 const CASES_DIR = join(repositoryRoot(), "services", "webhook", "test", "testdata", "inject");
 const config = defaultInjectionConfig();
@@ -51,92 +42,6 @@ function injectedCases(): Array<{ name: string; pod: PodJson }> {
     });
 }
 
-function proxyContainer(pod: PodJson): Container {
-  const all = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])] as Container[];
-  const proxy = all.find((container) => container.name === "istio-proxy");
-  assert.ok(proxy, "no istio-proxy container");
-  return proxy;
-}
-
-/** What the kubelet would give this pod: its name (from generateName), IP, node. */
-function podFacts(pod: PodJson) {
-  return {
-    name: pod.metadata?.name ?? `${pod.metadata?.generateName ?? "pod-"}x7k2p`,
-    namespace: pod.metadata?.namespace ?? "default",
-    ip: "10.244.1.17",
-    node: "node-1",
-    serviceAccount: String(pod.spec?.serviceAccountName ?? "default"),
-  };
-}
-
-/** The container's environment as the kubelet resolves it; a field this kubelet does not know is a problem. */
-function resolveEnv(pod: PodJson, container: Container, problems: string[]): Record<string, string> {
-  const facts = podFacts(pod);
-  const fields: Record<string, string> = {
-    "metadata.name": facts.name,
-    "metadata.namespace": facts.namespace,
-    "status.podIP": facts.ip,
-    "spec.serviceAccountName": facts.serviceAccount,
-    "spec.nodeName": facts.node,
-  };
-  const env: Record<string, string> = {};
-  for (const variable of container.env ?? []) {
-    const fieldPath = variable.valueFrom?.fieldRef?.fieldPath;
-    const resource = variable.valueFrom?.resourceFieldRef?.resource;
-    if (variable.value !== undefined) env[variable.name] = variable.value;
-    else if (fieldPath && fields[fieldPath] !== undefined) env[variable.name] = fields[fieldPath];
-    // limits.cpu with the default divisor: whole cores, rounded up.
-    else if (resource === "limits.cpu") env[variable.name] = "2";
-    else
-      problems.push(
-        `${variable.name}: the test's kubelet cannot resolve ${JSON.stringify(variable.valueFrom)}`,
-      );
-  }
-  return env;
-}
-
-/** Go's %q for the values Kubernetes writes (JSON's quoting is a subset Go unquotes). */
-const downwardApiText = (entries: Record<string, string>) =>
-  Object.keys(entries)
-    .sort()
-    .map((key) => `${key}=${JSON.stringify(entries[key])}`)
-    .join("\n");
-
-/**
- * What a volume mounted at mountPath holds at `path` (under it), or a
- * problem: the downward API's items, the root-cert ConfigMap's key, the
- * projected token; an emptyDir holds what the agent writes there.
- */
-function volumeProvides(pod: PodJson, volume: Volume, relative: string): { content?: string } | string {
-  const downward = volume.downwardAPI as
-    | { items?: Array<{ path: string; fieldRef?: { fieldPath: string } }> }
-    | undefined;
-  if (downward) {
-    const item = downward.items?.find((candidate) => candidate.path === relative);
-    if (!item) return `downward-API volume ${volume.name} has no item ${relative}`;
-    const field = item.fieldRef?.fieldPath;
-    if (field === "metadata.labels") return { content: downwardApiText(pod.metadata?.labels ?? {}) };
-    if (field === "metadata.annotations")
-      return { content: downwardApiText(pod.metadata?.annotations ?? {}) };
-    return `downward-API item ${relative} holds ${field}, not labels or annotations`;
-  }
-  const configMap = volume.configMap as { name?: string } | undefined;
-  if (configMap) {
-    // The namespace controller publishes the root under this key, as istiod does.
-    if (configMap.name === "istio-ca-root-cert" && relative === "root-cert.pem") return { content: "ROOT" };
-    return `ConfigMap volume ${volume.name} (${configMap.name}) does not hold ${relative}`;
-  }
-  const projected = volume.projected as
-    | { sources?: Array<{ serviceAccountToken?: { path: string } }> }
-    | undefined;
-  if (projected) {
-    const token = projected.sources?.find((source) => source.serviceAccountToken?.path === relative);
-    return token ? { content: "TOKEN" } : `projected volume ${volume.name} has no ${relative}`;
-  }
-  if (volume.emptyDir) return {};
-  return `volume ${volume.name} is of a kind this test does not know`;
-}
-
 /**
  * Checks the contract for one injected pod. With `root`, writes the files the
  * volumes provide under it (root = the container's "/"), for the agent to read.
@@ -144,7 +49,7 @@ function volumeProvides(pod: PodJson, volume: Volume, relative: string): { conte
 function contractProblems(pod: PodJson, root?: string): string[] {
   const problems: string[] = [];
   const container = proxyContainer(pod);
-  const env = resolveEnv(pod, container, problems);
+  const env = resolveEnv(container, podFacts(pod), problems);
   for (const variable of container.env ?? [])
     if (!agentReadsEnv(variable.name))
       problems.push(`${variable.name} is set, but the agent does not read it`);
@@ -153,36 +58,14 @@ function contractProblems(pod: PodJson, root?: string): string[] {
   const domainArg = container.args?.[(container.args?.indexOf("--domain") ?? -2) + 1];
   if (domainArg !== `${env.POD_NAMESPACE ?? podFacts(pod).namespace}.svc.${env.DOMAIN_SUFFIX}`)
     problems.push(`--domain ${domainArg} disagrees with DOMAIN_SUFFIX ${env.DOMAIN_SUFFIX}`);
-  const volumes = (pod.spec?.volumes ?? []) as Volume[];
-  for (const [setting, path] of Object.entries(podPaths())) {
-    const mount = (container.volumeMounts ?? [])
-      .filter((candidate) => `${path}/`.startsWith(`${candidate.mountPath.replace(/\/$/, "")}/`))
-      .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
-    if (!mount) {
-      problems.push(`${setting} (${path}) is on no volume mount`);
-      continue;
-    }
-    const volume = volumes.find((candidate) => candidate.name === mount.name);
-    if (!volume) {
-      problems.push(`${setting}: mount ${mount.name} has no volume`);
-      continue;
-    }
-    const provided = volumeProvides(pod, volume, posix.relative(mount.mountPath, path));
-    if (typeof provided === "string") problems.push(`${setting} (${path}): ${provided}`);
-    else if (root && provided.content !== undefined) {
-      mkdirSync(dirname(join(root, path)), { recursive: true });
-      writeFileSync(join(root, path), provided.content);
-    }
-  }
-  return problems;
+  return [...problems, ...mountProblems(pod, container, root)];
 }
 
 /** The agent's settings read from inside the container: its environment, its working directory "/" at root. */
 function agentSettingsInPod(pod: PodJson) {
   const root = mkdtempSync(join(tmpdir(), "injected-pod-"));
-  const problems: string[] = [];
   assert.deepEqual(contractProblems(pod, root), []);
-  const env = resolveEnv(pod, proxyContainer(pod), problems);
+  const env = resolveEnv(proxyContainer(pod), podFacts(pod));
   const cwd = process.cwd();
   process.chdir(root);
   try {

@@ -10,5 +10,11 @@ export const agentContract = {
       setting: "HTTP_PORT",
       serves: "/ready, /healthz/ready, /metrics; with agent proxy also /stats/prometheus, /app-health/*",
     },
+    dns: {
+      port: 15053,
+      setting: "DNS_PROXY_ADDR",
+      serves: "the DNS proxy, UDP and TCP on loopback (names from push's NameTable, the rest forwarded)",
+      enabledBy: "ISTIO_META_DNS_CAPTURE=true",
+    },
   },
 } satisfies ServiceContract;

@@ -7,8 +7,9 @@ export const ingestContract = {
   buckets: {
     // store/config-store.ts; analysis/analysis-runner.ts writes analysis messages.
     write: [Buckets.config, Buckets.configStatus],
-    // analysis/analysis-runner.ts: the registry the analyzers check hosts against.
-    read: [Buckets.services],
+    // analysis/analysis-runner.ts: the registry the analyzers check hosts against,
+    // and the workloads (endpoints) Gateway selectors must pick.
+    read: [Buckets.services, Buckets.endpoints],
   },
   subjects: {
     // nack/nack-recorder.ts: one replica records each NACK.

@@ -3,6 +3,7 @@ import { describe, it } from "node:test";
 import { configKey } from "@sextant/model";
 import { type ConfigResource, Severity } from "@sextant/proto";
 import { AnalysisCodes, analyze } from "../src/analysis/analyzers.js";
+import type { AnalysisWorkload } from "../src/analysis/gateway-analyzers.js";
 
 const resource = (
   kind: string,
@@ -21,8 +22,13 @@ const resource = (
   spec,
 });
 const registry = new Set(["reviews.default.svc.cluster.local", "ratings.default.svc.cluster.local"]);
+/** Istio's ingress gateway pods, and a Bookinfo workload. */
+const workloads: AnalysisWorkload[] = [
+  { namespace: "istio-system", labels: { app: "istio-ingressgateway", istio: "ingressgateway" } },
+  { namespace: "default", labels: { app: "reviews", version: "v1" } },
+];
 const run = (resources: ConfigResource[]) =>
-  analyze({ resources, registryHosts: registry, domainSuffix: "cluster.local" });
+  analyze({ resources, registryHosts: registry, workloads, domainSuffix: "cluster.local" });
 const codes = (result: ReturnType<typeof run>, r: ConfigResource) =>
   (result.get(configKey(r)) ?? []).map((m) => [m.code, m.field]);
 
@@ -151,4 +157,81 @@ describe("analyzers", () => {
       assert.deepEqual(codes(run(resources), resources[index]!), expected);
     });
   }
+});
+
+describe("gateway analyzers", () => {
+  const messages = (result: ReturnType<typeof run>, r: ConfigResource) =>
+    (result.get(configKey(r)) ?? []).map((m) => [m.code, m.field, m.message]);
+  const gateway = (
+    name: string,
+    servers: unknown[],
+    selector: Record<string, string> = { istio: "ingressgateway" },
+    namespace = "default",
+  ) => resource("Gateway", name, { selector, servers }, namespace);
+  const http = (port: number, ...hosts: string[]) => ({
+    port: { number: port, name: `http-${port}`, protocol: "HTTP" },
+    hosts,
+  });
+
+  it("finds Bookinfo's gateway, whose selector picks the ingress gateway in istio-system", () => {
+    const bookinfo = gateway("bookinfo-gateway", [http(8080, "*")]);
+    assert.equal(run([bookinfo]).size, 0);
+  });
+
+  it("reports a selector that picks no workload in any namespace (IST0101), as Istio words it", () => {
+    const lost = gateway("lost", [http(80, "*")], { istio: "ingressgateway", app: "elsewhere" });
+    assert.deepEqual(messages(run([lost]), lost), [
+      [
+        AnalysisCodes.ReferencedResourceNotFound,
+        "spec.selector",
+        'Referenced selector not found: "app=elsewhere,istio=ingressgateway"',
+      ],
+    ]);
+    assert.equal(messages(run([lost]), lost)[0]?.[0], "IST0101");
+  });
+
+  it("reports two Gateways on one workload and port with overlapping hosts, on both sides (IST0145)", () => {
+    const bookinfo = gateway("bookinfo-gateway", [http(80, "*"), http(9000, "a.example.com")]);
+    const demo = gateway("demo-gateway", [http(80, "helloworld.com")], { istio: "ingressgateway" }, "demo");
+    const result = run([bookinfo, demo]);
+    assert.deepEqual(messages(result, bookinfo), [
+      [
+        "IST0145",
+        "spec.servers[0]",
+        "Conflict with gateways demo/demo-gateway (workload selector istio=ingressgateway, port 80, hosts *).",
+      ],
+    ]);
+    assert.deepEqual(messages(result, demo), [
+      [
+        "IST0145",
+        "spec.servers[0]",
+        "Conflict with gateways default/bookinfo-gateway (workload selector istio=ingressgateway, port 80, hosts helloworld.com).",
+      ],
+    ]);
+  });
+
+  it("counts a different selector that picks the same workload as the same workload", () => {
+    const byIstio = gateway("by-istio", [http(80, "*.example.com")]);
+    const byApp = gateway("by-app", [http(80, "shop.example.com")], { app: "istio-ingressgateway" });
+    assert.deepEqual(codes(run([byIstio, byApp]), byApp), [
+      [AnalysisCodes.ConflictingGateways, "spec.servers[0]"],
+    ]);
+  });
+
+  for (const [why, mine, theirs] of [
+    ["another port", http(80, "*"), http(8081, "*")],
+    ["hosts that do not overlap", http(80, "a.example.com", "*.shop.example.com"), http(80, "b.example.com")],
+    ["hosts for another namespace's VirtualServices", http(80, "./*"), http(80, "other/*")],
+  ] as const) {
+    it(`leaves alone a second Gateway on the same workload with ${why}`, () => {
+      const result = run([gateway("first", [mine]), gateway("second", [theirs])]);
+      assert.equal(result.size, 0, JSON.stringify([...result]));
+    });
+  }
+
+  it("leaves alone Gateways with overlapping servers on different workloads", () => {
+    const ingress = gateway("ingress", [http(80, "*")]);
+    const reviews = gateway("reviews", [http(80, "*")], { app: "reviews" });
+    assert.equal(run([ingress, reviews]).size, 0);
+  });
 });

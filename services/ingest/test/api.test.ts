@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Buckets, Subjects } from "@sextant/bus";
 import { configKey } from "@sextant/model";
-import { NackEvent } from "@sextant/proto";
+import { EndpointShard, NackEvent } from "@sextant/proto";
 import { bookinfoNetworkingDir, eventually, metricValue } from "@sextant/testing";
 import {
   get,
@@ -249,6 +249,34 @@ describe("ingest HTTP API", () => {
       const current = await report();
       return !find(current, "gw-bound", "IST0101") && !find(current, "needs-subset", "IST0101");
     });
+  });
+
+  it("reports a Gateway whose selector picks no workload until the registry has one", async () => {
+    await post(
+      `${ingest.url}/v1/apply`,
+      "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: front, namespace: shop}\nspec:\n  selector: {istio: shopgateway}\n  servers:\n  - port: {number: 80, name: http, protocol: HTTP}\n    hosts: ['*']\n",
+    );
+    const selectorMessage = async () =>
+      ((await get(`${ingest.url}/v1/analyze`)).json.messages as Array<Record<string, string>>).find(
+        (m) => m.name === "front" && m.code === "IST0101",
+      );
+    const message = await eventually(selectorMessage);
+    assert.equal(message.field, "spec.selector");
+    assert.equal(message.message, 'Referenced selector not found: "istio=shopgateway"');
+
+    // discovery publishes the gateway's pod as an endpoint of its Service: the message goes.
+    await (await env.bus.bucket(Buckets.endpoints)).put(
+      "istio-system.shop-gateway.istio-system.svc.cluster.local.kubernetes",
+      EndpointShard.fromPartial({
+        hostname: "shop-gateway.istio-system.svc.cluster.local",
+        namespace: "istio-system",
+        shard: "kubernetes/Kubernetes",
+        endpoints: [
+          { address: "10.244.0.9", namespace: "istio-system", labels: { istio: "shopgateway", app: "shop" } },
+        ],
+      }),
+    );
+    await eventually(async () => (await selectorMessage()) === undefined);
   });
 
   it("records a proxy's NACK against the config that caused it, until a new generation", async () => {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { jsonSetting } from "../util/json-setting.js";
 
 /**
  * The paths istio-agent serves for rewritten probes: `/app-health/<container>/<probe>`
@@ -42,26 +43,10 @@ export type AppProbers = Map<string, AppProber>;
  * istio-agent refuses to start on a bad one: a probe that cannot be performed
  * would otherwise fail the pod later with no hint why.
  */
-export const appProbersSetting = z
-  .string()
-  .optional()
-  .transform((text, ctx): AppProbers => {
+export const appProbersSetting = jsonSetting(z.record(z.string(), prober)).transform(
+  (entries, ctx): AppProbers => {
     const probers: AppProbers = new Map();
-    if (text === undefined || text.trim() === "") return probers;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (error) {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, message: `not JSON: ${(error as Error).message}` });
-      return z.NEVER;
-    }
-    const entries = z.record(z.string(), prober).safeParse(parsed);
-    if (!entries.success) {
-      for (const issue of entries.error.issues)
-        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${issue.path.join(".")}: ${issue.message}` });
-      return z.NEVER;
-    }
-    for (const [path, value] of Object.entries(entries.data)) {
+    for (const [path, value] of Object.entries(entries ?? {})) {
       if (!APP_PROBER_PATH.test(path)) {
         ctx.addIssue({
           code: z.ZodIssueCode.custom,
@@ -72,4 +57,5 @@ export const appProbersSetting = z
       probers.set(path, value);
     }
     return probers;
-  });
+  },
+);

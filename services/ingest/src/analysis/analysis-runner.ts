@@ -1,10 +1,11 @@
 import { Buckets, type Bus, type Mirror } from "@sextant/bus";
 import { configKey, parseConfigKey } from "@sextant/model";
 import type { Logger, ReadinessGate } from "@sextant/observability";
-import type { ConfigResource, Service } from "@sextant/proto";
+import type { ConfigResource, EndpointShard, Service } from "@sextant/proto";
 import { type Runner, SerialTasks } from "@sextant/runtime";
 import type { ConfigStore } from "../store/config-store.js";
 import { analyze } from "./analyzers.js";
+import type { AnalysisWorkload } from "./gateway-analyzers.js";
 
 /** Options of {@link AnalysisRunner}. */
 export interface AnalysisRunnerOptions {
@@ -19,7 +20,8 @@ export interface AnalysisRunnerOptions {
 
 /**
  * AnalysisRunner keeps the analysis messages of every resource current: it
- * mirrors `sextant-config` and `sextant-services`, and after each burst of
+ * mirrors `sextant-config`, `sextant-services` and `sextant-endpoints` (the
+ * workloads Gateway selectors pick), and after each burst of
  * changes re-analyses the whole snapshot and writes what changed to
  * `sextant-config-status` (origin "analysis"). When a resource's generation
  * changes, the proxies' NACK messages about the old one are cleared.
@@ -28,6 +30,7 @@ export class AnalysisRunner implements Runner {
   readonly name = "analysis";
   #config: Mirror<ConfigResource> | undefined;
   #services: Mirror<Service> | undefined;
+  #endpoints: Mirror<EndpointShard> | undefined;
   /** What was last written per key, so an unchanged result costs no KV round trip. */
   readonly #written = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
@@ -43,8 +46,9 @@ export class AnalysisRunner implements Runner {
     const bus = this.options.bus();
     this.#config = await (await bus.bucket(Buckets.config)).mirror();
     this.#services = await (await bus.bucket(Buckets.services)).mirror();
+    this.#endpoints = await (await bus.bucket(Buckets.endpoints)).mirror();
     // The first analysis below reads the states the initial deliveries carried, or newer.
-    const subscriptions = [this.#config, this.#services].map((mirror) =>
+    const subscriptions = [this.#config, this.#services, this.#endpoints].map((mirror) =>
       mirror.subscribe(({ initial }) => {
         if (!initial) this.schedule();
       }),
@@ -57,7 +61,7 @@ export class AnalysisRunner implements Runner {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
-    await Promise.all([this.#config?.close(), this.#services?.close()]);
+    await Promise.all([this.#config?.close(), this.#services?.close(), this.#endpoints?.close()]);
     await this.#tasks.idle();
   }
 
@@ -74,11 +78,12 @@ export class AnalysisRunner implements Runner {
   }
 
   private async runOnce(): Promise<void> {
-    if (!this.#config || !this.#services) return;
+    if (!this.#config || !this.#services || !this.#endpoints) return;
     const resources = [...this.#config.state.values()];
     const result = analyze({
       resources,
       registryHosts: new Set(Array.from(this.#services.state.values(), (service) => service.hostname)),
+      workloads: workloadsOf(this.#endpoints.state.values()),
       domainSuffix: this.options.domainSuffix,
     });
     for (const resource of resources) {
@@ -93,4 +98,16 @@ export class AnalysisRunner implements Runner {
     for (const key of this.#written.keys()) if (!current.has(key)) this.#written.delete(key);
     this.options.logger.debug({ resources: resources.length, withMessages: result.size }, "analysed");
   }
+}
+
+/** The registry's workloads, once each (an endpoint of several services or ports is one workload). */
+function workloadsOf(shards: Iterable<EndpointShard>): AnalysisWorkload[] {
+  const seen = new Map<string, AnalysisWorkload>();
+  for (const shard of shards)
+    for (const endpoint of shard.endpoints) {
+      const namespace = endpoint.namespace || shard.namespace;
+      const key = JSON.stringify([namespace, endpoint.address, endpoint.labels]);
+      if (!seen.has(key)) seen.set(key, { namespace, labels: endpoint.labels });
+    }
+  return [...seen.values()];
 }

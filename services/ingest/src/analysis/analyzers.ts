@@ -7,16 +7,19 @@ import {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { Destination } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { decodeStoredOfKind } from "@sextant/validation";
+import { type AnalysisWorkload, analyzeGateways } from "./gateway-analyzers.js";
 
 /**
  * Analysis message codes, after `istioctl analyze`. Istio's codes are used
  * where Istio has the same check, so users can look them up.
  */
 export const AnalysisCodes = {
-  /** A reference to a gateway, host or subset that does not exist. */
+  /** A reference to a gateway, host, subset or (a Gateway's selector) workload that does not exist. */
   ReferencedResourceNotFound: "IST0101",
   /** Several VirtualServices bound to the mesh gateway claim one host. */
   ConflictingMeshGatewayVirtualServiceHosts: "IST0109",
+  /** Gateways on one workload with servers on one port whose hosts overlap. */
+  ConflictingGateways: "IST0145",
   /** A DestinationRule names a credentialName secret, which Sextant does not serve to sidecars yet. */
   CredentialNameNotServed: "SXT0002",
 } as const;
@@ -26,6 +29,8 @@ export interface AnalysisInput {
   readonly resources: readonly ConfigResource[];
   /** Hostnames in the service registry (sextant-services). */
   readonly registryHosts: ReadonlySet<string>;
+  /** The registry's workloads (sextant-endpoints), which Gateway selectors pick. */
+  readonly workloads: readonly AnalysisWorkload[];
   readonly domainSuffix: string;
 }
 
@@ -85,6 +90,15 @@ export function analyze(input: AnalysisInput): AnalysisResult {
         );
       }
     });
+  }
+
+  // Gateway -> its workloads, and Gateways contending for one port of a workload.
+  for (const finding of analyzeGateways(decodeStoredOfKind(input.resources, "Gateway"), input.workloads)) {
+    const code =
+      finding.kind === "selectorNotFound"
+        ? AnalysisCodes.ReferencedResourceNotFound
+        : AnalysisCodes.ConflictingGateways;
+    report(finding.resource, code, finding.field, finding.message);
   }
 
   // VirtualService route -> DestinationRule subset references.

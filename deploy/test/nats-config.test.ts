@@ -78,6 +78,7 @@ const BUCKET_ACCESS: Record<string, { writers: NatsService[]; readers: NatsServi
   [Buckets.endpoints.name]: { writers: ["discovery"], readers: ["ingest", "push"] },
   [Buckets.proxyStatus.name]: { writers: ["push"], readers: [] },
   [Buckets.credentials.name]: { writers: ["discovery"], readers: ["push"] },
+  [Buckets.credentialIndex.name]: { writers: ["discovery"], readers: ["ingest"] },
   [Buckets.trust.name]: { writers: ["ca"], readers: ["push"] },
   [Buckets.leases.name]: { writers: ["discovery"], readers: [] },
 };

@@ -2,6 +2,7 @@ import {
   ConfigResource,
   ConfigStatus,
   Credential,
+  CredentialPresence,
   EndpointShard,
   NackEvent,
   ProxyStatus,
@@ -44,6 +45,11 @@ export const Buckets = {
     "sextant-credentials",
     Credential,
     "TLS material of the Secrets that Gateways and DestinationRules name by credentialName, key namespace.name; written by discovery, read by push only",
+  ),
+  credentialIndex: defineBucket(
+    "sextant-credential-index",
+    CredentialPresence,
+    "which Secrets named by credentialName exist and hold a key pair or CA, names and booleans only, key namespace.name; written by discovery",
   ),
   trust: defineBucket("sextant-trust", TrustBundle, "the mesh's trusted roots; written by ca"),
   // A google.protobuf.Struct (holder, acquired, renewals, durationMs) so that

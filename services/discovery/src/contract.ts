@@ -6,8 +6,15 @@ import { DEFAULT_PORTS, type ServiceContract } from "@sextant/runtime";
 export const discoveryContract = {
   buckets: {
     // publish/publisher.ts: the leader writes the registry; leader/lease.ts holds the lease;
-    // credentials/credential-publisher.ts: the leader writes the Secrets that config names.
-    write: [Buckets.services, Buckets.endpoints, Buckets.leases, Buckets.credentials],
+    // credentials/credential-publisher.ts: the leader writes the Secrets that config names,
+    // and their index (names and booleans) for ingest's analysis.
+    write: [
+      Buckets.services,
+      Buckets.endpoints,
+      Buckets.leases,
+      Buckets.credentials,
+      Buckets.credentialIndex,
+    ],
     // serviceentry/config-source.ts: ServiceEntry, WorkloadEntry, WorkloadGroup;
     // credentials/credential-publisher.ts: Gateway, DestinationRule (their credentialName).
     read: [Buckets.config],

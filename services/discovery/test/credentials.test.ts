@@ -2,9 +2,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Buckets } from "@sextant/bus";
 import { credentialKey } from "@sextant/model";
-import { Credential } from "@sextant/proto";
+import { Credential, type CredentialPresence } from "@sextant/proto";
 import { eventually, type FakeKubeApiServer, startFakeKubeApiServer } from "@sextant/testing";
-import { credentialOf } from "../src/credentials/credential.js";
+import { credentialOf, presenceOf } from "../src/credentials/credential.js";
 import { CredentialReferences } from "../src/credentials/references.js";
 import {
   type DiscoveryFixture,
@@ -213,6 +213,109 @@ describe("discovery publishes the Secrets that config names, to sextant-credenti
     await eventually(async () => (await published()).has(key("istio-system", "web-cred")), {
       message: "a new reference publishes the Secret",
     });
+  });
+});
+
+describe("presenceOf: the index's booleans", () => {
+  it("says whether a complete pair and a CA are there, and carries no bytes", () => {
+    const full = presenceOf(
+      credentialOf(
+        secret("ns", "a", "kubernetes.io/tls", { "tls.crt": "C", "tls.key": "K", "ca.crt": "CA" }),
+      ),
+    );
+    assert.deepEqual(full, { namespace: "ns", name: "a", hasCertificate: true, hasCaCertificate: true });
+    const half = presenceOf(credentialOf(secret("ns", "b", "Opaque", { cert: "C" })));
+    assert.deepEqual(half, { namespace: "ns", name: "b", hasCertificate: false, hasCaCertificate: false });
+  });
+});
+
+describe("discovery indexes the Secrets that config names, in sextant-credential-index", () => {
+  let client: Awaited<ReturnType<typeof startNatsWithClient>>;
+  let ingest: Awaited<ReturnType<typeof startIngest>>;
+  let kube: FakeKubeApiServer;
+  let discovery: DiscoveryFixture;
+  const key = (namespace: string, name: string) => credentialKey({ namespace, name });
+  const entries = async () =>
+    (await (await client.bus.bucket(Buckets.credentialIndex)).list()) as Array<{
+      key: string;
+      value: CredentialPresence;
+    }>;
+  const indexed = async () => new Map((await entries()).map((entry) => [entry.key, entry.value]));
+
+  before(async () => {
+    client = await startNatsWithClient();
+    ingest = await startIngest(client.nats.url, { ANALYSIS_DEBOUNCE_MS: "20", API_AUTH: "none" });
+    kube = await startFakeKubeApiServer({ bookmarkIntervalMs: 500 });
+    kube.apply(
+      secret("istio-system", "web-cred", "kubernetes.io/tls", {
+        "tls.crt": "SECRET-CHAIN",
+        "tls.key": "SECRET-KEY",
+      }),
+    );
+    kube.apply(secret("istio-system", "unrelated", "kubernetes.io/tls", { "tls.crt": "X", "tls.key": "Y" }));
+    kube.apply(secret("default", "client-cred", "Opaque", { cacert: "SECRET-CA" }));
+    await apply(ingest.url, GATEWAY);
+    await apply(ingest.url, RULE);
+    discovery = await startDiscovery(client.nats.url, {
+      KUBERNETES: "on",
+      KUBECONFIG: writeKubeconfig(kube),
+    });
+  });
+  after(async () => {
+    await discovery?.stop();
+    await kube?.close();
+    await ingest?.stop();
+    await client?.close();
+  });
+
+  it("has an entry per named Secret saying which parts it holds, and none for others", async () => {
+    await eventually(async () => (await indexed()).size === 2, { message: "two Secrets indexed" });
+    const index = await indexed();
+    assert.deepEqual(index.get(key("istio-system", "web-cred")), {
+      namespace: "istio-system",
+      name: "web-cred",
+      hasCertificate: true,
+      hasCaCertificate: false,
+    });
+    assert.deepEqual(index.get(key("default", "client-cred")), {
+      namespace: "default",
+      name: "client-cred",
+      hasCertificate: false,
+      hasCaCertificate: true,
+    });
+  });
+
+  it("never holds key material", async () => {
+    const stored = await entries();
+    assert.ok(stored.length > 0);
+    const bucket = await client.bus.bucket(Buckets.credentialIndex);
+    for (const { key: entryKey } of stored) {
+      const raw = (await bucket.get(entryKey))?.raw;
+      assert.ok(raw, "the bucket's stored bytes");
+      const bytes = Buffer.from(raw).toString("latin1");
+      assert.ok(!/SECRET-/.test(bytes), `${entryKey} carries no certificate, key or CA bytes`);
+    }
+  });
+
+  it("flips when a Secret is deleted, then created again", async () => {
+    kube.delete({ apiVersion: "v1", kind: "Secret", namespace: "istio-system", name: "web-cred" });
+    await eventually(async () => !(await indexed()).has(key("istio-system", "web-cred")), {
+      message: "the deleted Secret leaves the index",
+    });
+    kube.apply(secret("istio-system", "web-cred-cacert", "Opaque", { "ca.crt": "SECRET-CA" }));
+    kube.apply(
+      secret("istio-system", "web-cred", "kubernetes.io/tls", {
+        "tls.crt": "SECRET-C",
+        "tls.key": "SECRET-K",
+      }),
+    );
+    await eventually(async () => (await indexed()).has(key("istio-system", "web-cred")), {
+      message: "the created Secret is indexed again",
+    });
+    await eventually(
+      async () => (await indexed()).get(key("istio-system", "web-cred-cacert"))?.hasCaCertificate === true,
+      { message: "the -cacert companion is indexed with its CA" },
+    );
   });
 });
 

@@ -8,8 +8,8 @@ export const ingestContract = {
     // store/config-store.ts; analysis/analysis-runner.ts writes analysis messages.
     write: [Buckets.config, Buckets.configStatus],
     // analysis/analysis-runner.ts: the registry the analyzers check hosts against,
-    // and the workloads (endpoints) Gateway selectors must pick.
-    read: [Buckets.services, Buckets.endpoints],
+    // the workloads (endpoints) Gateway selectors must pick, and which Secrets credentialNames find.
+    read: [Buckets.services, Buckets.endpoints, Buckets.credentialIndex],
   },
   subjects: {
     // nack/nack-recorder.ts: one replica records each NACK.

@@ -4,7 +4,7 @@ import {
   type KubernetesListObject,
   type V1Secret,
 } from "@kubernetes/client-node";
-import { Buckets, type Bus, type Mirror, type MirrorSubscription } from "@sextant/bus";
+import { type BucketSpec, Buckets, type Bus, type Mirror, type MirrorSubscription } from "@sextant/bus";
 import { type BackoffPolicy, Informer, WorkQueue } from "@sextant/kube";
 import {
   configKindFilter,
@@ -18,10 +18,10 @@ import {
   type Registry as MetricsRegistry,
   type ReadinessGate,
 } from "@sextant/observability";
-import type { ConfigResource } from "@sextant/proto";
+import type { ConfigResource, Credential } from "@sextant/proto";
 import type { Runner } from "@sextant/runtime";
 import { decodeStoredSpec } from "@sextant/validation";
-import { credentialOf } from "./credential.js";
+import { credentialOf, presenceOf } from "./credential.js";
 import { CredentialReferences } from "./references.js";
 
 /** Options of {@link CredentialPublisher}. */
@@ -51,6 +51,9 @@ const RECONCILE = "credentials";
  * Every change reconciles the whole bucket, which stays small: only named
  * Secrets are in it. Without Kubernetes no Secret is known, so the leader
  * empties it. Push serves them over SDS and decides who gets which.
+ * `sextant-credential-index` mirrors the same keys with names and booleans
+ * only (key pair present, CA present), for ingest's analysis, which must
+ * never see key material.
  */
 export class CredentialPublisher implements Runner {
   readonly name = "credentials";
@@ -116,8 +119,9 @@ export class CredentialPublisher implements Runner {
       }),
     ];
     this.#secrets?.start();
-    // Opened (created if need be) before any write: the bucket exists for push from the start.
+    // Opened (created if need be) before any write: the buckets exist for push and ingest from the start.
     await this.options.bus().bucket(Buckets.credentials);
+    await this.options.bus().bucket(Buckets.credentialIndex);
     await Promise.all(subscriptions.map((subscription) => subscription.synced));
     if (this.#secrets && !(await this.#secrets.synced())) return;
     this.#synced = true;
@@ -179,16 +183,26 @@ export class CredentialPublisher implements Runner {
   async #reconcile(): Promise<void> {
     if (!this.options.isLeader()) return;
     const references = this.#references();
-    const desired = new Map<string, V1Secret>();
+    const desired = new Map<string, Credential>();
     for (const secret of this.#secrets?.list() ?? []) {
       const namespace = secret.metadata?.namespace ?? "";
       const name = secret.metadata?.name ?? "";
-      if (references.covers(namespace, name)) desired.set(credentialKey({ namespace, name }), secret);
+      if (references.covers(namespace, name))
+        desired.set(credentialKey({ namespace, name }), credentialOf(secret));
     }
-    const bucket = await this.options.bus().bucket(Buckets.credentials);
-    const current = new Map((await bucket.list()).map((entry) => [entry.key, entry]));
-    for (const [key, secret] of desired) await bucket.putOver(key, credentialOf(secret), current.get(key));
-    for (const key of current.keys()) if (!desired.has(key)) await bucket.delete(key);
+    await this.#replace(Buckets.credentials, desired);
+    await this.#replace(
+      Buckets.credentialIndex,
+      new Map([...desired].map(([key, c]) => [key, presenceOf(c)])),
+    );
     this.#published?.set(desired.size);
+  }
+
+  /** Makes a bucket hold exactly `desired`: writes what changed, deletes what is no longer there. */
+  async #replace<T>(spec: BucketSpec<T>, desired: ReadonlyMap<string, T>): Promise<void> {
+    const bucket = await this.options.bus().bucket(spec);
+    const current = new Map((await bucket.list()).map((entry) => [entry.key, entry]));
+    for (const [key, value] of desired) await bucket.putOver(key, value, current.get(key));
+    for (const key of current.keys()) if (!desired.has(key)) await bucket.delete(key);
   }
 }

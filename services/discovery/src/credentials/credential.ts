@@ -1,5 +1,5 @@
 import type { V1Secret } from "@kubernetes/client-node";
-import { Credential } from "@sextant/proto";
+import { Credential, CredentialPresence } from "@sextant/proto";
 
 // The data keys istiod reads (pilot/pkg/credentials/kube): a generic Secret's
 // pair first, then kubernetes.io/tls's; the CA bundle likewise.
@@ -27,5 +27,15 @@ export function credentialOf(secret: V1Secret): Credential {
     certificateChain: pair ? value(pair[0]) : Buffer.alloc(0),
     privateKey: pair ? value(pair[1]) : Buffer.alloc(0),
     caCertificate: ca ? value(ca) : Buffer.alloc(0),
+  });
+}
+
+/** What the index says of a Credential: its names and which parts it holds, never the bytes. */
+export function presenceOf(credential: Credential): CredentialPresence {
+  return CredentialPresence.fromPartial({
+    namespace: credential.namespace,
+    name: credential.name,
+    hasCertificate: credential.certificateChain.length > 0 && credential.privateKey.length > 0,
+    hasCaCertificate: credential.caCertificate.length > 0,
   });
 }

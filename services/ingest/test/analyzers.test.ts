@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { configKey } from "@sextant/model";
+import { configKey, credentialKey } from "@sextant/model";
 import { type ConfigResource, Severity } from "@sextant/proto";
 import { AnalysisCodes, analyze } from "../src/analysis/analyzers.js";
-import type { AnalysisWorkload } from "../src/analysis/gateway-analyzers.js";
+import type { AnalysisWorkload, CredentialIndex } from "../src/analysis/gateway-analyzers.js";
 
 const resource = (
   kind: string,
@@ -27,8 +27,8 @@ const workloads: AnalysisWorkload[] = [
   { namespace: "istio-system", labels: { app: "istio-ingressgateway", istio: "ingressgateway" } },
   { namespace: "default", labels: { app: "reviews", version: "v1" } },
 ];
-const run = (resources: ConfigResource[]) =>
-  analyze({ resources, registryHosts: registry, workloads, domainSuffix: "cluster.local" });
+const run = (resources: ConfigResource[], credentials: CredentialIndex = new Map()) =>
+  analyze({ resources, registryHosts: registry, workloads, credentials, domainSuffix: "cluster.local" });
 const codes = (result: ReturnType<typeof run>, r: ConfigResource) =>
   (result.get(configKey(r)) ?? []).map((m) => [m.code, m.field]);
 
@@ -233,5 +233,88 @@ describe("gateway analyzers", () => {
     const ingress = gateway("ingress", [http(80, "*")]);
     const reviews = gateway("reviews", [http(80, "*")], { app: "reviews" });
     assert.equal(run([ingress, reviews]).size, 0);
+  });
+
+  describe("credentialName (IST0101 as Istio's gateway secret analyzer; SXT0003)", () => {
+    const https = (mode: string, credentialName: string) => ({
+      port: { number: 443, name: "https", protocol: "HTTPS" },
+      hosts: ["web.example.com"],
+      tls: { mode, credentialName },
+    });
+    const present = (hasCertificate: boolean, hasCaCertificate: boolean) => ({
+      hasCertificate,
+      hasCaCertificate,
+    });
+    const index = (...entries: Array<[string, string, ReturnType<typeof present>]>): CredentialIndex =>
+      new Map(entries.map(([namespace, name, presence]) => [credentialKey({ namespace, name }), presence]));
+    const notFound = (name: string, server = 0) => [
+      "IST0101",
+      `spec.servers[${server}].tls.credentialName`,
+      `Referenced credentialName not found: "${name}"`,
+    ];
+
+    it("looks for the Secret in the gateway workload's namespace, not the Gateway's", () => {
+      const web = gateway("web", [https("SIMPLE", "web-cred")]);
+      const inGatewayNamespace = index(["default", "web-cred", present(true, false)]);
+      assert.deepEqual(messages(run([web], inGatewayNamespace), web), [notFound("web-cred")]);
+      const inWorkloadNamespace = index(["istio-system", "web-cred", present(true, false)]);
+      assert.equal(run([web], inWorkloadNamespace).size, 0);
+    });
+
+    it("takes a namespace/name credentialName at its word", () => {
+      const web = gateway("web", [https("SIMPLE", "certs/web-cred")]);
+      assert.deepEqual(messages(run([web]), web), [notFound("certs/web-cred")]);
+      assert.equal(run([web], index(["certs", "web-cred", present(true, false)])).size, 0);
+    });
+
+    it("reports each server on its own field", () => {
+      const web = gateway("web", [https("SIMPLE", "a"), http(80, "*"), https("MUTUAL", "b")]);
+      const result = run([web], index(["istio-system", "a", present(true, false)]));
+      assert.deepEqual(messages(result, web), [notFound("b", 2)]);
+    });
+
+    it("needs a CA for MUTUAL: in the Secret or its -cacert companion", () => {
+      const web = gateway("web", [https("MUTUAL", "web-cred")]);
+      const noCa = run([web], index(["istio-system", "web-cred", present(true, false)]));
+      assert.deepEqual(messages(noCa, web), [
+        [
+          "SXT0003",
+          "spec.servers[0].tls.credentialName",
+          'Secret "istio-system/web-cred" has no CA certificate to verify clients (ca.crt or cacert), ' +
+            'and no Secret "istio-system/web-cred-cacert" holds one',
+        ],
+      ]);
+      const caInSecret = index(["istio-system", "web-cred", present(true, true)]);
+      assert.equal(run([web], caInSecret).size, 0);
+      const caInCompanion = index(
+        ["istio-system", "web-cred", present(true, false)],
+        ["istio-system", "web-cred-cacert", present(false, true)],
+      );
+      assert.equal(run([web], caInCompanion).size, 0);
+    });
+
+    it("reports a Secret without a certificate and key pair (SXT0003)", () => {
+      const web = gateway("web", [https("SIMPLE", "web-cred")]);
+      const result = run([web], index(["istio-system", "web-cred", present(false, true)]));
+      assert.deepEqual(codes(result, web), [["SXT0003", "spec.servers[0].tls.credentialName"]]);
+      assert.match(result.get(configKey(web))?.[0]?.message ?? "", /holds no certificate and private key/);
+    });
+
+    it("leaves alone modes that read no Secret, and builtin:// names", () => {
+      const web = gateway("web", [
+        https("PASSTHROUGH", "a"),
+        https("AUTO_PASSTHROUGH", "b"),
+        https("ISTIO_MUTUAL", ""),
+        https("SIMPLE", "builtin://"),
+      ]);
+      assert.equal(run([web]).size, 0, JSON.stringify([...run([web])]));
+    });
+
+    it("says only that the selector finds nothing when no workload is selected", () => {
+      const lost = gateway("lost", [https("SIMPLE", "web-cred")], { app: "nowhere" });
+      assert.deepEqual(codes(run([lost]), lost), [
+        [AnalysisCodes.ReferencedResourceNotFound, "spec.selector"],
+      ]);
+    });
   });
 });

@@ -1,7 +1,7 @@
 import { Buckets, type Bus, type Mirror } from "@sextant/bus";
 import { configKey, parseConfigKey } from "@sextant/model";
 import type { Logger, ReadinessGate } from "@sextant/observability";
-import type { ConfigResource, EndpointShard, Service } from "@sextant/proto";
+import type { ConfigResource, CredentialPresence, EndpointShard, Service } from "@sextant/proto";
 import { type Runner, SerialTasks } from "@sextant/runtime";
 import type { ConfigStore } from "../store/config-store.js";
 import { analyze } from "./analyzers.js";
@@ -20,8 +20,9 @@ export interface AnalysisRunnerOptions {
 
 /**
  * AnalysisRunner keeps the analysis messages of every resource current: it
- * mirrors `sextant-config`, `sextant-services` and `sextant-endpoints` (the
- * workloads Gateway selectors pick), and after each burst of
+ * mirrors `sextant-config`, `sextant-services`, `sextant-endpoints` (the
+ * workloads Gateway selectors pick) and `sextant-credential-index` (the
+ * Secrets credentialNames find), and after each burst of
  * changes re-analyses the whole snapshot and writes what changed to
  * `sextant-config-status` (origin "analysis"). When a resource's generation
  * changes, the proxies' NACK messages about the old one are cleared.
@@ -31,6 +32,7 @@ export class AnalysisRunner implements Runner {
   #config: Mirror<ConfigResource> | undefined;
   #services: Mirror<Service> | undefined;
   #endpoints: Mirror<EndpointShard> | undefined;
+  #credentials: Mirror<CredentialPresence> | undefined;
   /** What was last written per key, so an unchanged result costs no KV round trip. */
   readonly #written = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
@@ -47,8 +49,10 @@ export class AnalysisRunner implements Runner {
     this.#config = await (await bus.bucket(Buckets.config)).mirror();
     this.#services = await (await bus.bucket(Buckets.services)).mirror();
     this.#endpoints = await (await bus.bucket(Buckets.endpoints)).mirror();
+    this.#credentials = await (await bus.bucket(Buckets.credentialIndex)).mirror();
     // The first analysis below reads the states the initial deliveries carried, or newer.
-    const subscriptions = [this.#config, this.#services, this.#endpoints].map((mirror) =>
+    const mirrors = [this.#config, this.#services, this.#endpoints, this.#credentials];
+    const subscriptions = mirrors.map((mirror) =>
       mirror.subscribe(({ initial }) => {
         if (!initial) this.schedule();
       }),
@@ -61,7 +65,12 @@ export class AnalysisRunner implements Runner {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
-    await Promise.all([this.#config?.close(), this.#services?.close(), this.#endpoints?.close()]);
+    await Promise.all([
+      this.#config?.close(),
+      this.#services?.close(),
+      this.#endpoints?.close(),
+      this.#credentials?.close(),
+    ]);
     await this.#tasks.idle();
   }
 
@@ -78,12 +87,13 @@ export class AnalysisRunner implements Runner {
   }
 
   private async runOnce(): Promise<void> {
-    if (!this.#config || !this.#services || !this.#endpoints) return;
+    if (!this.#config || !this.#services || !this.#endpoints || !this.#credentials) return;
     const resources = [...this.#config.state.values()];
     const result = analyze({
       resources,
       registryHosts: new Set(Array.from(this.#services.state.values(), (service) => service.hostname)),
       workloads: workloadsOf(this.#endpoints.state.values()),
+      credentials: this.#credentials.state,
       domainSuffix: this.options.domainSuffix,
     });
     for (const resource of resources) {

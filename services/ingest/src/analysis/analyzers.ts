@@ -7,7 +7,7 @@ import {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { Destination } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { decodeStoredOfKind } from "@sextant/validation";
-import { type AnalysisWorkload, analyzeGateways } from "./gateway-analyzers.js";
+import { type AnalysisWorkload, analyzeGateways, type CredentialIndex } from "./gateway-analyzers.js";
 
 /**
  * Analysis message codes, after `istioctl analyze`. Istio's codes are used
@@ -22,6 +22,8 @@ export const AnalysisCodes = {
   ConflictingGateways: "IST0145",
   /** A DestinationRule names a credentialName secret, which Sextant does not serve to sidecars yet. */
   CredentialNameNotServed: "SXT0002",
+  /** A Gateway's credentialName names a Secret without a certificate and key, or, mutual, without a CA. */
+  CredentialIncomplete: "SXT0003",
 } as const;
 
 /** Everything analysis looks at. */
@@ -31,6 +33,8 @@ export interface AnalysisInput {
   readonly registryHosts: ReadonlySet<string>;
   /** The registry's workloads (sextant-endpoints), which Gateway selectors pick. */
   readonly workloads: readonly AnalysisWorkload[];
+  /** The Secrets named by credentialName that exist (sextant-credential-index). */
+  readonly credentials: CredentialIndex;
   readonly domainSuffix: string;
 }
 
@@ -92,14 +96,20 @@ export function analyze(input: AnalysisInput): AnalysisResult {
     });
   }
 
-  // Gateway -> its workloads, and Gateways contending for one port of a workload.
-  for (const finding of analyzeGateways(decodeStoredOfKind(input.resources, "Gateway"), input.workloads)) {
-    const code =
-      finding.kind === "selectorNotFound"
-        ? AnalysisCodes.ReferencedResourceNotFound
-        : AnalysisCodes.ConflictingGateways;
-    report(finding.resource, code, finding.field, finding.message);
-  }
+  // Gateway -> its workloads and its credentials' Secrets, and Gateways contending for one port of a workload.
+  const gatewayCodes = {
+    selectorNotFound: AnalysisCodes.ReferencedResourceNotFound,
+    credentialNotFound: AnalysisCodes.ReferencedResourceNotFound,
+    credentialIncomplete: AnalysisCodes.CredentialIncomplete,
+    conflictingServers: AnalysisCodes.ConflictingGateways,
+  } as const;
+  const gatewayFindings = analyzeGateways(
+    decodeStoredOfKind(input.resources, "Gateway"),
+    input.workloads,
+    input.credentials,
+  );
+  for (const finding of gatewayFindings)
+    report(finding.resource, gatewayCodes[finding.kind], finding.field, finding.message);
 
   // VirtualService route -> DestinationRule subset references.
   for (const { resource, spec } of virtualServices) {

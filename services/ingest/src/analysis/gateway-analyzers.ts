@@ -1,9 +1,21 @@
 // The analyses of Gateways (istioctl analyze's gateway analyzers): a selector
-// that picks no workload, and servers of several Gateways that claim the
-// same hosts on the same port of the same workload.
-import { hostMatches } from "@sextant/model";
+// that picks no workload, a credentialName with no Secret, and servers of
+// several Gateways that claim the same hosts on the same port of the same
+// workload.
+import {
+  CA_CERT_SUFFIX,
+  credentialKey,
+  credentialResourceName,
+  hostMatches,
+  parseSecretResourceName,
+  type SecretRef,
+} from "@sextant/model";
 import type { ConfigResource } from "@sextant/proto";
-import type { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
+import {
+  type Gateway,
+  type ServerTLSSettings,
+  ServerTLSSettings_TLSmode,
+} from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
 
 /** A workload of the registry, as a Gateway selector sees it. */
 export interface AnalysisWorkload {
@@ -11,10 +23,19 @@ export interface AnalysisWorkload {
   readonly labels: Readonly<Record<string, string>>;
 }
 
+/** What `sextant-credential-index` says of a Secret: which parts it holds. */
+export interface SecretPresence {
+  readonly hasCertificate: boolean;
+  readonly hasCaCertificate: boolean;
+}
+
+/** The Secrets credentialNames name that exist, by their credentialKey (namespace.name); absent: no such Secret. */
+export type CredentialIndex = ReadonlyMap<string, SecretPresence>;
+
 /** What a gateway analysis reports: where, and what it says. */
 export interface GatewayFinding {
   readonly resource: ConfigResource;
-  readonly kind: "selectorNotFound" | "conflictingServers";
+  readonly kind: "selectorNotFound" | "credentialNotFound" | "credentialIncomplete" | "conflictingServers";
   readonly field: string;
   readonly message: string;
 }
@@ -75,6 +96,8 @@ interface Entry {
  *
  * - IST0101 (Istio's gateway analyzer): a selector that picks no workload
  *   gets no proxy, so its servers listen nowhere.
+ * - IST0101 (Istio's gateway secret analyzer), and SXT0003 for a Secret that
+ *   exists but cannot serve: see {@link credentialFindings}.
  * - IST0145 (Istio's conflicting-gateway analyzer): another Gateway on the
  *   same workload (the same selector, as Istio compares, or one that picks a
  *   workload this one picks too) has a server on the same port number whose
@@ -84,6 +107,7 @@ interface Entry {
 export function analyzeGateways(
   gateways: ReadonlyArray<{ resource: ConfigResource; spec: Gateway }>,
   workloads: readonly AnalysisWorkload[],
+  credentials: CredentialIndex,
 ): GatewayFinding[] {
   const findings: GatewayFinding[] = [];
   const entries: Entry[] = gateways.map(({ resource, spec }) => ({
@@ -101,6 +125,11 @@ export function analyzeGateways(
       field: "spec.selector",
       message: `Referenced selector not found: "${entry.selector}"`,
     });
+  }
+
+  for (const entry of entries) {
+    const namespaces = new Set([...entry.workloads].map((index) => workloads[index]?.namespace ?? ""));
+    findings.push(...credentialFindings(entry.resource, entry.spec, namespaces, credentials));
   }
 
   const sameWorkload = (a: Entry, b: Entry) =>
@@ -134,4 +163,85 @@ export function analyzeGateways(
     });
   }
   return findings;
+}
+
+// The modes whose proxy asks SDS for the credentialName's certificate (and,
+// mutual ones, its CA); PASSTHROUGH and AUTO_PASSTHROUGH terminate no TLS and
+// ISTIO_MUTUAL uses the workload's own certificate.
+const TERMINATING_MODES = new Set([
+  ServerTLSSettings_TLSmode.SIMPLE,
+  ServerTLSSettings_TLSmode.MUTUAL,
+  ServerTLSSettings_TLSmode.OPTIONAL_MUTUAL,
+]);
+const MUTUAL_MODES = new Set([ServerTLSSettings_TLSmode.MUTUAL, ServerTLSSettings_TLSmode.OPTIONAL_MUTUAL]);
+
+/**
+ * The credentialNames of a Gateway's TLS servers checked against the Secrets
+ * that exist. Istio resolves a plain name in the namespace of the gateway
+ * WORKLOAD (the router proxy asks for `kubernetes://<name>` in its own
+ * namespace), not the Gateway resource's; `<namespace>/<name>` names its
+ * own. Istio's analyzer takes the namespace of the first selected pod; where
+ * the selector picks workloads in several namespaces, each must have it. A
+ * Gateway that selects no workload was reported already and is skipped, as
+ * Istio does.
+ *
+ * - IST0101, worded as Istio: no such Secret.
+ * - SXT0003: the Secret exists but holds no certificate and key pair, or a
+ *   mutual server finds no CA, neither in a `<name>-cacert` Secret nor in the
+ *   Secret itself; the proxy would get no certificate and the listener would
+ *   not come up. Istio has no analyzer for it (its gateway logs it).
+ */
+function credentialFindings(
+  resource: ConfigResource,
+  gateway: Gateway,
+  workloadNamespaces: ReadonlySet<string>,
+  credentials: CredentialIndex,
+): GatewayFinding[] {
+  const findings: GatewayFinding[] = [];
+  gateway.servers.forEach((server, index) => {
+    const tls: ServerTLSSettings | undefined = server.tls;
+    const credentialName = tls?.credentialName ?? "";
+    const resourceName = credentialResourceName(credentialName);
+    if (!tls || !resourceName || !TERMINATING_MODES.has(tls.mode)) return;
+    const field = `spec.servers[${index}].tls.credentialName`;
+    const secrets = [...workloadNamespaces]
+      .sort()
+      .map((namespace) => parseSecretResourceName(resourceName, namespace))
+      .filter((ref): ref is SecretRef => ref !== undefined);
+    const missing = secrets.filter((ref) => !credentials.has(credentialKey(ref)));
+    if (missing.length > 0) {
+      findings.push({
+        resource,
+        kind: "credentialNotFound",
+        field,
+        message: `Referenced credentialName not found: "${credentialName}"`,
+      });
+      return;
+    }
+    for (const ref of new Map(secrets.map((secret) => [credentialKey(secret), secret])).values()) {
+      const problem = incompleteCredential(ref, MUTUAL_MODES.has(tls.mode), credentials);
+      if (problem) findings.push({ resource, kind: "credentialIncomplete", field, message: problem });
+    }
+  });
+  return findings;
+}
+
+/** Why a Secret that exists cannot serve a server, or undefined if it can. */
+function incompleteCredential(
+  ref: SecretRef,
+  mutual: boolean,
+  credentials: CredentialIndex,
+): string | undefined {
+  const secret = credentials.get(credentialKey(ref));
+  const companion = { namespace: ref.namespace, name: `${ref.name}${CA_CERT_SUFFIX}` };
+  if (!secret?.hasCertificate) {
+    return `Secret "${ref.namespace}/${ref.name}" holds no certificate and private key (tls.crt and tls.key, or cert and key)`;
+  }
+  if (mutual && !secret.hasCaCertificate && !credentials.get(credentialKey(companion))?.hasCaCertificate) {
+    return (
+      `Secret "${ref.namespace}/${ref.name}" has no CA certificate to verify clients (ca.crt or cacert), ` +
+      `and no Secret "${companion.namespace}/${companion.name}" holds one`
+    );
+  }
+  return undefined;
 }

@@ -3,8 +3,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Buckets, Subjects } from "@sextant/bus";
-import { configKey } from "@sextant/model";
-import { EndpointShard, NackEvent } from "@sextant/proto";
+import { configKey, credentialKey } from "@sextant/model";
+import { CredentialPresence, EndpointShard, NackEvent } from "@sextant/proto";
 import { bookinfoNetworkingDir, eventually, metricValue } from "@sextant/testing";
 import {
   get,
@@ -277,6 +277,36 @@ describe("ingest HTTP API", () => {
       }),
     );
     await eventually(async () => (await selectorMessage()) === undefined);
+  });
+
+  it("reports a Gateway credentialName with no Secret in the gateway workload's namespace until discovery indexes one", async () => {
+    await (await env.bus.bucket(Buckets.endpoints)).put(
+      "edge.vault-gateway.edge.svc.cluster.local.kubernetes",
+      EndpointShard.fromPartial({
+        hostname: "vault-gateway.edge.svc.cluster.local",
+        namespace: "edge",
+        shard: "kubernetes/Kubernetes",
+        endpoints: [{ address: "10.244.0.10", namespace: "edge", labels: { istio: "vaultgateway" } }],
+      }),
+    );
+    await post(
+      `${ingest.url}/v1/apply`,
+      "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: vault, namespace: shop}\nspec:\n  selector: {istio: vaultgateway}\n  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: ['vault.example.com']\n    tls: {mode: SIMPLE, credentialName: vault-cred}\n",
+    );
+    const credentialMessage = async () =>
+      ((await get(`${ingest.url}/v1/analyze`)).json.messages as Array<Record<string, string>>).find(
+        (m) => m.name === "vault" && m.code === "IST0101",
+      );
+    const message = await eventually(credentialMessage);
+    assert.equal(message.field, "spec.servers[0].tls.credentialName");
+    assert.equal(message.message, 'Referenced credentialName not found: "vault-cred"');
+
+    // discovery indexes the Secret in the workload's namespace (edge, not the Gateway's shop): the message goes.
+    await (await env.bus.bucket(Buckets.credentialIndex)).put(
+      credentialKey({ namespace: "edge", name: "vault-cred" }),
+      CredentialPresence.fromPartial({ namespace: "edge", name: "vault-cred", hasCertificate: true }),
+    );
+    await eventually(async () => (await credentialMessage()) === undefined);
   });
 
   it("records a proxy's NACK against the config that caused it, until a new generation", async () => {

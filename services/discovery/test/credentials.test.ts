@@ -8,6 +8,9 @@ import { credentialOf, presenceOf } from "../src/credentials/credential.js";
 import { CredentialReferences } from "../src/credentials/references.js";
 import {
   type DiscoveryFixture,
+  NODES,
+  podOf,
+  sliceOf,
   startDiscovery,
   startIngest,
   startNatsWithClient,
@@ -229,6 +232,31 @@ describe("presenceOf: the index's booleans", () => {
   });
 });
 
+/** Istio's ingress gateway running in istio-system: a pod, its Service and EndpointSlice, as the cluster would hold them. */
+function ingressGatewayObjects() {
+  const deployment = {
+    metadata: { name: "istio-ingressgateway", namespace: "istio-system" },
+    spec: {
+      template: {
+        metadata: { labels: { app: "istio-ingressgateway", istio: "ingressgateway" } },
+        spec: { serviceAccountName: "istio-ingressgateway" },
+      },
+    },
+  };
+  const pod = podOf(deployment, 0, "10.244.1.20", "node-a");
+  const service = {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name: "istio-ingressgateway", namespace: "istio-system" },
+    spec: {
+      clusterIP: "10.96.0.50",
+      selector: { istio: "ingressgateway" },
+      ports: [{ name: "https", port: 443, targetPort: 8443, protocol: "TCP" }],
+    },
+  };
+  return [...NODES, pod, service, sliceOf(service, [pod])];
+}
+
 describe("discovery indexes the Secrets that config names, in sextant-credential-index", () => {
   let client: Awaited<ReturnType<typeof startNatsWithClient>>;
   let ingest: Awaited<ReturnType<typeof startIngest>>;
@@ -254,6 +282,7 @@ describe("discovery indexes the Secrets that config names, in sextant-credential
     );
     kube.apply(secret("istio-system", "unrelated", "kubernetes.io/tls", { "tls.crt": "X", "tls.key": "Y" }));
     kube.apply(secret("default", "client-cred", "Opaque", { cacert: "SECRET-CA" }));
+    for (const object of ingressGatewayObjects()) kube.apply(object);
     await apply(ingest.url, GATEWAY);
     await apply(ingest.url, RULE);
     discovery = await startDiscovery(client.nats.url, {
@@ -316,6 +345,35 @@ describe("discovery indexes the Secrets that config names, in sextant-credential
       async () => (await indexed()).get(key("istio-system", "web-cred-cacert"))?.hasCaCertificate === true,
       { message: "the -cacert companion is indexed with its CA" },
     );
+  });
+
+  it("drives ingest's analysis: the Gateway's credentialName is reported while its Secret is missing", async () => {
+    const credentialMessage = async () => {
+      const response = await fetch(`${ingest.url}/v1/analyze`);
+      const { messages } = (await response.json()) as { messages: Array<Record<string, string>> };
+      return messages.find((m) => m.kind === "Gateway" && m.name === "web");
+    };
+    await eventually(async () => (await indexed()).has(key("istio-system", "web-cred")), {
+      message: "the Secret is indexed",
+    });
+    await eventually(async () => (await credentialMessage()) === undefined, {
+      message: "nothing to report while the gateway's Secret exists",
+    });
+    kube.delete({ apiVersion: "v1", kind: "Secret", namespace: "istio-system", name: "web-cred" });
+    const message = await eventually(credentialMessage, { message: "the missing Secret is reported" });
+    assert.deepEqual(
+      [message.code, message.field, message.message],
+      ["IST0101", "spec.servers[0].tls.credentialName", 'Referenced credentialName not found: "web-cred"'],
+    );
+    kube.apply(
+      secret("istio-system", "web-cred", "kubernetes.io/tls", {
+        "tls.crt": "SECRET-C",
+        "tls.key": "SECRET-K",
+      }),
+    );
+    await eventually(async () => (await credentialMessage()) === undefined, {
+      message: "the message clears once the Secret is back",
+    });
   });
 });
 

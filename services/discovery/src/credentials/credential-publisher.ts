@@ -193,7 +193,7 @@ export class CredentialPublisher implements Runner {
     await this.#replace(Buckets.credentials, desired);
     await this.#replace(
       Buckets.credentialIndex,
-      new Map([...desired].map(([key, c]) => [key, presenceOf(c)])),
+      new Map([...desired].map(([key, credential]) => [key, presenceOf(credential)])),
     );
     this.#published?.set(desired.size);
   }

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { hostMatches, resolveHost } from "@sextant/model";
 import type { ConfigResource, Endpoint, Service } from "@sextant/proto";
 import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
+import type { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
 import type { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import type { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_group";
 import type { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
@@ -59,6 +60,8 @@ export class PushContext {
   readonly authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
   /** Sidecar resources (egress scoping), by namespace/name; `hosts` are the egress hosts as written. */
   readonly sidecars: readonly TypedConfig<Sidecar>[];
+  /** Gateways by namespace/name (router proxies merge those that select them: model/gateway.ts). */
+  readonly gateways: readonly TypedConfig<Gateway>[];
   /** WorkloadGroups by namespace/name: auto-registration checks a proxy's identity against its group's. */
   readonly #workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
   /** The DestinationRules by their namespace, in the order of {@link destinationRules}. */
@@ -90,6 +93,7 @@ export class PushContext {
     this.peerAuthentications = parts.peerAuthentications;
     this.authorizationPolicies = parts.authorizationPolicies;
     this.sidecars = parts.sidecars;
+    this.gateways = parts.gateways;
     this.#workloadGroups = parts.workloadGroups;
     this.#autoAllocated = parts.autoAllocated;
     this.services = [...parts.servicesByHost.values()].sort((a, b) =>
@@ -149,6 +153,7 @@ export class PushContext {
       peerAuthentications: typed("PeerAuthentication", () => []),
       authorizationPolicies: typed("AuthorizationPolicy", () => []),
       sidecars: typed("Sidecar", () => []),
+      gateways: typed("Gateway", () => []),
       workloadGroups: new Map(
         typed("WorkloadGroup", () => []).map((group) => [`${group.ref.namespace}/${group.ref.name}`, group]),
       ),
@@ -172,6 +177,7 @@ export class PushContext {
       peerAuthentications: this.peerAuthentications,
       authorizationPolicies: this.authorizationPolicies,
       sidecars: this.sidecars,
+      gateways: this.gateways,
       workloadGroups: this.#workloadGroups,
       autoAllocated: this.#autoAllocated,
       endpointsByHost,
@@ -342,6 +348,7 @@ interface ContextParts {
   peerAuthentications: readonly TypedConfig<PeerAuthentication>[];
   authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
   sidecars: readonly TypedConfig<Sidecar>[];
+  gateways: readonly TypedConfig<Gateway>[];
   workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
   autoAllocated: ReadonlyMap<string, AutoAllocatedAddresses>;
 }

@@ -5,6 +5,7 @@ import { XdsTypeTable } from "./server/xds-type-table.js";
 import { generateGatewayClusters } from "./translate/gateway/clusters.js";
 import { generateGatewayListeners } from "./translate/gateway/listeners.js";
 import { generateGatewayRoutes } from "./translate/gateway/routes.js";
+import { gatewayEndpointsNeedPush, generateGatewayEndpoints } from "./translate/gateway/sni-dnat.js";
 import { generateGrpcClusters } from "./translate/grpc/clusters.js";
 import { endpointsChanged, generateGrpcEndpoints } from "./translate/grpc/endpoints.js";
 import { generateGrpcListeners } from "./translate/grpc/listeners.js";
@@ -47,8 +48,8 @@ export const XDS_TYPES = new XdsTypeTable([
     generators: {
       grpc: { needsPush: endpointsChanged, generate: generateGrpcEndpoints },
       sidecar: { needsPush: sidecarEndpointsNeedPush, generate: generateSidecarEndpoints },
-      // A router's EDS clusters are a sidecar's outbound ones: the same load assignments.
-      router: { needsPush: sidecarEndpointsNeedPush, generate: generateSidecarEndpoints },
+      // A router's EDS clusters are a sidecar's outbound ones (and their SNI-DNAT copies): the same load assignments.
+      router: { needsPush: gatewayEndpointsNeedPush, generate: generateGatewayEndpoints },
     },
   },
   {

@@ -38,10 +38,13 @@ import { additionalAddresses, wildcardAddresses } from "../sidecar/dual-stack.js
 import { HCM_FILTER_NAME, tlsInspectorFilter, trailingHttpFilters } from "../sidecar/filters.js";
 import { routeTarget, type TcpTarget, tcpFilter } from "../sidecar/listeners.js";
 import { labelsKey } from "../sidecar/routes.js";
+import { autoPassthroughTargets } from "./sni-dnat.js";
 
 const ZERO = { seconds: 0, nanos: 0 };
 /** Istio's PILOT_GATEWAY_TRANSPORT_SOCKET_CONNECT_TIMEOUT default, set on every gateway filter chain. */
 const TRANSPORT_SOCKET_CONNECT_TIMEOUT = { seconds: 15, nanos: 0 };
+/** Istio's allIstioMtlsALPNs: what an AUTO_PASSTHROUGH chain matches (mesh mTLS of another network's sidecars). */
+const ISTIO_MTLS_ALPNS = ["istio", "istio-peer-exchange", "istio-http/1.0", "istio-http/1.1", "istio-h2"];
 /** Istio's util.ALPNHttp: what a terminating gateway chain offers. */
 const ALPN_HTTP = ["h2", "http/1.1"];
 /** Istio's Kubernetes Secret credential scheme (credentials.KubernetesSecretTypeURI). */
@@ -180,8 +183,13 @@ function serverChains(
       },
     ];
   }
-  // AUTO_PASSTHROUGH needs Istio's SNI-DNAT clusters (`outbound_.<port>_.<subset>_.<host>`), not built yet: no chain.
-  if (server.tls.mode === TlsMode.AUTO_PASSTHROUGH) return [];
+  if (server.tls.mode === TlsMode.AUTO_PASSTHROUGH) {
+    return autoPassthroughTargets(push, proxy, entry.sniHosts).map(({ sni }) => ({
+      sniHosts: [sni],
+      applicationProtocols: ISTIO_MTLS_ALPNS,
+      tcp: { cluster: sni },
+    }));
+  }
   // PASSTHROUGH: one chain per `tls` route match of the gateway's VirtualServices, by its SNI hosts.
   const chains: ChainPlan[] = [];
   const port = server.port?.number ?? 0;

@@ -138,6 +138,26 @@ describe("gateway model (Istio's mergeGateways)", () => {
     assert.equal(merged?.serversByRouteName.get("http.8080")?.length, 2);
   });
 
+  it("gives servers with a bind address a listener port of their own, their route names suffixed with it", () => {
+    const context = push(
+      gateway(
+        "gw",
+        "default",
+        `[{port: {number: 8080, name: http, protocol: HTTP}, hosts: [a.example.com]},
+          {port: {number: 8080, name: http-internal, protocol: HTTP}, hosts: [b.example.com], bind: 10.0.0.1}]`,
+      ),
+    );
+    const merged = mergedGatewayFor(context, router());
+    assert.deepEqual(
+      merged?.ports.map((p) => [p.port, p.bind, p.servers[0]?.routeName]),
+      [
+        [8080, "", "http.8080"],
+        [8080, "10.0.0.1", "http.8080.10.0.0.1"],
+      ],
+    );
+    assert.deepEqual(merged?.rejected, []);
+  });
+
   it("resolves a VirtualService's gateway names and binds it only to the gateways it names", () => {
     assert.equal(resolveGatewayName("gw", "default"), "default/gw");
     assert.equal(resolveGatewayName("istio-system/gw", "default"), "istio-system/gw");

@@ -33,6 +33,8 @@ export interface GatewayServer {
 export interface GatewayPort {
   /** The port the listener binds: the server port translated to the workload's (see resolvePorts). */
   readonly port: number;
+  /** The address the listener binds (the servers' `bind`); "" for the wildcard. */
+  readonly bind: string;
   /** True for a port of plaintext HTTP servers: one HCM chain by RDS `http.<port>` for all of them. */
   readonly plaintextHttp: boolean;
   readonly servers: GatewayServer[];
@@ -111,9 +113,10 @@ export function isHttpServer(server: Server, protocol: Protocol): boolean {
 
 /** Istio's gatewayRDSRouteName; "" for a server without an HCM (TCP, TLS, passthrough). */
 function routeNameOf(server: Server, protocol: Protocol, port: number, gateway: ConfigRef): string {
-  if (isHttp(protocol)) return `http.${port}`;
+  const bind = server.bind ? `.${server.bind}` : "";
+  if (isHttp(protocol)) return `http.${port}${bind}`;
   if (protocol === Protocol.PROTOCOL_HTTPS && server.tls && !isPassthrough(server))
-    return `https.${server.port?.number}.${server.port?.name}.${gateway.name}.${gateway.namespace}`;
+    return `https.${server.port?.number}.${server.port?.name}.${gateway.name}.${gateway.namespace}${bind}`;
   return "";
 }
 
@@ -200,15 +203,17 @@ function mergeGateways(push: PushContext, proxy: MeshProxy): MergedGateway | und
   const selected = push.gateways.filter((config) => selectorMatches(config.spec.selector, proxy.labels));
   if (selected.length === 0) return undefined;
   const targets = serviceTargets(push, proxy);
-  const ports = new Map<number, GatewayPort>();
+  // By port and bind: servers with another bind address get a listener of their own (Istio's ServerPort).
+  const ports = new Map<string, GatewayPort>();
   const serversByRouteName = new Map<string, GatewayServer[]>();
-  const tlsHostsByPort = new Map<number, Set<string>>();
+  const tlsHostsByPort = new Map<string, Set<string>>();
   const rejected: Array<{ gateway: string; port: number; reason: string }> = [];
   for (const config of selected) {
     const gatewayName = `${config.ref.namespace}/${config.ref.name}`;
     for (const server of config.spec.servers) {
       if (!server.port) continue;
       const port = resolvePort(server.port.number, targets);
+      const portKey = `${port}\u0000${server.bind}`;
       const protocol = serverProtocol(server.port.protocol);
       const hosts = sanitizeHosts(server.hosts, config.ref.namespace);
       const entry: GatewayServer = {
@@ -222,8 +227,8 @@ function mergeGateways(push: PushContext, proxy: MeshProxy): MergedGateway | und
       };
       const reject = (reason: string) => rejected.push({ gateway: gatewayName, port, reason });
       if (server.tls) {
-        const known = tlsHostsByPort.get(port) ?? new Set<string>();
-        tlsHostsByPort.set(port, known);
+        const known = tlsHostsByPort.get(portKey) ?? new Set<string>();
+        tlsHostsByPort.set(portKey, known);
         const duplicates = hosts.filter((host) => known.has(host));
         if (duplicates.length > 0) {
           reject(`duplicate TLS hosts ${duplicates.join(", ")}`);
@@ -231,10 +236,11 @@ function mergeGateways(push: PushContext, proxy: MeshProxy): MergedGateway | und
         }
         for (const host of hosts) known.add(host);
       }
-      const existing = ports.get(port);
+      const existing = ports.get(portKey);
       if (!existing) {
-        ports.set(port, {
+        ports.set(portKey, {
           port,
+          bind: server.bind,
           plaintextHttp: !isTlsServer(server, protocol) && isHttp(protocol),
           servers: [entry],
         });

@@ -82,9 +82,11 @@ export function generateGatewayListeners(
   const merged = mergedGatewayFor(push, proxy);
   if (!merged) return [];
   const wanted = watched === "*" || watched.has("*") ? undefined : watched;
-  const binds = wildcardAddresses(proxy);
+  const wildcards = wildcardAddresses(proxy);
   const resources: GeneratedResource[] = [];
   for (const port of merged.ports) {
+    // A server's `bind` replaces the wildcard addresses (Istio's bind over actualWildcards).
+    const binds: [string, ...string[]] = port.bind ? [port.bind] : wildcards;
     const name = `${binds[0]}_${port.port}`;
     if (wanted && !wanted.has(name)) continue;
     const resource = context.cache.get(

@@ -186,7 +186,12 @@ const merged = new WeakMap<PushContext, Map<string, MergedGateway | undefined>>(
  * skipped, as Envoy rejects two chains with one SNI; two HTTPS servers with
  * one route name are skipped).
  */
-export function mergedGatewayFor(push: PushContext, proxy: MeshProxy): MergedGateway | undefined {
+export function mergedGatewayFor(
+  push: PushContext,
+  proxy: MeshProxy,
+  /** Told once per snapshot and router of each server skipped (istiod logs them and counts pilot_total_rejected_configs). */
+  logger?: { warn(object: object, message: string): void },
+): MergedGateway | undefined {
   const key = `${proxy.namespace}\u0000${JSON.stringify(Object.entries(proxy.labels).sort())}`;
   let byProxy = merged.get(push);
   if (!byProxy) {
@@ -196,6 +201,8 @@ export function mergedGatewayFor(push: PushContext, proxy: MeshProxy): MergedGat
   if (byProxy.has(key)) return byProxy.get(key);
   const result = mergeGateways(push, proxy);
   byProxy.set(key, result);
+  for (const rejected of result?.rejected ?? [])
+    logger?.warn(rejected, `gateway server skipped for routers of ${proxy.namespace}: ${rejected.reason}`);
   return result;
 }
 

@@ -79,7 +79,7 @@ export function generateGatewayListeners(
   watched: WatchedNames,
 ): GeneratedResource[] {
   const { push, proxy } = context;
-  const merged = mergedGatewayFor(push, proxy);
+  const merged = mergedGatewayFor(push, proxy, context.logger);
   if (!merged) return [];
   const wanted = watched === "*" || watched.has("*") ? undefined : watched;
   const wildcards = wildcardAddresses(proxy);

@@ -116,7 +116,8 @@ describe("gateway model (Istio's mergeGateways)", () => {
         ),
       ].join("---\n"),
     );
-    const merged = mergedGatewayFor(context, router());
+    const warnings: string[] = [];
+    const merged = mergedGatewayFor(context, router(), { warn: (_, message) => warnings.push(message) });
     assert.deepEqual(
       merged?.ports.map((p) => [
         p.port,
@@ -136,6 +137,13 @@ describe("gateway model (Istio's mergeGateways)", () => {
       ],
     );
     assert.equal(merged?.serversByRouteName.get("http.8080")?.length, 2);
+    // Each skipped server is logged once per snapshot and router, not on every generation.
+    assert.deepEqual(warnings, [
+      "gateway server skipped for routers of istio-system: protocol TCP conflicts with HTTP",
+      "gateway server skipped for routers of istio-system: duplicate TLS hosts a.example.com",
+    ]);
+    mergedGatewayFor(context, router(), { warn: (_, message) => warnings.push(message) });
+    assert.equal(warnings.length, 2);
   });
 
   it("gives servers with a bind address a listener port of their own, their route names suffixed with it", () => {

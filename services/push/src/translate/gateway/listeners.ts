@@ -282,6 +282,8 @@ function gatewayHcm(http: { rds: string; statPrefix: string }): Filter {
     },
     httpFilters: trailingHttpFilters(),
     serverName: GATEWAY_SERVER_NAME,
+    // Istio's ENABLE_100_CONTINUE_HEADERS (on): 100-continue proxied as is.
+    proxy100Continue: true,
     useRemoteAddress: true,
     xffNumTrustedHops: 0,
     forwardClientCertDetails: ForwardClientCert.SANITIZE_SET,

@@ -3,6 +3,7 @@ import { DownstreamTlsContext, HttpConnectionManager, Listener, TypeUrl } from "
 import { TrafficDirection, type TransportSocket } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { ApiVersion } from "@sextant/proto/gen/envoy/config/core/v3/config_source";
 import type { Filter, ListenerFilter } from "@sextant/proto/gen/envoy/config/listener/v3/listener_components";
+import type { HttpFilter } from "@sextant/proto/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager";
 import {
   HttpConnectionManager_PathWithEscapedSlashesAction as EscapedSlashes,
   HttpConnectionManager_ForwardClientCertDetails as ForwardClientCert,
@@ -28,6 +29,7 @@ import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../../model/types.js";
 import type { GenerationContext } from "../generator.js";
 import { TLS_TRANSPORT_SOCKET } from "../grpc/tls.js";
+import { authzHttpFilters, authzNetworkFilters, authzSources } from "../sidecar/authz.js";
 import {
   SDS_DEFAULT_SECRET,
   SDS_ROOT_SECRET,
@@ -58,8 +60,8 @@ interface ChainPlan {
   sniHosts: readonly string[];
   applicationProtocols?: readonly string[];
   tls?: DownstreamTlsContext;
-  /** An HCM chain: its RDS name and stat prefix. */
-  http?: { rds: string; statPrefix: string };
+  /** An HCM chain: its RDS name and stat prefix, and whether its port is grpc-web (Istio adds the gRPC-Web filter). */
+  http?: { rds: string; statPrefix: string; grpcWeb?: boolean };
   tcp?: TcpTarget;
   source?: ConfigRef;
 }
@@ -123,7 +125,15 @@ function buildGatewayListener(
   const chains: ChainPlan[] = [];
   if (port.plaintextHttp) {
     for (const entry of port.servers) addSource(entry.gateway);
-    chains.push({ sniHosts: [], http: { rds: port.servers[0]!.routeName, statPrefix: `outbound_${name}` } });
+    const first = port.servers[0]!;
+    chains.push({
+      sniHosts: [],
+      http: {
+        rds: first.routeName,
+        statPrefix: `outbound_${name}`,
+        grpcWeb: first.protocol === Protocol.PROTOCOL_GRPC_WEB,
+      },
+    });
   } else {
     // Istio's tlsHostsByPort: an SNI host of a passthrough route only once per listener.
     const sniTaken = new Set<string>();
@@ -133,6 +143,7 @@ function buildGatewayListener(
     }
   }
   if (chains.length === 0) return null;
+  for (const ref of authzSources(push, proxy)) addSource(ref);
   const listenerFilters: ListenerFilter[] = chains.some(
     (chain) => chain.sniHosts.length > 0 || (chain.tls?.commonTlsContext?.alpnProtocols.length ?? 0) > 0,
   )
@@ -146,7 +157,10 @@ function buildGatewayListener(
     listenerFilters,
     filterChains: chains.map((chain) => ({
       ...filterChainMatch(chain),
-      filters: [chain.http ? gatewayHcm(chain.http) : tcpFilter(chain.tcp!)],
+      // AuthorizationPolicies selecting the gateway apply on every chain (Istio's gateway listener class).
+      filters: chain.http
+        ? [gatewayHcm(chain.http, authzHttpFilters(push, proxy))]
+        : [...authzNetworkFilters(push, proxy), tcpFilter(chain.tcp!)],
       ...(chain.tls ? { transportSocket: downstreamTlsSocket(chain.tls) } : {}),
       transportSocketConnectTimeout: TRANSPORT_SOCKET_CONNECT_TIMEOUT,
     })) as never,
@@ -273,14 +287,17 @@ function filterChainMatch(chain: ChainPlan): { filterChainMatch?: Record<string,
  * gateway is the edge), client certificate details sanitized and set,
  * Server `istio-envoy`, by RDS.
  */
-function gatewayHcm(http: { rds: string; statPrefix: string }): Filter {
+function gatewayHcm(
+  http: { rds: string; statPrefix: string; grpcWeb?: boolean },
+  authz: HttpFilter[],
+): Filter {
   const manager = HttpConnectionManager.fromPartial({
     statPrefix: http.statPrefix,
     rds: {
       configSource: { ads: {}, initialFetchTimeout: ZERO, resourceApiVersion: ApiVersion.V3 },
       routeConfigName: http.rds,
     },
-    httpFilters: trailingHttpFilters(),
+    httpFilters: [...authz, ...trailingHttpFilters({ grpcWeb: http.grpcWeb === true })],
     serverName: GATEWAY_SERVER_NAME,
     // Istio's ENABLE_100_CONTINUE_HEADERS (on): 100-continue proxied as is.
     proxy100Continue: true,

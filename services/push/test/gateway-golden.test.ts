@@ -116,6 +116,27 @@ function collect(value: unknown, key: string, out: string[] = []): string[] {
   return out;
 }
 
+interface SdsSecret {
+  name?: string;
+  sdsConfig?: {
+    ads?: object;
+    apiConfigSource?: { grpcServices?: Array<{ envoyGrpc?: { clusterName?: string } }> };
+  };
+}
+
+/** Every SDS secret config of a JSON tree (certificates and validation contexts). */
+function secretConfigs(value: unknown, out: SdsSecret[] = []): SdsSecret[] {
+  if (Array.isArray(value)) for (const item of value) secretConfigs(item, out);
+  else if (value && typeof value === "object") {
+    for (const [key, inner] of Object.entries(value)) {
+      if (key === "tlsCertificateSdsSecretConfigs") out.push(...(inner as SdsSecret[]));
+      else if (key === "validationContextSdsSecretConfig") out.push(inner as SdsSecret);
+      else secretConfigs(inner, out);
+    }
+  }
+  return out;
+}
+
 interface Rendered {
   out: Record<string, string>;
   violations: string[];
@@ -242,6 +263,29 @@ describe("router (gateway) translation (golden files)", () => {
         testCase.name,
       );
     }
+  });
+
+  it("names every secret where it is served: credentials over ADS as kubernetes://, the workload's and files from the agent's sds-grpc", async () => {
+    const loaded = await codecs;
+    const wrong: string[] = [];
+    let credentials = 0;
+    for (const testCase of goldenCases(testdata)) {
+      const { generated } = render(testCase, loaded);
+      const dumped = [...generated.listeners, ...generated.clusters].map((r) =>
+        dumpAny(r.resource, loaded, { emptyAnys: true }),
+      );
+      for (const secret of secretConfigs(dumped)) {
+        const overAds = secret.sdsConfig?.ads !== undefined;
+        const fromAgent =
+          secret.sdsConfig?.apiConfigSource?.grpcServices?.[0]?.envoyGrpc?.clusterName === "sds-grpc";
+        const name = secret.name ?? "";
+        if (overAds && name.startsWith("kubernetes://")) credentials++;
+        else if (!(fromAgent && /^(default|ROOTCA|file-cert:|file-root:)/.test(name)))
+          wrong.push(`${testCase.name}: ${name} ${JSON.stringify(secret.sdsConfig)}`);
+      }
+    }
+    assert.deepEqual(wrong, []);
+    assert.ok(credentials >= 4, `only ${credentials} credential references`);
   });
 
   it("serves routers with their own generators, and sidecars as before", () => {

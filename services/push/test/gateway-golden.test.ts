@@ -59,6 +59,8 @@ interface GatewayCase extends Registry {
   /** Files of Istio's samples/bookinfo/networking applied unchanged, before `config`. */
   bookinfo?: string[];
   config?: string;
+  /** Node metadata the router adds to what the agent sends (e.g. UNPRIVILEGED_POD: "true"). */
+  proxyMetadata?: Record<string, string>;
 }
 
 const registries = [
@@ -79,7 +81,7 @@ function endpointOf(pod: Pod, namespace: string): Record<string, unknown> {
 }
 
 /** The node the agent announces for a pod in router mode (`proxy router`): no injector labels. */
-function routerNode(pod: Pod) {
+function routerNode(pod: Pod, extraMetadata: Record<string, string> = {}) {
   const namespace = pod.namespace ?? "default";
   return {
     id: `router~${pod.ip}~${pod.pod}.${namespace}~${namespace}.svc.cluster.local`,
@@ -94,6 +96,7 @@ function routerNode(pod: Pod) {
       NAME: pod.pod,
       NAMESPACE: namespace,
       SERVICE_ACCOUNT: pod.serviceAccount ?? `${pod.labels.app}-service-account`,
+      ...extraMetadata,
     },
   };
 }
@@ -167,7 +170,7 @@ function renderCase(
   });
   const proxyPod = pods[testCase.proxy ?? "istio-ingressgateway"];
   assert.ok(proxyPod, `no pod ${testCase.proxy} in the registries or the case`);
-  const proxy = parseProxy(routerNode(proxyPod) as never);
+  const proxy = parseProxy(routerNode(proxyPod, testCase.proxyMetadata) as never);
   assert.equal(proxy.kind, "router");
   const context = { push, proxy, cache };
   const generate = (type: GoldenType, names: WatchedNames) => {

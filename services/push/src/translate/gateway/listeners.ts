@@ -15,6 +15,7 @@ import {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
 import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import { cacheKey } from "../../cache/xds-cache.js";
+import { metadataFlag } from "../../model/auto-allocation.js";
 import {
   type GatewayPort,
   type GatewayServer,
@@ -86,7 +87,16 @@ export function generateGatewayListeners(
   const wanted = watched === "*" || watched.has("*") ? undefined : watched;
   const wildcards = wildcardAddresses(proxy);
   const resources: GeneratedResource[] = [];
+  // Istio's IsUnprivileged (metadata UNPRIVILEGED_POD, which its gateway charts set unless runAsRoot).
+  const unprivileged = metadataFlag(proxy, "UNPRIVILEGED_POD");
   for (const port of merged.ports) {
+    if (unprivileged && port.port < 1024) {
+      context.logger?.warn(
+        { node: proxy.id, port: port.port },
+        "skipping a privileged gateway port: the gateway runs unprivileged (UNPRIVILEGED_POD)",
+      );
+      continue;
+    }
     // A server's `bind` replaces the wildcard addresses (Istio's bind over actualWildcards).
     const binds: [string, ...string[]] = port.bind ? [port.bind] : wildcards;
     const name = `${binds[0]}_${port.port}`;

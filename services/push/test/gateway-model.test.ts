@@ -3,6 +3,8 @@
 // VirtualServices and hosts a gateway's routes come from.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { Cluster, TypeUrl } from "@sextant/proto/envoy";
+import { XdsCache } from "../src/cache/xds-cache.js";
 import {
   intersectHosts,
   mergedGatewayFor,
@@ -11,6 +13,7 @@ import {
 } from "../src/model/gateway.js";
 import { parseProxy } from "../src/model/proxy.js";
 import { buildHttpRoutes } from "../src/translate/sidecar/routes.js";
+import { XDS_TYPES } from "../src/xds-types.js";
 import { contextOf } from "./golden-inputs.js";
 
 const INGRESS_SERVICE = {
@@ -232,5 +235,55 @@ spec:
       );
     assert.deepEqual(clusters(), ["outbound|9080|mesh|reviews.default.svc.cluster.local"]);
     assert.deepEqual(clusters("default/gw"), ["outbound|9080|edge|reviews.default.svc.cluster.local"]);
+  });
+});
+
+describe("router clusters", () => {
+  it("honour a DestinationRule's credentialName without workloadSelector, which sidecars are refused (istiod's buildUpstreamClusterTLSContext)", () => {
+    const context = contextOf({
+      services: [
+        {
+          hostname: "edition.cnn.com",
+          namespace: "default",
+          name: "cnn",
+          ports: [{ name: "https", number: 443, protocol: "PROTOCOL_HTTPS" }],
+          resolution: "RESOLUTION_DNS",
+          meshExternal: true,
+          registry: "serviceentry",
+        },
+      ],
+      endpoints: [
+        { hostname: "edition.cnn.com", endpoints: [{ address: "edition.cnn.com", ports: { https: 443 } }] },
+      ],
+      config: `
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: originate-mtls, namespace: default}
+spec:
+  host: edition.cnn.com
+  trafficPolicy:
+    tls: {mode: MUTUAL, credentialName: client-credential, sni: edition.cnn.com}
+`,
+    });
+    const cache = new XdsCache();
+    const transportSocket = (proxy: ReturnType<typeof router>) => {
+      const generator = XDS_TYPES.generator(proxy.kind, TypeUrl.Cluster);
+      const [resource] =
+        generator?.generate({ push: context, proxy, cache }, new Set(["outbound|443||edition.cnn.com"])) ??
+        [];
+      assert.ok(resource, proxy.kind);
+      return Cluster.decode(resource.resource.value).transportSocket?.name;
+    };
+    const sidecar = parseProxy({
+      id: "sidecar~10.244.1.10~productpage-v1-abc.default~default.svc.cluster.local",
+      metadata: { NAMESPACE: "default", LABELS: { app: "productpage" } },
+    } as never);
+    // One cache for both: the router's cluster is not the sidecar's.
+    assert.equal(transportSocket(sidecar), undefined);
+    assert.equal(
+      transportSocket(router({ istio: "egressgateway" }, "default")),
+      "envoy.transport_sockets.tls",
+    );
+    assert.equal(transportSocket(sidecar), undefined);
   });
 });

@@ -51,7 +51,7 @@ interface HostDraft {
  * `require_tls: ALL` (a host without routes gets a virtual host of its own
  * for the redirect). Virtual hosts with the very same routes collapse into
  * one (Istio's PILOT_ENABLE_ROUTE_COLLAPSE_OPTIMIZATION, on by default), the
- * first hostname naming it; catch-all routes go last in each; virtual hosts
+ * most specific hostname naming it; catch-all routes go last in each; virtual hosts
  * sorted by name. No virtual host at all: one `blackhole:<port>` for `*`
  * without routes (404). A name no server has: an empty configuration.
  */
@@ -112,9 +112,9 @@ export function buildGatewayRouteConfiguration(
     const port = servers[0]?.server.port?.number ?? 0;
     virtualHosts = servers.length === 0 ? [] : [{ name: `blackhole:${port}`, domains: ["*"], routes: [] }];
   } else {
-    // Route collapse: hosts visited in name order; a host joins the first one with the same routes.
+    // Route collapse: hosts visited most specific first; a host joins the first one with the same routes.
     const collapsed: Array<{ draft: HostDraft; domains: string[] }> = [];
-    for (const draft of [...hosts.values()].sort((a, b) => compare(a.hostname, b.hostname))) {
+    for (const draft of [...hosts.values()].sort((a, b) => moreSpecificFirst(a.hostname, b.hostname))) {
       const same = collapsed.find(
         (c) => c.draft.routeKey === draft.routeKey && c.draft.requireTls === draft.requireTls,
       );
@@ -139,6 +139,14 @@ export function buildGatewayRouteConfiguration(
     ignorePortInHostMatching: true,
   });
   return { name, resource: packAny(TypeUrl.RouteConfiguration, RouteConfiguration, configuration), sources };
+}
+
+/** Istio's host.Names order (MoreSpecific): names before wildcards, longer first, then alphabetically. */
+function moreSpecificFirst(a: string, b: string): number {
+  const [wildA, wildB] = [a.startsWith("*"), b.startsWith("*")];
+  if (wildA !== wildB) return wildA ? 1 : -1;
+  if (a.length !== b.length) return b.length - a.length;
+  return compare(a, b);
 }
 
 function compare(a: string, b: string): number {

@@ -287,3 +287,32 @@ spec:
     assert.equal(transportSocket(sidecar), undefined);
   });
 });
+
+describe("router scope", () => {
+  it("ignores Sidecar resources: a gateway sees every service exported to its namespace (Istio's default scope for gateways)", () => {
+    const context = contextOf({
+      services: [
+        INGRESS_SERVICE,
+        {
+          hostname: "reviews.default.svc.cluster.local",
+          namespace: "default",
+          name: "reviews",
+          ports: [{ name: "http", number: 9080, targetPort: 9080, protocol: "PROTOCOL_HTTP" }],
+          resolution: "RESOLUTION_STATIC",
+          registry: "kubernetes",
+        },
+      ],
+      config: `
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: istio-system}
+spec:
+  egress: [{hosts: ["./*"]}]
+`,
+    });
+    const names = XDS_TYPES.generator("router", TypeUrl.Cluster)
+      ?.generate({ push: context, proxy: router(), cache: new XdsCache() }, "*")
+      .map((r) => r.name);
+    assert.ok(names?.includes("outbound|9080||reviews.default.svc.cluster.local"), names?.join());
+  });
+});

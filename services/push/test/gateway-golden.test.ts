@@ -60,7 +60,7 @@ interface GatewayCase extends Registry {
   bookinfo?: string[];
   config?: string;
   /** Node metadata the router adds to what the agent sends (e.g. UNPRIVILEGED_POD: "true"). */
-  proxyMetadata?: Record<string, string>;
+  proxyMetadata?: Record<string, unknown>;
 }
 
 const registries = [
@@ -81,7 +81,7 @@ function endpointOf(pod: Pod, namespace: string): Record<string, unknown> {
 }
 
 /** The node the agent announces for a pod in router mode (`proxy router`): no injector labels. */
-function routerNode(pod: Pod, extraMetadata: Record<string, string> = {}) {
+function routerNode(pod: Pod, extraMetadata: Record<string, unknown> = {}) {
   const namespace = pod.namespace ?? "default";
   return {
     id: `router~${pod.ip}~${pod.pod}.${namespace}~${namespace}.svc.cluster.local`,

@@ -87,6 +87,7 @@ export function generateGatewayListeners(
   const wanted = watched === "*" || watched.has("*") ? undefined : watched;
   const wildcards = wildcardAddresses(proxy);
   const resources: GeneratedResource[] = [];
+  const topology = gatewayTopology(proxy);
   // Istio's IsUnprivileged (metadata UNPRIVILEGED_POD, which its gateway charts set unless runAsRoot).
   const unprivileged = metadataFlag(proxy, "UNPRIVILEGED_POD");
   for (const port of merged.ports) {
@@ -109,8 +110,9 @@ export function generateGatewayListeners(
         binds.join(","),
         name,
         push.configVersion,
+        JSON.stringify(topology),
       ),
-      () => buildGatewayListener(push, proxy, port, binds),
+      () => buildGatewayListener(push, proxy, port, binds, topology),
     );
     if (resource) resources.push(resource);
   }
@@ -122,6 +124,7 @@ function buildGatewayListener(
   proxy: MeshProxy,
   port: GatewayPort,
   binds: readonly [string, ...string[]],
+  topology: GatewayTopology,
 ): GeneratedResource | null {
   const name = `${binds[0]}_${port.port}`;
   const sources: ConfigRef[] = [];
@@ -169,7 +172,7 @@ function buildGatewayListener(
       ...filterChainMatch(chain),
       // AuthorizationPolicies selecting the gateway apply on every chain (Istio's gateway listener class).
       filters: chain.http
-        ? [gatewayHcm(chain.http, authzHttpFilters(push, proxy))]
+        ? [gatewayHcm(chain.http, authzHttpFilters(push, proxy), topology)]
         : [...authzNetworkFilters(push, proxy), tcpFilter(chain.tcp!)],
       ...(chain.tls ? { transportSocket: downstreamTlsSocket(chain.tls) } : {}),
       transportSocketConnectTimeout: TRANSPORT_SOCKET_CONNECT_TIMEOUT,
@@ -292,15 +295,57 @@ function filterChainMatch(chain: ChainPlan): { filterChainMatch?: Record<string,
   };
 }
 
+/** What of the router's ProxyConfig `gatewayTopology` its HCMs take. */
+interface GatewayTopology {
+  numTrustedProxies: number;
+  forwardClientCertDetails: ForwardClientCert;
+}
+
+/** ProxyConfig's ForwardClientCertDetails by name (UNDEFINED keeps the gateway default). */
+const FORWARD_CLIENT_CERT: Readonly<Record<string, ForwardClientCert>> = {
+  SANITIZE: ForwardClientCert.SANITIZE,
+  FORWARD_ONLY: ForwardClientCert.FORWARD_ONLY,
+  APPEND_FORWARD: ForwardClientCert.APPEND_FORWARD,
+  SANITIZE_SET: ForwardClientCert.SANITIZE_SET,
+  ALWAYS_FORWARD_ONLY: ForwardClientCert.ALWAYS_FORWARD_ONLY,
+};
+
+/**
+ * The router's ProxyConfig `gatewayTopology` (node metadata PROXY_CONFIG, from
+ * the pod's proxy.istio.io/config or the mesh default): how many proxies in
+ * front of it to trust in X-Forwarded-For, and what to do with client
+ * certificate details (default SANITIZE_SET).
+ */
+function gatewayTopology(proxy: MeshProxy): GatewayTopology {
+  const config = proxy.metadata.PROXY_CONFIG;
+  const topology =
+    typeof config === "object" && config !== null
+      ? (config as { gatewayTopology?: { numTrustedProxies?: unknown; forwardClientCertDetails?: unknown } })
+          .gatewayTopology
+      : undefined;
+  const hops = Number(topology?.numTrustedProxies ?? 0);
+  const details = FORWARD_CLIENT_CERT[String(topology?.forwardClientCertDetails ?? "")];
+  return {
+    numTrustedProxies: Number.isInteger(hops) && hops > 0 ? hops : 0,
+    forwardClientCertDetails: details ?? ForwardClientCert.SANITIZE_SET,
+  };
+}
+
 /**
  * Istio's buildGatewayConnectionManager: the client's address trusted (the
- * gateway is the edge), client certificate details sanitized and set,
+ * gateway is the edge, behind `numTrustedProxies` proxies), client
+ * certificate details sanitized and set (or as gatewayTopology says; the
+ * current certificate's details set for APPEND_FORWARD and SANITIZE_SET),
  * Server `istio-envoy`, by RDS.
  */
 function gatewayHcm(
   http: { rds: string; statPrefix: string; grpcWeb?: boolean },
   authz: HttpFilter[],
+  topology: GatewayTopology,
 ): Filter {
+  const setsDetails =
+    topology.forwardClientCertDetails === ForwardClientCert.APPEND_FORWARD ||
+    topology.forwardClientCertDetails === ForwardClientCert.SANITIZE_SET;
   const manager = HttpConnectionManager.fromPartial({
     statPrefix: http.statPrefix,
     rds: {
@@ -312,9 +357,11 @@ function gatewayHcm(
     // Istio's ENABLE_100_CONTINUE_HEADERS (on): 100-continue proxied as is.
     proxy100Continue: true,
     useRemoteAddress: true,
-    xffNumTrustedHops: 0,
-    forwardClientCertDetails: ForwardClientCert.SANITIZE_SET,
-    setCurrentClientCertDetails: { subject: true, cert: true, dns: true, uri: true },
+    xffNumTrustedHops: topology.numTrustedProxies,
+    forwardClientCertDetails: topology.forwardClientCertDetails,
+    ...(setsDetails
+      ? { setCurrentClientCertDetails: { subject: true, cert: true, dns: true, uri: true } }
+      : {}),
     httpProtocolOptions: {},
     upgradeConfigs: [{ upgradeType: "websocket" }],
     normalizePath: true,

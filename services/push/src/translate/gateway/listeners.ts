@@ -155,9 +155,10 @@ function buildGatewayListener(
       chains.push(...serverChains(push, proxy, entry, name, sniTaken, addSource));
     }
   }
-  if (chains.length === 0) return null;
+  const distinct = withoutRepeatedMatches(chains);
+  if (distinct.length === 0) return null;
   for (const ref of authzSources(push, proxy)) addSource(ref);
-  const listenerFilters: ListenerFilter[] = chains.some(
+  const listenerFilters: ListenerFilter[] = distinct.some(
     (chain) => chain.sniHosts.length > 0 || (chain.tls?.commonTlsContext?.alpnProtocols.length ?? 0) > 0,
   )
     ? [tlsInspectorFilter()]
@@ -168,7 +169,7 @@ function buildGatewayListener(
     additionalAddresses: additionalAddresses(binds.slice(1), port.port),
     trafficDirection: TrafficDirection.OUTBOUND,
     listenerFilters,
-    filterChains: chains.map((chain) => ({
+    filterChains: distinct.map((chain) => ({
       ...filterChainMatch(chain),
       // AuthorizationPolicies selecting the gateway apply on every chain (Istio's gateway listener class).
       filters: chain.http
@@ -240,6 +241,35 @@ function serverChains(
     }
   }
   return chains;
+}
+
+/**
+ * The chains with each match once, as Envoy needs ("multiple filter chains
+ * with the same matching rules" rejects the whole listener): a chain keeps
+ * the server names no earlier chain of the same ALPNs has, and is dropped if
+ * none is left, or if it matches every name and an earlier one already did.
+ * Istio checks SNI hosts within servers and within passthrough routes, not
+ * across the two (a passthrough route's SNI equal to a terminating server's
+ * host); there the first chain keeps the name.
+ */
+function withoutRepeatedMatches(chains: readonly ChainPlan[]): ChainPlan[] {
+  const taken = new Set<string>();
+  const out: ChainPlan[] = [];
+  for (const chain of chains) {
+    const alpns = (chain.applicationProtocols ?? []).join(",");
+    const names = chain.sniHosts.includes("*") ? [] : [...new Set(chain.sniHosts)];
+    if (names.length === 0) {
+      if (taken.has(`${alpns}\u0000*`)) continue;
+      taken.add(`${alpns}\u0000*`);
+      out.push(chain);
+      continue;
+    }
+    const left = names.filter((host) => !taken.has(`${alpns}\u0000${host}`));
+    if (left.length === 0) continue;
+    for (const host of left) taken.add(`${alpns}\u0000${host}`);
+    out.push(left.length === names.length ? chain : { ...chain, sniHosts: left });
+  }
+  return out;
 }
 
 /** Istio's l4SingleMatch for a gateway server: the match's port is the server's, its gateways (if any) name this one. */

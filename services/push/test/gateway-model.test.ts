@@ -3,7 +3,7 @@
 // VirtualServices and hosts a gateway's routes come from.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { Cluster, TypeUrl } from "@sextant/proto/envoy";
+import { Cluster, Listener, TypeUrl } from "@sextant/proto/envoy";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import {
   intersectHosts,
@@ -314,5 +314,62 @@ spec:
       ?.generate({ push: context, proxy: router(), cache: new XdsCache() }, "*")
       .map((r) => r.name);
     assert.ok(names?.includes("outbound|9080||reviews.default.svc.cluster.local"), names?.join());
+  });
+});
+
+describe("router listeners", () => {
+  const listenersOf = (config: string, services: Array<Record<string, unknown>> = []) =>
+    XDS_TYPES.generator("router", TypeUrl.Listener)
+      ?.generate(
+        {
+          push: contextOf({ services: [INGRESS_SERVICE, ...services], config }),
+          proxy: router(),
+          cache: new XdsCache(),
+        },
+        "*",
+      )
+      .map((r) => Listener.decode(r.resource.value));
+
+  it("leaves out a port of the proxy's own static listeners (15021, 15090), which Envoy would reject as a duplicate address", () => {
+    const listeners = listenersOf(
+      gateway(
+        "gw",
+        "default",
+        `[{port: {number: 15021, name: http-status, protocol: HTTP}, hosts: ["*"]},
+          {port: {number: 8081, name: http, protocol: HTTP}, hosts: ["*"]}]`,
+      ),
+    );
+    assert.deepEqual(
+      listeners?.map((l) => l.name),
+      ["0.0.0.0_8081"],
+    );
+  });
+
+  it("gives AUTO_PASSTHROUGH no chain for a wildcard host, whose SNI would be a partial wildcard", () => {
+    const listeners = listenersOf(
+      gateway(
+        "gw",
+        "default",
+        `[{port: {number: 15443, name: tls, protocol: TLS}, hosts: ["*"], tls: {mode: AUTO_PASSTHROUGH}}]`,
+      ),
+      [
+        {
+          hostname: "*.wild.example.com",
+          namespace: "default",
+          name: "wild",
+          ports: [{ name: "tls", number: 443, protocol: "PROTOCOL_TLS" }],
+          resolution: "RESOLUTION_PASSTHROUGH",
+          registry: "serviceentry",
+        },
+      ],
+    );
+    const names = listeners?.flatMap((l) =>
+      l.filterChains.flatMap((c) => c.filterChainMatch?.serverNames ?? []),
+    );
+    assert.ok(names && names.length > 0);
+    assert.deepEqual(
+      names.filter((name) => name.includes("*")),
+      [],
+    );
   });
 });

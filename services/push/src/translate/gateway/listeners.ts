@@ -40,6 +40,7 @@ import {
 import { additionalAddresses, wildcardAddresses } from "../sidecar/dual-stack.js";
 import { HCM_FILTER_NAME, tlsInspectorFilter, trailingHttpFilters } from "../sidecar/filters.js";
 import { routeTarget, type TcpTarget, tcpFilter } from "../sidecar/listeners.js";
+import { staticListenerPorts } from "../sidecar/proxy-ports.js";
 import { labelsKey } from "../sidecar/routes.js";
 import { autoPassthroughTargets } from "./sni-dnat.js";
 
@@ -90,7 +91,17 @@ export function generateGatewayListeners(
   const topology = gatewayTopology(proxy);
   // Istio's IsUnprivileged (metadata UNPRIVILEGED_POD, which its gateway charts set unless runAsRoot).
   const unprivileged = metadataFlag(proxy, "UNPRIVILEGED_POD");
+  // The bootstrap's own listeners (status, Prometheus): a gateway listener on their wildcard address would be
+  // a duplicate address, which Envoy rejects; Istio sends it, Sextant leaves it out.
+  const reserved = new Set(staticListenerPorts(proxy, { assumeDefaults: true, secureMetrics: true }));
   for (const port of merged.ports) {
+    if (!port.bind && reserved.has(port.port)) {
+      context.logger?.warn(
+        { node: proxy.id, port: port.port },
+        "skipping a gateway port that is one of the proxy's own static listeners",
+      );
+      continue;
+    }
     if (unprivileged && port.port < 1024) {
       context.logger?.warn(
         { node: proxy.id, port: port.port },

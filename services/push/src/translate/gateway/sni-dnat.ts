@@ -44,7 +44,7 @@ export function hasAutoPassthrough(push: PushContext, proxy: MeshProxy): boolean
 /**
  * Istio's builtAutoPassthroughFilterChains: for every service of the
  * router's scope inside the mesh whose hostname one of the server's hosts
- * covers, each port (not UDP), the SNI of its cluster and then those of its
+ * covers (not a wildcard hostname, see below), each port (not UDP), the SNI of its cluster and then those of its
  * DestinationRule's subsets, each to the SNI-DNAT cluster of that name.
  */
 export function autoPassthroughTargets(
@@ -54,7 +54,9 @@ export function autoPassthroughTargets(
 ): Array<{ sni: string }> {
   const out: Array<{ sni: string }> = [];
   for (const service of sidecarScope(push, proxy).services) {
-    if (service.meshExternal || isAlias(service)) continue;
+    // A wildcard host's SNI (`outbound_.<port>_._.*.example.com`) is a partial wildcard, which Envoy
+    // rejects in server_names with the whole listener; Istio sends it, Sextant leaves the host out.
+    if (service.meshExternal || isAlias(service) || service.hostname.startsWith("*")) continue;
     if (!hosts.some((host) => hostMatches(host, service.hostname))) continue;
     const rule = sidecarDestinationRule(push, proxy, service);
     for (const port of service.ports) {

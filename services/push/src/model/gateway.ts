@@ -258,7 +258,7 @@ function mergeGateways(push: PushContext, proxy: MeshProxy): MergedGateway | und
       const plaintext = !isTlsServer(first.server, first.protocol);
       if (plaintext) {
         // Istio's canMergeProtocols: only HTTP servers join an HTTP port.
-        if (!(isHttp(first.protocol) && isHttp(protocol)) || server.tls !== undefined) {
+        if (!(isHttp(first.protocol) && isHttp(protocol))) {
           reject(`protocol ${server.port.protocol} conflicts with ${first.server.port?.protocol}`);
           continue;
         }

@@ -149,6 +149,20 @@ describe("gateway model (Istio's mergeGateways)", () => {
     assert.equal(warnings.length, 2);
   });
 
+  it("merges an HTTP server that redirects to HTTPS into a plaintext port like any other HTTP server", () => {
+    const context = push(
+      gateway(
+        "gw",
+        "default",
+        `[{port: {number: 8080, name: http, protocol: HTTP}, hosts: [a.example.com]},
+          {port: {number: 8080, name: http-redirect, protocol: HTTP}, hosts: [b.example.com], tls: {httpsRedirect: true}}]`,
+      ),
+    );
+    const merged = mergedGatewayFor(context, router());
+    assert.deepEqual(merged?.rejected, []);
+    assert.equal(merged?.serversByRouteName.get("http.8080")?.length, 2);
+  });
+
   it("gives servers with a bind address a listener port of their own, their route names suffixed with it", () => {
     const context = push(
       gateway(

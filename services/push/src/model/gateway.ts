@@ -11,7 +11,7 @@ import { type PushContext, visible } from "./push-context.js";
 import { selectorMatches } from "./security.js";
 
 /** The reserved gateway name of sidecars (Istio's constants.IstioMeshGateway). */
-export const MESH_GATEWAY = "mesh";
+const MESH_GATEWAY = "mesh";
 
 /** One server of a Gateway, as merged for a router (hosts with `./` and `*\/` resolved). */
 export interface GatewayServer {
@@ -55,7 +55,7 @@ export interface MergedGateway {
 }
 
 /** Istio's Protocol.IsHTTP for a server port. */
-export function isHttp(protocol: Protocol): boolean {
+function isHttp(protocol: Protocol): boolean {
   return (
     protocol === Protocol.PROTOCOL_HTTP ||
     protocol === Protocol.PROTOCOL_HTTP2 ||
@@ -65,7 +65,7 @@ export function isHttp(protocol: Protocol): boolean {
 }
 
 /** Istio's protocol.Parse for a Gateway port's protocol (case-insensitive). */
-export function serverProtocol(name: string): Protocol {
+function serverProtocol(name: string): Protocol {
   switch (name.toUpperCase()) {
     case "HTTP":
       return Protocol.PROTOCOL_HTTP;
@@ -106,7 +106,7 @@ function isTlsServer(server: Server, protocol: Protocol): boolean {
 }
 
 /** Istio's IsHTTPServer: HTTP, or HTTPS that terminates TLS. */
-export function isHttpServer(server: Server, protocol: Protocol): boolean {
+function isHttpServer(server: Server, protocol: Protocol): boolean {
   if (isHttp(protocol)) return true;
   return protocol === Protocol.PROTOCOL_HTTPS && server.tls !== undefined && !isPassthrough(server);
 }
@@ -258,7 +258,7 @@ function mergeGateways(push: PushContext, proxy: MeshProxy): MergedGateway | und
       const plaintext = !isTlsServer(first.server, first.protocol);
       if (plaintext) {
         // Istio's canMergeProtocols: only HTTP servers join an HTTP port.
-        if (!(isHttp(first.protocol) && isHttp(protocol)) || server.tls !== undefined) {
+        if (!(isHttp(first.protocol) && isHttp(protocol))) {
           reject(`protocol ${server.port.protocol} conflicts with ${first.server.port?.protocol}`);
           continue;
         }

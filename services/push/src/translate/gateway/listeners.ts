@@ -52,9 +52,9 @@ const ISTIO_MTLS_ALPNS = ["istio", "istio-peer-exchange", "istio-http/1.0", "ist
 /** Istio's util.ALPNHttp: what a terminating gateway chain offers. */
 const ALPN_HTTP = ["h2", "http/1.1"];
 /** Istio's Kubernetes Secret credential scheme (credentials.KubernetesSecretTypeURI). */
-export const KUBERNETES_SECRET_PREFIX = "kubernetes://";
+const KUBERNETES_SECRET_PREFIX = "kubernetes://";
 /** The suffix of a credential's CA companion (Istio's SdsCaSuffix). */
-export const CA_SUFFIX = "-cacert";
+const CA_SUFFIX = "-cacert";
 const GATEWAY_SERVER_NAME = "istio-envoy";
 
 /** One filter chain of a gateway listener (Istio's filterChainOpts). */
@@ -65,7 +65,6 @@ interface ChainPlan {
   /** An HCM chain: its RDS name and stat prefix, and whether its port is grpc-web (Istio adds the gRPC-Web filter). */
   http?: { rds: string; statPrefix: string; grpcWeb?: boolean };
   tcp?: TcpTarget;
-  source?: ConfigRef;
 }
 
 /**
@@ -246,7 +245,6 @@ function serverChains(
         chains.push({
           sniHosts: match.sniHosts,
           tcp: routeTarget(push, config, route.route, port),
-          source: config.ref,
         });
       }
     }
@@ -423,7 +421,7 @@ function downstreamTlsSocket(context: DownstreamTlsContext): TransportSocket {
 }
 
 /** Istio's credentials.ToResourceName: a credential without a scheme is a Kubernetes Secret. */
-export function credentialResourceName(name: string): string {
+function credentialResourceName(name: string): string {
   if (name.startsWith("builtin://")) return SDS_DEFAULT_SECRET;
   return name.includes("://") ? name : `${KUBERNETES_SECRET_PREFIX}${name}`;
 }
@@ -444,7 +442,7 @@ function credentialSecretConfig(name: string): SdsDraft {
  * certificate files, as the agent's file SDS names them. SIMPLE and MUTUAL
  * take the server's protocol versions and cipher suites.
  */
-export function gatewayTlsContext(tls: ServerTLSSettings): DownstreamTlsContext {
+function gatewayTlsContext(tls: ServerTLSSettings): DownstreamTlsContext {
   const mutual = tls.mode === TlsMode.MUTUAL || tls.mode === TlsMode.ISTIO_MUTUAL;
   const validateClient = mutual || tls.mode === TlsMode.OPTIONAL_MUTUAL;
   // Istio offers istio-peer-exchange first on a TCP server terminating ISTIO_MUTUAL; Sextant runs no metadata exchange.

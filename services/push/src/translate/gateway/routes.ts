@@ -55,7 +55,7 @@ interface HostDraft {
  * sorted by name. No virtual host at all: one `blackhole:<port>` for `*`
  * without routes (404). A name no server has: an empty configuration.
  */
-export function buildGatewayRouteConfiguration(
+function buildGatewayRouteConfiguration(
   push: PushContext,
   proxy: MeshProxy,
   name: string,

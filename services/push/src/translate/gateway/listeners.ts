@@ -1,3 +1,4 @@
+import { CA_CERT_SUFFIX } from "@sextant/model";
 import { type ConfigRef, packAny } from "@sextant/proto";
 import { DownstreamTlsContext, HttpConnectionManager, Listener, TypeUrl } from "@sextant/proto/envoy";
 import { TrafficDirection, type TransportSocket } from "@sextant/proto/gen/envoy/config/core/v3/base";
@@ -32,9 +33,9 @@ import type { GenerationContext } from "../generator.js";
 import { TLS_TRANSPORT_SOCKET } from "../grpc/tls.js";
 import { authzHttpFilters, authzNetworkFilters, authzSources } from "../sidecar/authz.js";
 import {
+  credentialSecretConfig,
   SDS_DEFAULT_SECRET,
   SDS_ROOT_SECRET,
-  type SdsDraft,
   sdsSecretConfig,
 } from "../sidecar/cluster-tls.js";
 import { additionalAddresses, wildcardAddresses } from "../sidecar/dual-stack.js";
@@ -51,10 +52,6 @@ const TRANSPORT_SOCKET_CONNECT_TIMEOUT = { seconds: 15, nanos: 0 };
 const ISTIO_MTLS_ALPNS = ["istio", "istio-peer-exchange", "istio-http/1.0", "istio-http/1.1", "istio-h2"];
 /** Istio's util.ALPNHttp: what a terminating gateway chain offers. */
 const ALPN_HTTP = ["h2", "http/1.1"];
-/** Istio's Kubernetes Secret credential scheme (credentials.KubernetesSecretTypeURI). */
-const KUBERNETES_SECRET_PREFIX = "kubernetes://";
-/** The suffix of a credential's CA companion (Istio's SdsCaSuffix). */
-const CA_SUFFIX = "-cacert";
 const GATEWAY_SERVER_NAME = "istio-envoy";
 
 /** One filter chain of a gateway listener (Istio's filterChainOpts). */
@@ -420,19 +417,6 @@ function downstreamTlsSocket(context: DownstreamTlsContext): TransportSocket {
   };
 }
 
-/** Istio's credentials.ToResourceName: a credential without a scheme is a Kubernetes Secret. */
-function credentialResourceName(name: string): string {
-  if (name.startsWith("builtin://")) return SDS_DEFAULT_SECRET;
-  return name.includes("://") ? name : `${KUBERNETES_SECRET_PREFIX}${name}`;
-}
-
-/** Istio's ConstructSdsSecretConfigForCredential: a credential over the proxy's ADS stream (istiod serves it). */
-function credentialSecretConfig(name: string): SdsDraft {
-  const resource = credentialResourceName(name);
-  if (resource === SDS_DEFAULT_SECRET) return sdsSecretConfig(SDS_DEFAULT_SECRET);
-  return { name: resource, sdsConfig: { ads: {}, resourceApiVersion: ApiVersion.V3 } };
-}
-
 /**
  * Istio's BuildListenerTLSContext for a gateway server: ALPN h2 and
  * http/1.1; client certificates required for MUTUAL and ISTIO_MUTUAL.
@@ -463,7 +447,7 @@ function gatewayTlsContext(tls: ServerTLSSettings): DownstreamTlsContext {
           verifyCertificateSpki: tls.verifyCertificateSpki,
           verifyCertificateHash: tls.verifyCertificateHash,
         },
-        validationContextSdsSecretConfig: credentialSecretConfig(`${tls.credentialName}${CA_SUFFIX}`),
+        validationContextSdsSecretConfig: credentialSecretConfig(`${tls.credentialName}${CA_CERT_SUFFIX}`),
       };
     } else if (sans.length > 0) {
       common.validationContext = { matchSubjectAltNames: sans };

@@ -181,6 +181,25 @@ async function applyBookinfoSamples() {
 }
 
 /**
+ * Shows what push serves an ingress gateway for bookinfo-gateway.yaml
+ * (libs/bookinfo's gateway view: a router node on push's ADS, then push's
+ * config_dump for it). Resolves to its exit code.
+ */
+function showGateway() {
+  const child = spawn(
+    process.execPath,
+    [
+      join(root, "libs", "bookinfo", "dist", "gateway-view.js"),
+      `127.0.0.1:${DEFAULT_PORTS.push.xds}`,
+      `http://127.0.0.1:${DEFAULT_PORTS.push.http}`,
+    ],
+    { cwd: root, stdio: "inherit", env: { ...process.env, PUSH_TOKEN_FILE: apiTokens.adminTokenFile } },
+  );
+  children.push({ name: "gateway-view", child });
+  return new Promise((resolve) => child.once("exit", (code) => resolve(code ?? 1)));
+}
+
+/**
  * Runs the traffic walk-through (libs/bookinfo): it drives the productpage
  * workload over its control port while it applies the samples, and draws the
  * split productpage observes.
@@ -347,6 +366,7 @@ try {
     );
   }
   await applyBookinfoSamples();
+  const gateway = await showGateway();
   await startMesh();
   const walkthrough = await runWalkthrough();
 
@@ -355,9 +375,9 @@ try {
 
   if (once) {
     console.log(
-      `\nEvery service reported ready; the walk-through ${walkthrough === 0 ? "held" : "FAILED"}; stopping (--once).`,
+      `\nEvery service reported ready; the gateway view ${gateway === 0 ? "showed the gateway's listeners and routes" : "FAILED"}; the walk-through ${walkthrough === 0 ? "held" : "FAILED"}; stopping (--once).`,
     );
-    await stop(walkthrough);
+    await stop(walkthrough || gateway);
   } else {
     const token = relative(process.cwd(), apiTokens.adminTokenFile);
     console.log(

@@ -162,6 +162,8 @@ export function tokenNotice(file) {
 function serviceEnv(name, apiTokens) {
   if (name === "ingest") return { API_AUTH: "tokens", API_TOKENS_FILE: apiTokens.tokensFile };
   if (name === "discovery") return { INGEST_TOKEN_FILE: apiTokens.discoveryTokenFile };
+  // Push's /debug/* asks for a token allowed the `debug` verb: the local admin's (the demo's gateway view reads config_dump).
+  if (name === "push") return { API_AUTH: "tokens", API_TOKENS_FILE: apiTokens.tokensFile };
   return {};
 }
 

@@ -2,6 +2,10 @@ import { Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, TypeUrl }
 import { NameTable } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
 import type { PushChange } from "./model/types.js";
 import { XdsTypeTable } from "./server/xds-type-table.js";
+import { generateGatewayClusters } from "./translate/gateway/clusters.js";
+import { generateGatewayListeners } from "./translate/gateway/listeners.js";
+import { generateGatewayRoutes } from "./translate/gateway/routes.js";
+import { gatewayEndpointsNeedPush, generateGatewayEndpoints } from "./translate/gateway/sni-dnat.js";
 import { generateGrpcClusters } from "./translate/grpc/clusters.js";
 import { endpointsChanged, generateGrpcEndpoints } from "./translate/grpc/endpoints.js";
 import { generateGrpcListeners } from "./translate/grpc/listeners.js";
@@ -34,6 +38,7 @@ export const XDS_TYPES = new XdsTypeTable([
       // An ISTIO_MUTUAL cluster's SANs follow its endpoints' service accounts, so endpoint changes count.
       grpc: { needsPush: endpointsChanged, generate: generateGrpcClusters },
       sidecar: { needsPush: sidecarClustersNeedPush, generate: generateSidecarClusters },
+      router: { needsPush: sidecarClustersNeedPush, generate: generateGatewayClusters },
     },
   },
   {
@@ -44,6 +49,8 @@ export const XDS_TYPES = new XdsTypeTable([
     generators: {
       grpc: { needsPush: endpointsChanged, generate: generateGrpcEndpoints },
       sidecar: { needsPush: sidecarEndpointsNeedPush, generate: generateSidecarEndpoints },
+      // A router's EDS clusters are a sidecar's outbound ones (and their SNI-DNAT copies): the same load assignments.
+      router: { needsPush: gatewayEndpointsNeedPush, generate: generateGatewayEndpoints },
     },
   },
   {
@@ -54,6 +61,8 @@ export const XDS_TYPES = new XdsTypeTable([
     generators: {
       grpc: { needsPush: onFullPush, generate: generateGrpcListeners },
       sidecar: { needsPush: onFullOrEndpointPush, generate: generateSidecarListeners },
+      // A router's listeners follow the Gateways and VirtualServices only (its ports come from config and services).
+      router: { needsPush: onFullPush, generate: generateGatewayListeners },
     },
   },
   {
@@ -64,6 +73,7 @@ export const XDS_TYPES = new XdsTypeTable([
     generators: {
       grpc: { needsPush: onFullPush, generate: generateGrpcRoutes },
       sidecar: { needsPush: onFullPush, generate: generateSidecarRoutes },
+      router: { needsPush: onFullPush, generate: generateGatewayRoutes },
     },
   },
   {

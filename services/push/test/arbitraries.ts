@@ -60,7 +60,7 @@ export interface Scenario {
   config: Resource[];
   /** Index into registry.workloads. */
   proxy: number;
-  kind: "sidecar" | "grpc";
+  kind: "sidecar" | "grpc" | "router";
 }
 
 const DOMAIN = "cluster.local";
@@ -956,7 +956,7 @@ function virtualServiceArb(known: Known): fc.Arbitrary<Resource> {
     .record({
       namespace: fc.constantFrom(...NAMESPACES),
       hosts: fc.uniqueArray(hostArb(known), { minLength: 1, maxLength: 2 }),
-      gateways: fc.constantFrom([], ["mesh"], ["mesh", "istio-system/edge"]),
+      gateways: fc.constantFrom([], ["mesh"], ["mesh", "istio-system/edge"], ["istio-system/edge"]),
       exportTo: fc.constantFrom(undefined, ["*"], ["."]),
     })
     .chain(({ namespace, hosts, gateways, exportTo }) =>
@@ -1380,6 +1380,105 @@ function authorizationPolicyArb(known: Known): fc.Arbitrary<Resource> {
     }));
 }
 
+/** The hosts of a Gateway server: namespaced or not, wildcards, a registry host. */
+function gatewayHostsArb(known: Known): fc.Arbitrary<string[]> {
+  const host = fc.oneof(
+    fc.constantFrom(
+      "*",
+      "*.example.com",
+      "a.example.com",
+      "b.example.com",
+      "default/*",
+      "./a.example.com",
+      "*/b.example.com",
+      "ns1/*.example.com",
+    ),
+    fc.constantFrom(...known.services.map((service) => service.hostname)),
+  );
+  return fc.uniqueArray(host, { minLength: 1, maxLength: 2 });
+}
+
+/**
+ * A Gateway server (validateGateway): HTTP (perhaps redirecting to HTTPS),
+ * HTTPS or TLS with a TLS mode (a credential where SIMPLE/MUTUAL need one),
+ * or TCP; ports few, so that servers meet on one port.
+ */
+function serverArb(known: Known): fc.Arbitrary<Record<string, unknown>> {
+  const number = fc.constantFrom(80, 443, 8080, 8443, 9080, 15443);
+  const tls = fc
+    .record({
+      mode: fc.constantFrom(
+        "SIMPLE",
+        "MUTUAL",
+        "OPTIONAL_MUTUAL",
+        "ISTIO_MUTUAL",
+        "PASSTHROUGH",
+        "AUTO_PASSTHROUGH",
+      ),
+      minProtocolVersion: fc.constantFrom(undefined, "TLSV1_2"),
+      subjectAltNames: fc.constantFrom(undefined, ["client.example.com"]),
+    })
+    .map(({ mode, minProtocolVersion, subjectAltNames }) => ({
+      mode,
+      ...(["SIMPLE", "MUTUAL", "OPTIONAL_MUTUAL"].includes(mode)
+        ? { credentialName: "edge-credential" }
+        : {}),
+      ...(minProtocolVersion ? { minProtocolVersion } : {}),
+      ...(subjectAltNames ? { subjectAltNames } : {}),
+    }));
+  return fc
+    .oneof(
+      fc.record({
+        port: number.map((n) => ({ number: n, name: `http-${n}`, protocol: "HTTP" })),
+        hosts: gatewayHostsArb(known),
+        tls: fc.constantFrom(undefined, { httpsRedirect: true }),
+      }),
+      fc.record({
+        port: fc
+          .tuple(number, fc.constantFrom("HTTPS", "TLS"), fc.constantFrom("a", "b"))
+          .map(([n, protocol, suffix]) => ({
+            number: n,
+            name: `${protocol.toLowerCase()}-${suffix}`,
+            protocol,
+          })),
+        hosts: gatewayHostsArb(known),
+        tls,
+      }),
+      fc.record({
+        port: number.map((n) => ({ number: n, name: `tcp-${n}`, protocol: "TCP" })),
+        hosts: gatewayHostsArb(known),
+      }),
+    )
+    .map((server) => Object.fromEntries(Object.entries(server).filter(([, v]) => v !== undefined)));
+}
+
+/**
+ * A Gateway: `istio-system/edge` (which VirtualServices bind to) or another
+ * of a namespace, selecting the pods of one service, every pod (no
+ * selector), or none of the registry's.
+ */
+function gatewayArb(known: Known): fc.Arbitrary<Resource> {
+  return fc
+    .record({
+      where: fc.constantFrom(
+        { namespace: ROOT_NAMESPACE, name: "edge" },
+        { namespace: ROOT_NAMESPACE, name: "edge" },
+        { namespace: "default", name: "other" },
+      ),
+      selector: fc.oneof(
+        fc.constantFrom(...known.services.map((s) => ({ app: s.name }))),
+        fc.constantFrom(undefined, { istio: "nothing" }),
+      ),
+      servers: fc.array(serverArb(known), { minLength: 1, maxLength: 3 }),
+    })
+    .map(({ where, selector, servers }) => ({
+      apiVersion: "networking.istio.io/v1",
+      kind: "Gateway",
+      metadata: where,
+      spec: { ...(selector ? { selector } : {}), servers },
+    }));
+}
+
 /** Config over a registry: VirtualServices (and the delegates they may name), DestinationRules, policies, Sidecars. */
 export function configArb(registry: Registry): fc.Arbitrary<Resource[]> {
   const known: Known = { services: registry.services };
@@ -1394,6 +1493,7 @@ export function configArb(registry: Registry): fc.Arbitrary<Resource[]> {
       peerAuthentications: fc.array(peerAuthenticationArb(known), { maxLength: 2 }),
       sidecars: fc.array(sidecarArb(known), { maxLength: 1 }),
       authorizationPolicies: fc.array(authorizationPolicyArb(known), { maxLength: 2 }),
+      gateways: fc.array(gatewayArb(known), { maxLength: 2 }),
     })
     .map((parts) => uniqueNames(Object.values(parts).flat()));
 }
@@ -1416,6 +1516,6 @@ export const scenarioArb: fc.Arbitrary<Scenario> = registryArb.chain((registry) 
     registry: fc.constant(registry),
     config: configArb(registry),
     proxy: fc.nat({ max: registry.workloads.length - 1 }),
-    kind: fc.constantFrom("sidecar" as const, "grpc" as const),
+    kind: fc.constantFrom("sidecar" as const, "grpc" as const, "router" as const),
   }),
 );

@@ -88,7 +88,7 @@ export function pushContextOf(scenario: Scenario): PushContext {
 export function nodeOf(workload: Workload, kind: Scenario["kind"]) {
   const { namespace } = workload;
   return {
-    id: `sidecar~${workload.ip}~${workload.pod}.${namespace}~${namespace}.svc.cluster.local`,
+    id: `${kind === "router" ? "router" : "sidecar"}~${workload.ip}~${workload.pod}.${namespace}~${namespace}.svc.cluster.local`,
     cluster: `${workload.labels.app}.${namespace}`,
     locality: {
       region: workload.locality.region,
@@ -115,7 +115,7 @@ export function nodeOf(workload: Workload, kind: Scenario["kind"]) {
  * a server listener for each port its own services deliver to it on.
  */
 export function subscriptionOf(scenario: Scenario): Subscription {
-  if (scenario.kind === "sidecar") return { listeners: "*", clusters: "*" };
+  if (scenario.kind !== "grpc") return { listeners: "*", clusters: "*" };
   const workload = scenario.registry.workloads[scenario.proxy]!;
   const names = new Set<string>();
   for (const service of scenario.registry.services) {

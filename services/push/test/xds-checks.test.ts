@@ -14,6 +14,7 @@ import {
   TcpProxy,
   TypeUrl,
 } from "@sextant/proto/envoy";
+import type { ProxyKind } from "../src/model/proxy.js";
 import { snapshotViolations, type XdsSnapshot } from "./xds-checks.js";
 import { re2Error } from "./xds-semantic-checks.js";
 
@@ -120,7 +121,7 @@ const snapshot = (replace: XdsSnapshot = {}): XdsSnapshot => ({
   endpoints: [endpoints()],
   ...replace,
 });
-const check = (replace: XdsSnapshot = {}, proxy: "sidecar" | "grpc" = "sidecar") =>
+const check = (replace: XdsSnapshot = {}, proxy: ProxyKind = "sidecar") =>
   snapshotViolations(snapshot(replace), { proxy });
 const listenerWith = (fields: ListenerInit) => check({ listeners: [virtualOutbound(), outbound(fields)] });
 const routesWith = (config: ReturnType<typeof routes>) => check({ routes: [config] });
@@ -242,6 +243,22 @@ describe("the xDS checker (snapshotViolations)", () => {
         [],
       );
       assert.deepEqual(check({ listeners: [virtualOutbound(), on(15021)], routes: [] }, "grpc"), []);
+      // A router has no virtual listeners: 15001 and 15006 are its to bind, the bootstrap's ports are not.
+      const bound = (port: number) => Listener.fromPartial({ ...on(port), bindToPort: true });
+      assert.deepEqual(check({ listeners: [bound(15001), bound(15006)] }, "router"), []);
+      assert.deepEqual(check({ listeners: [bound(15021)] }, "router"), [
+        "listeners 0.0.0.0_15021: address: 0.0.0.0:15021 is reserved for a static listener of the bootstrap (Istio's conflictWithReservedListener)",
+      ]);
+    });
+
+    it("holds routers to Istio's rules for Envoy proxies: the TLS inspector for server names", () => {
+      const listener = outbound({
+        bindToPort: true,
+        filterChains: [{ filterChainMatch: { serverNames: ["a.example.com"] }, filters: [tcpProxyFilter] }],
+      });
+      assert.deepEqual(check({ listeners: [listener] }, "router"), [
+        "listeners 0.0.0.0_9080: filter_chains[0].filter_chain_match.server_names: server names set, but missing tls inspector",
+      ]);
     });
 
     it("rejects a listener that does not bind when no listener uses the original destination", () => {

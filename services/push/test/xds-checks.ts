@@ -90,7 +90,8 @@ const TYPES = ["listeners", "routes", "clusters", "endpoints"] as const;
 
 /** Everything a real Envoy (or, with `proxy: "grpc"`, gRPC) would reject in one proxy's snapshot. */
 export function snapshotViolations(snapshot: XdsSnapshot, options: SnapshotCheckOptions = {}): string[] {
-  const rules: RuleOptions = { istioSidecar: (options.proxy ?? "sidecar") === "sidecar" };
+  // Istio's validate rules hold for every Envoy proxy, gateways (routers) too; gRPC has no listener filters.
+  const rules: RuleOptions = { istioSidecar: options.proxy !== "grpc" };
   const out: string[] = [];
   const decoded: Record<GoldenType, Array<{ name: string; resource: Decoded }>> = {
     listeners: [],
@@ -119,7 +120,7 @@ export function snapshotViolations(snapshot: XdsSnapshot, options: SnapshotCheck
       if (type === "clusters") report(clusterViolations(resource));
     });
   }
-  out.push(...snapshotWideViolations(decoded, rules));
+  out.push(...snapshotWideViolations(decoded, rules, options.proxy ?? "sidecar"));
   return out;
 }
 
@@ -133,6 +134,7 @@ function nameOf(type: GoldenType, resource: Decoded | undefined): string {
 function snapshotWideViolations(
   decoded: Record<GoldenType, Array<{ name: string; resource: Decoded }>>,
   rules: RuleOptions,
+  proxy: ProxyKind,
 ): string[] {
   const out: string[] = [];
   // Envoy rejects a response that holds one name twice ("duplicate listener/cluster … found"); Istio's tests too.
@@ -168,7 +170,10 @@ function snapshotWideViolations(
     const primary = socket(resource.address);
     const port = primary?.port_value ?? 0;
     const wildcard = primary?.address === "0.0.0.0" || primary?.address === "::";
-    if (rules.istioSidecar && wildcard && RESERVED_PORTS.has(port) && RESERVED_PORTS.get(port) !== name) {
+    // A router has no virtual listeners: only the bootstrap's own ports are taken.
+    const reserved =
+      RESERVED_PORTS.has(port) && (proxy !== "router" || RESERVED_PORTS.get(port) === undefined);
+    if (rules.istioSidecar && wildcard && reserved && RESERVED_PORTS.get(port) !== name) {
       out.push(
         `listeners ${name}: address: ${primary?.address}:${port} is reserved for ${RESERVED_PORTS.get(port) ?? "a static listener of the bootstrap"} (Istio's conflictWithReservedListener)`,
       );

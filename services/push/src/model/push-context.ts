@@ -62,7 +62,7 @@ export class PushContext {
   readonly authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
   /** Sidecar resources (egress scoping), by namespace/name; `hosts` are the egress hosts as written. */
   readonly sidecars: readonly TypedConfig<Sidecar>[];
-  /** Gateways (Istio's networking kind), by namespace/name. */
+  /** Gateways by namespace/name (router proxies merge those that select them: model/gateway.ts). */
   readonly gateways: readonly TypedConfig<Gateway>[];
   /** The Secrets' TLS material by namespace.name key: SDS serves it, unversioned by configVersion. */
   readonly #credentials: ReadonlyMap<string, Credential>;

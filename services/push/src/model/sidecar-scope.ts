@@ -59,6 +59,7 @@ const scopes = new WeakMap<PushContext, Map<string, SidecarScope>>();
  * The SidecarScope of a proxy, as istiod's PushContext.getSidecarScope and
  * ConvertToSidecarScope build it:
  *
+ * - for a router (gateway), never a Sidecar, as Istio's doGetSidecarScope;
  * - the Sidecar in the proxy's namespace whose workloadSelector matches the
  *   proxy's labels, else the namespace's Sidecar without a selector, else the
  *   root namespace's Sidecar without a selector (the first by namespace/name
@@ -94,6 +95,8 @@ export function sidecarScope(push: PushContext, proxy: MeshProxy): SidecarScope 
 
 /** The Sidecar resource that applies to proxy, with Istio's precedence; undefined if none. */
 export function applicableSidecar(push: PushContext, proxy: MeshProxy): TypedConfig<Sidecar> | undefined {
+  // Istio's doGetSidecarScope: gateways always take the default scope (egress */*), whatever Sidecar exists.
+  if (proxy.kind === "router") return undefined;
   const own = push.sidecars.filter((config) => config.ref.namespace === proxy.namespace);
   const selected = own.find(
     (config) => hasSelector(config) && selectorMatches(config.spec.workloadSelector?.labels, proxy.labels),

@@ -6,6 +6,7 @@ import {
   HttpConnectionManager,
   HttpRBAC,
   Router,
+  TcpProxy,
   TypeUrl,
   UpstreamTlsContext,
 } from "@sextant/proto/envoy";
@@ -18,6 +19,7 @@ const NESTED_CODECS: Record<string, DebugCodec> = {
   [TypeUrl.HttpConnectionManager]: HttpConnectionManager,
   [TypeUrl.HTTPFault]: HTTPFault,
   [TypeUrl.Router]: Router,
+  [TypeUrl.TcpProxy]: TcpProxy,
   [TypeUrl.RBAC]: HttpRBAC,
   [TypeUrl.DownstreamTlsContext]: DownstreamTlsContext,
   [TypeUrl.UpstreamTlsContext]: UpstreamTlsContext,

@@ -155,7 +155,8 @@ function outboundClusters(context: GenerationContext, scope: SidecarScope): read
     byVariant = new Map();
     byScope.set(scope, byVariant);
   }
-  const variant = `${ruleLabelsKey(push, proxy)}\u0000${ipMode(proxy)}\u0000${localityKey(proxy)}`;
+  // A router's clusters differ from a sidecar's (credentialName, see buildOutboundCluster).
+  const variant = `${ruleLabelsKey(push, proxy)}\u0000${ipMode(proxy)}\u0000${localityKey(proxy)}\u0000${proxy.kind}`;
   let list = byVariant.get(variant);
   if (!list) {
     const built: GeneratedResource[] = [];
@@ -200,6 +201,7 @@ function cachedOutboundClusters(
       push.serviceAccountVersion(service.hostname),
       dependsOnEndpoints ? (push.endpointVersions.get(service.hostname) ?? "none") : "",
       dependsOnEndpoints ? `${ipMode(proxy)}/${localityKey(proxy)}` : "",
+      proxy.kind === "router" ? "router" : "",
     );
   const names = ["", ...(rule?.spec.subsets ?? []).map((subset) => subset.name)];
   // Built together (as istiod does), cached one by one: a miss on any rebuilds the lot.
@@ -330,7 +332,8 @@ function buildOutboundCluster(
         subset ? subset.trafficPolicy : rule?.spec.trafficPolicy,
       ),
       serviceAccounts: push.serviceAccountsOf(service.hostname),
-      ruleHasSelector: rule?.spec.workloadSelector !== undefined,
+      // istiod refuses a credentialName of a rule without workloadSelector to sidecars only: gateways take it.
+      ruleHasSelector: rule?.spec.workloadSelector !== undefined || proxy.kind === "router",
       external: service.registry === "serviceentry",
     },
   });

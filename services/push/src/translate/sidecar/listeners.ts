@@ -188,7 +188,7 @@ const RAW_BUFFER = "raw_buffer";
 const PASSTHROUGH_FILTER_CHAIN = "PassthroughFilterChain";
 
 /** Where a TCP chain proxies to: one cluster, or weighted clusters of a route with several destinations. */
-type TcpTarget =
+export type TcpTarget =
   | { cluster: string }
   | { statPrefix: string; clusters: Array<{ name: string; weight: number }> };
 
@@ -751,7 +751,7 @@ function tcpChainPlans(
  * external name's), or weighted clusters of the
  * destinations with a weight, under the stat prefix `<vs name>.<vs namespace>`.
  */
-function routeTarget(
+export function routeTarget(
   push: PushContext,
   config: TypedConfig<VirtualService>,
   routes: readonly RouteDestination[],
@@ -857,7 +857,7 @@ function filterChainMatch(chain: ChainPlan): Record<string, unknown> {
   return match;
 }
 
-function tcpFilter(target: TcpTarget): Filter {
+export function tcpFilter(target: TcpTarget): Filter {
   return "cluster" in target
     ? tcpProxyFilter(target.cluster)
     : weightedTcpProxyFilter(target.statPrefix, target.clusters);

@@ -30,6 +30,7 @@ import { cacheKey } from "../../cache/xds-cache.js";
 import { aliasesByTarget, clusterHost, isAlias } from "../../model/aliases.js";
 import { usesAutoAllocatedAddresses } from "../../model/auto-allocation.js";
 import type { RoutedVirtualService } from "../../model/delegation.js";
+import { resolveGatewayName } from "../../model/gateway.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
@@ -431,6 +432,8 @@ export function buildHttpRoutes(
   virtualService: RoutedVirtualService,
   port: number,
   addSource: (ref: ConfigRef) => void,
+  /** The gateway the routes are for: "mesh" for a sidecar, `<namespace>/<name>` for a router's server. */
+  gateway = "mesh",
 ): Plain[] {
   const routes: Plain[] = [];
   for (const route of virtualService.spec.http) {
@@ -439,7 +442,7 @@ export function buildHttpRoutes(
     const matches: Array<HTTPMatchRequest | undefined> = route.match.length > 0 ? route.match : [undefined];
     let catchAll = false;
     for (const match of matches) {
-      if (match && !matchApplies(match, proxy, port)) continue;
+      if (match && !matchApplies(match, proxy, port, virtualService.ref.namespace, gateway)) continue;
       if (!matchRegexesValid(match)) continue;
       const translated = translateRoute(push, proxy, virtualService, route, match, port, addSource);
       if (!translated) break;
@@ -464,11 +467,21 @@ function routeRegexesValid(route: HTTPRoute): boolean {
   return !rewrite || regexProblem(rewrite.match) === undefined;
 }
 
-function matchApplies(match: HTTPMatchRequest, proxy: MeshProxy, port: number): boolean {
+function matchApplies(
+  match: HTTPMatchRequest,
+  proxy: MeshProxy,
+  port: number,
+  vsNamespace: string,
+  gateway: string,
+): boolean {
   if (match.port && match.port !== port) return false;
   if (!selectorMatches(match.sourceLabels, proxy.labels)) return false;
   if (match.sourceNamespace && match.sourceNamespace !== proxy.namespace) return false;
-  if (match.gateways.length > 0 && !match.gateways.includes("mesh")) return false;
+  if (
+    match.gateways.length > 0 &&
+    !match.gateways.some((name) => resolveGatewayName(name, vsNamespace) === gateway)
+  )
+    return false;
   return true;
 }
 

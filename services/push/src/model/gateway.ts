@@ -6,6 +6,7 @@ import {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
 import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import type { RoutedVirtualService } from "./delegation.js";
+import { parseProtocol } from "./protocol.js";
 import type { MeshProxy } from "./proxy.js";
 import { type PushContext, visible } from "./push-context.js";
 import { selectorMatches } from "./security.js";
@@ -64,32 +65,10 @@ function isHttp(protocol: Protocol): boolean {
   );
 }
 
-/** Istio's protocol.Parse for a Gateway port's protocol (case-insensitive). */
+/** Istio's protocol.Parse for a Gateway port's protocol: a name it does not know is TCP. */
 function serverProtocol(name: string): Protocol {
-  switch (name.toUpperCase()) {
-    case "HTTP":
-      return Protocol.PROTOCOL_HTTP;
-    case "HTTP2":
-      return Protocol.PROTOCOL_HTTP2;
-    case "GRPC":
-      return Protocol.PROTOCOL_GRPC;
-    case "GRPC-WEB":
-      return Protocol.PROTOCOL_GRPC_WEB;
-    case "HTTPS":
-      return Protocol.PROTOCOL_HTTPS;
-    case "TLS":
-      return Protocol.PROTOCOL_TLS;
-    case "MONGO":
-      return Protocol.PROTOCOL_MONGO;
-    case "REDIS":
-      return Protocol.PROTOCOL_REDIS;
-    case "MYSQL":
-      return Protocol.PROTOCOL_MYSQL;
-    case "UDP":
-      return Protocol.PROTOCOL_UDP;
-    default:
-      return Protocol.PROTOCOL_TCP;
-  }
+  const protocol = parseProtocol(name);
+  return protocol === Protocol.PROTOCOL_UNSPECIFIED ? Protocol.PROTOCOL_TCP : protocol;
 }
 
 /** Istio's IsPassThroughServer: TLS mode PASSTHROUGH or AUTO_PASSTHROUGH. */

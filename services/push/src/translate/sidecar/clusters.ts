@@ -21,6 +21,7 @@ import {
 import type { IstioIngressListener } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import { cacheKey } from "../../cache/xds-cache.js";
 import { isAlias } from "../../model/aliases.js";
+import { parseProtocol } from "../../model/protocol.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { type MtlsMode, TLS_MODE_LABEL } from "../../model/security.js";
@@ -684,34 +685,4 @@ function buildIngressListenerCluster(
     registry: "",
   };
   return buildInboundCluster(push, proxy, scope, number, bind, [{ service, port: listenPort, targetPort }]);
-}
-
-/** Istio's protocol.Parse (case-insensitive names). */
-export function parseProtocol(name: string): Protocol {
-  switch (name.toUpperCase()) {
-    case "HTTP":
-      return Protocol.PROTOCOL_HTTP;
-    case "HTTP2":
-      return Protocol.PROTOCOL_HTTP2;
-    case "GRPC":
-      return Protocol.PROTOCOL_GRPC;
-    case "GRPC-WEB":
-      return Protocol.PROTOCOL_GRPC_WEB;
-    case "HTTPS":
-      return Protocol.PROTOCOL_HTTPS;
-    case "TLS":
-      return Protocol.PROTOCOL_TLS;
-    case "TCP":
-      return Protocol.PROTOCOL_TCP;
-    case "UDP":
-      return Protocol.PROTOCOL_UDP;
-    case "MONGO":
-      return Protocol.PROTOCOL_MONGO;
-    case "REDIS":
-      return Protocol.PROTOCOL_REDIS;
-    case "MYSQL":
-      return Protocol.PROTOCOL_MYSQL;
-    default:
-      return Protocol.PROTOCOL_UNSPECIFIED;
-  }
 }

@@ -24,6 +24,7 @@ import {
 import { TlsParameters_TlsProtocol } from "@sextant/proto/gen/envoy/extensions/transport_sockets/tls/v3/common";
 import { CaptureMode, type Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
+import { parseProtocol } from "../../model/protocol.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import type { MtlsMode } from "../../model/security.js";
@@ -33,7 +34,6 @@ import { TLS_TRANSPORT_SOCKET } from "../grpc/tls.js";
 import { authzHttpFilters, authzNetworkFilters, authzSources } from "./authz.js";
 import { serviceTargets } from "./cluster-rules.js";
 import { SDS_DEFAULT_SECRET, SDS_ROOT_SECRET, sdsSecretConfig } from "./cluster-tls.js";
-import { parseProtocol } from "./clusters.js";
 import { additionalAddresses, wildcardAddresses } from "./dual-stack.js";
 import {
   BLACKHOLE_CLUSTER,

@@ -1,0 +1,23 @@
+#!/usr/bin/env node
+// sextantctl's composition root: the program, its global flags, and one
+// module per command under src/commands/ (each exports a register function).
+import { pathToFileURL } from "node:url";
+import { Command } from "commander";
+import { registerVersion } from "./commands/version.js";
+
+/** Builds the program; tests run it in-process with their own output. */
+export function buildProgram(): Command {
+  const program = new Command("sextantctl")
+    .description("The command line for a Sextant mesh: istioctl's everyday commands.")
+    .option("--ingest <url>", "ingest's API (env SEXTANT_INGEST; default http://127.0.0.1:8080)")
+    .option("--push <url>", "push's HTTP port (env SEXTANT_PUSH; default http://127.0.0.1:15014)")
+    .option("--token <token>", "bearer token (env SEXTANT_TOKEN)")
+    .option("--token-file <file>", "file holding the bearer token (env SEXTANT_TOKEN_FILE)")
+    .showHelpAfterError();
+  registerVersion(program);
+  return program;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  await buildProgram().parseAsync(process.argv);
+}

@@ -12,6 +12,8 @@ export interface ConfigTraceRecord {
   readonly name: string;
   /** The W3C trace id (32 hex digits) the change's spans carry. */
   readonly traceId: string;
+  /** The span id of ingest's config.store span, which push's spans link to. */
+  readonly spanId: string;
   /** The generation stored; for a deletion, the last one. */
   readonly generation: number;
   readonly deleted: boolean;

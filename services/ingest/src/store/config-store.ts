@@ -76,7 +76,11 @@ export class ConfigStore {
     const deleted = await (await this.config).delete(key);
     await (await this.status).delete(key);
     if (deleted)
-      await this.traces.record(ref, { generation: stored?.value.generation ?? 0, deleted: true, changedBy: "" });
+      await this.traces.record(ref, {
+        generation: stored?.value.generation ?? 0,
+        deleted: true,
+        changedBy: "",
+      });
     return deleted;
   }
 

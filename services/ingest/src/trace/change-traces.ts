@@ -62,12 +62,16 @@ export class ChangeTraces {
     });
     try {
       const spanContext = span.spanContext();
-      const traceId = isSpanContextValid(spanContext) ? spanContext.traceId : randomBytes(16).toString("hex");
+      // Without an SDK the span is a no-op with an invalid context: the change still gets ids of W3C's shape.
+      const valid = isSpanContextValid(spanContext);
+      const traceId = valid ? spanContext.traceId : randomBytes(16).toString("hex");
+      const spanId = valid ? spanContext.spanId : randomBytes(8).toString("hex");
       const record: ConfigTraceRecord = {
         kind: ref.kind,
         namespace: ref.namespace,
         name: ref.name,
         traceId,
+        spanId,
         ...change,
         storedAt: new Date().toISOString(),
       };

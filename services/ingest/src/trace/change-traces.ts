@@ -33,7 +33,7 @@ export interface TraceReport {
   /** Each push replica's build of the change. */
   readonly builds: ReadonlyArray<{ replica: string; builtAt: string }>;
   readonly proxies: readonly ProxyTraceReport[];
-  /** True once every proxy connected to a replica that built the change has ACKed what it was sent. */
+  /** True once a push replica built the change and every connected proxy ACKed it (or needed nothing from it). */
   readonly complete: boolean;
 }
 
@@ -112,7 +112,8 @@ export class ChangeTraces {
       stored,
       builds: builds.map(({ replica, builtAt }) => ({ replica, builtAt })),
       proxies,
-      complete: proxies.every((proxy) => proxy.state === "ACKED" || proxy.state === "UNCHANGED"),
+      complete:
+        builds.length > 0 && proxies.every((proxy) => proxy.state === "ACKED" || proxy.state === "UNCHANGED"),
     };
   }
 }

@@ -9,6 +9,8 @@ import {
 } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import {
+  DEBUG_HEADERS,
+  debugTokenEnv,
   eventually,
   freePort,
   type NatsServerFixture,
@@ -139,6 +141,8 @@ spec:
     xdsAddress = `127.0.0.1:${xdsPort}`;
     push = await startServiceProcess("push", {
       NATS_URL: nats.url,
+      // /debug/syncz accepts DEBUG_HEADERS' token.
+      ...debugTokenEnv(),
       XDS_PLAINTEXT_ENABLED: "true",
       XDS_PORT: String(xdsPort),
       XDS_TLS_ENABLED: "false",
@@ -187,6 +191,20 @@ spec:
     );
     assert.equal(json.complete, true);
     assert.equal(json.stored.generation, 1);
+    // Proxy status records, per type, the trace of the last change sent and ACKed.
+    const syncz = (await (
+      await fetch(`http://127.0.0.1:${push.httpPort}/debug/syncz`, { headers: DEBUG_HEADERS })
+    ).json()) as Array<{
+      proxyId: string;
+      types: Record<string, { traceIdSent: string; traceIdAcked: string }>;
+    }>;
+    assert.equal(syncz.length, 2);
+    for (const proxy of syncz)
+      assert.deepEqual(proxy.types[TypeUrl.Cluster], {
+        ...proxy.types[TypeUrl.Cluster],
+        traceIdSent: json.stored.traceId,
+        traceIdAcked: json.stored.traceId,
+      });
   });
 
   it("shows a proxy's NACK with its message and exits 1 while it has not ACKed", async () => {

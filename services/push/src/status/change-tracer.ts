@@ -1,5 +1,5 @@
 import { type Link, TraceFlags, trace } from "@opentelemetry/api";
-import { Buckets, type Bus } from "@sextant/bus";
+import { Buckets, type Bus, type Mirror, type MirrorSubscription } from "@sextant/bus";
 import {
   type ConfigRefLike,
   type ConfigTraceRecord,
@@ -40,8 +40,9 @@ interface Followed {
   readonly deleted: boolean;
   readonly builtAt: Date;
   readonly proxies: Map<string, { pushedAt?: string; types: Map<string, ProxyTypeTrace> }>;
-  /** Ingest's trace id of the change, once read. */
+  /** Ingest's trace and span ids of the change, once read. */
   traceId?: string;
+  spanId?: string;
 }
 
 /**
@@ -63,6 +64,14 @@ export class ChangeTracer implements Runner {
   /** The trace id of the newest change built, stamped on what is sent next. */
   #latestTraceId: string | undefined;
   #timer: NodeJS.Timeout | undefined;
+  /**
+   * Ingest's records (keys of three segments: kind.namespace.name), so that
+   * a build knows its changes' trace ids at once: ingest writes a record just
+   * after the change, well within the debounce that precedes the build.
+   */
+  #stored: ReadonlyMap<string, Struct> = new Map();
+  #mirror: Mirror<Struct> | undefined;
+  #subscription: MirrorSubscription | undefined;
 
   constructor(private readonly options: ChangeTracerOptions) {
     this.#tasks = new SerialTasks((error) =>
@@ -71,11 +80,17 @@ export class ChangeTracer implements Runner {
   }
 
   async start(): Promise<void> {
+    this.#mirror = await (await this.options.bus().bucket(Buckets.traces)).mirror({ filter: "*.*.*" });
+    this.#subscription = this.#mirror.subscribe(({ state }) => {
+      this.#stored = state;
+    });
     this.#timer = setInterval(() => void this.flush(), this.options.flushMs);
   }
 
   async close(): Promise<void> {
     clearInterval(this.#timer);
+    await this.#subscription?.close();
+    await this.#mirror?.close();
     await this.flush();
   }
 
@@ -90,6 +105,8 @@ export class ChangeTracer implements Runner {
         builtAt,
         proxies: new Map(),
       };
+      this.identify(followed);
+      if (followed.traceId) this.#latestTraceId = followed.traceId;
       this.#followed.delete(change.key);
       this.#followed.set(change.key, followed);
       this.#dirty.add(followed);
@@ -103,6 +120,7 @@ export class ChangeTracer implements Runner {
   sent(connection: Connection, typeUrl: string): void {
     const state = connection.watched.get(typeUrl);
     if (state) state.traceIdSent = this.#latestTraceId;
+    this.span("xds.send", connection, typeUrl);
     const now = new Date().toISOString();
     this.each(connection, typeUrl, (type) =>
       type.ackedAt ? undefined : { ...type, sentAt: type.sentAt ?? now },
@@ -113,6 +131,7 @@ export class ChangeTracer implements Runner {
   acked(connection: Connection, typeUrl: string): void {
     const state = connection.watched.get(typeUrl);
     if (state) state.traceIdAcked = state.traceIdSent;
+    this.span("xds.ack", connection, typeUrl);
     const now = new Date().toISOString();
     this.each(connection, typeUrl, (type) =>
       type.sentAt && !type.ackedAt ? { sentAt: type.sentAt, ackedAt: now } : undefined,
@@ -121,6 +140,7 @@ export class ChangeTracer implements Runner {
 
   /** The proxy NACKed the latest response of a type. */
   nacked(connection: Connection, typeUrl: string, message: string): void {
+    this.span("xds.nack", connection, typeUrl, { "xds.nack.message": message });
     const now = new Date().toISOString();
     this.each(connection, typeUrl, (type) =>
       type.sentAt && !type.ackedAt ? { ...type, nackedAt: now, nack: message } : undefined,
@@ -177,33 +197,73 @@ export class ChangeTracer implements Runner {
     return proxy;
   }
 
+  /** Ingest's record of the change push built, if it is of the same generation. */
+  private storedRecord(followed: Followed, value: Struct | undefined): ConfigTraceRecord | undefined {
+    const stored = value && (Struct.unwrap(value) as unknown as ConfigTraceRecord);
+    return stored && stored.generation === followed.generation && stored.deleted === followed.deleted
+      ? stored
+      : undefined;
+  }
+
+  /** Sets the change's trace ids from the mirror of ingest's records, if it has delivered the record. */
+  private identify(followed: Followed): void {
+    const stored = this.storedRecord(followed, this.#stored.get(configTraceKey(followed.ref)));
+    if (!stored) return;
+    followed.traceId = stored.traceId;
+    followed.spanId = stored.spanId;
+  }
+
   /**
-   * Reads ingest's trace ids of the changes and records the build as a span
-   * linked to each: the config travels through KV, which carries no trace
-   * context, so the id comes from ingest's record of the same generation.
+   * A span of one proxy's part in the newest change (a response sent, its
+   * ACK or NACK), linked to the change's config.store span. Without an
+   * OpenTelemetry SDK the tracer's spans are no-ops.
+   */
+  private span(
+    name: string,
+    connection: Connection,
+    typeUrl: string,
+    attributes: Record<string, string> = {},
+  ): void {
+    const traceId = connection.watched.get(typeUrl)?.traceIdSent;
+    const change = traceId ? [...this.#followed.values()].find((f) => f.traceId === traceId) : undefined;
+    const links: Link[] =
+      change?.traceId && change.spanId
+        ? [{ context: { traceId: change.traceId, spanId: change.spanId, traceFlags: TraceFlags.SAMPLED } }]
+        : [];
+    tracer
+      .startSpan(name, {
+        links,
+        attributes: { "sextant.proxy.id": connection.proxy.id, "xds.type_url": typeUrl, ...attributes },
+      })
+      .end();
+  }
+
+  /**
+   * Records the build as a span linked to each change's config.store span:
+   * the config travels through KV, which carries no trace context, so the
+   * ids come from ingest's record of the same generation (read again here
+   * when the mirror had not delivered it by the build).
    */
   private async link(changes: Followed[]): Promise<void> {
     const bucket = await this.options.bus().bucket(Buckets.traces);
     const links: Link[] = [];
     for (const followed of changes) {
-      const entry = await bucket.get(configTraceKey(followed.ref));
-      const stored = entry && (Struct.unwrap(entry.value) as unknown as ConfigTraceRecord);
-      if (!stored || stored.generation !== followed.generation || stored.deleted !== followed.deleted)
-        continue;
-      followed.traceId = stored.traceId;
-      this.#latestTraceId = stored.traceId;
+      const stored = this.storedRecord(followed, (await bucket.get(configTraceKey(followed.ref)))?.value);
+      if (!stored) continue;
+      followed.traceId ??= stored.traceId;
+      followed.spanId ??= stored.spanId;
       links.push({
         context: { traceId: stored.traceId, spanId: stored.spanId, traceFlags: TraceFlags.SAMPLED },
       });
     }
-    const oldest = Math.min(...changes.map((followed) => followed.builtAt.getTime()));
+    const builtAt = Math.min(...changes.map((followed) => followed.builtAt.getTime()));
     tracer
       .startSpan("push.build", {
-        startTime: oldest,
+        startTime: builtAt,
         links,
         attributes: { "sextant.push.replica": this.options.replica, "sextant.push.changes": changes.length },
       })
-      .end(oldest);
+      .end(builtAt);
   }
 }
 

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 import { type ClientDuplexStream, credentials } from "@grpc/grpc-js";
 import {
   AggregatedDiscoveryServiceClient,
@@ -241,6 +243,28 @@ spec:
     assert.match(
       stderr,
       /^error: ingest answered 404 .*no change of VirtualService default\/nothing .*; check the kind, namespace and name/,
+    );
+  });
+});
+
+describe("sextantctl trace usage", () => {
+  it("exits 2 with what is expected for a malformed resource", () => {
+    const result = spawnSync(
+      process.execPath,
+      [
+        "--conditions=@sextant/source",
+        "--import",
+        "tsx",
+        fileURLToPath(new URL("../src/main.ts", import.meta.url)),
+        "trace",
+        "reviews",
+      ],
+      { encoding: "utf8" },
+    );
+    assert.equal(result.status, 2, result.stderr);
+    assert.match(
+      result.stderr,
+      /expected KIND\/NAMESPACE\/NAME \(e\.g\. VirtualService\/default\/reviews\) or KIND\/NAME/,
     );
   });
 });

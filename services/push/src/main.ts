@@ -63,7 +63,7 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       debounceAfterMs: settings.PUSH_DEBOUNCE_AFTER,
       debounceMaxMs: settings.PUSH_DEBOUNCE_MAX,
       onPush: (change, startedAt) => discovery.push(change, startedAt),
-      onConfigBuilt: (changes) => tracer.built(changes),
+      onConfigBuilt: (changes, startedAt) => tracer.built(changes, startedAt),
     });
     meshConfig?.onChange((mesh) => inputs.setMeshConfig(mesh));
     // The SDS generator's refusals, counted under istiod's name.

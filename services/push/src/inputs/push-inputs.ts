@@ -27,8 +27,8 @@ export interface PushInputsOptions {
   debounceMaxMs: number;
   /** Called with each new snapshot and what changed; startedAt is when the first change of the burst arrived. */
   onPush(change: PushChange, startedAt: number): void;
-  /** Called before onPush with the config resources that changed in the new snapshot (for their traces). */
-  onConfigBuilt?(changes: readonly ConfigChangeRef[]): void;
+  /** Called before onPush with the config resources that changed in the new snapshot (for their traces), and when the burst began. */
+  onConfigBuilt?(changes: readonly ConfigChangeRef[], startedAt: number): void;
 }
 
 /**
@@ -176,7 +176,8 @@ export class PushInputs implements Runner {
       this.#context = this.#context.withEndpoints(this.#shards);
       if (pending.secrets.size > 0) this.#context = this.#context.withCredentials(this.#credentials);
     }
-    if (pending.configChanges.size > 0) this.options.onConfigBuilt?.([...pending.configChanges.values()]);
+    if (pending.configChanges.size > 0)
+      this.options.onConfigBuilt?.([...pending.configChanges.values()], pending.firstAt);
     this.options.onPush(
       { full: pending.full, endpointHosts: pending.endpointHosts, secrets: pending.secrets },
       pending.firstAt,

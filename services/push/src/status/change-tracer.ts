@@ -94,8 +94,8 @@ export class ChangeTracer implements Runner {
     await this.flush();
   }
 
-  /** A PushContext was built with these changes; called before it is pushed. */
-  built(changes: readonly ConfigChangeRef[]): void {
+  /** A PushContext was built with these changes (the burst's first arrived at startedAt); called before it is pushed. */
+  built(changes: readonly ConfigChangeRef[], startedAt: number): void {
     const builtAt = new Date();
     for (const change of changes) {
       const followed: Followed = {
@@ -113,7 +113,8 @@ export class ChangeTracer implements Runner {
     }
     for (const key of [...this.#followed.keys()].slice(0, Math.max(0, this.#followed.size - MAX_FOLLOWED)))
       this.#followed.delete(key);
-    void this.#tasks.run(() => this.link(changes.map((change) => this.#followed.get(change.key)!)));
+    const followed = changes.map((change) => this.#followed.get(change.key)!);
+    void this.#tasks.run(() => this.link(followed, startedAt, builtAt.getTime()));
   }
 
   /** A response of a type was sent to a proxy: every followed change not yet ACKed by it travelled in it. */
@@ -244,7 +245,7 @@ export class ChangeTracer implements Runner {
    * ids come from ingest's record of the same generation (read again here
    * when the mirror had not delivered it by the build).
    */
-  private async link(changes: Followed[]): Promise<void> {
+  private async link(changes: Followed[], startedAt: number, builtAt: number): Promise<void> {
     const bucket = await this.options.bus().bucket(Buckets.traces);
     const links: Link[] = [];
     for (const followed of changes) {
@@ -256,10 +257,10 @@ export class ChangeTracer implements Runner {
         context: { traceId: stored.traceId, spanId: stored.spanId, traceFlags: TraceFlags.SAMPLED },
       });
     }
-    const builtAt = Math.min(...changes.map((followed) => followed.builtAt.getTime()));
+    // From the burst's first change to the snapshot: the debounce and the build.
     tracer
       .startSpan("push.build", {
-        startTime: builtAt,
+        startTime: startedAt,
         links,
         attributes: { "sextant.push.replica": this.options.replica, "sextant.push.changes": changes.length },
       })

@@ -3,6 +3,10 @@
 // module per command under src/commands/ (each exports a register function).
 import { pathToFileURL } from "node:url";
 import { Command } from "commander";
+import { registerAnalyze } from "./commands/analyze.js";
+import { registerApply } from "./commands/apply.js";
+import { registerDelete } from "./commands/delete.js";
+import { registerGet } from "./commands/get.js";
 import { registerVersion } from "./commands/version.js";
 
 /** Builds the program; tests run it in-process with their own output. */
@@ -14,6 +18,10 @@ export function buildProgram(): Command {
     .option("--token <token>", "bearer token (env SEXTANT_TOKEN)")
     .option("--token-file <file>", "file holding the bearer token (env SEXTANT_TOKEN_FILE)")
     .showHelpAfterError();
+  registerApply(program);
+  registerGet(program);
+  registerDelete(program);
+  registerAnalyze(program);
   registerVersion(program);
   return program;
 }

@@ -70,9 +70,10 @@ export class IngestClient {
     try {
       response = await fetch(`${this.#url}${path}`, { method, headers, body });
     } catch (error) {
-      const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      const reason = cause?.code ?? cause?.message ?? (error as Error).message;
       throw new CommandError(
-        `cannot reach ingest at ${this.#url} (${cause}): start the mesh, or point --ingest (or SEXTANT_INGEST) at ingest's API`,
+        `cannot reach ingest at ${this.#url} (${reason}): start the mesh, or point --ingest (or SEXTANT_INGEST) at ingest's API`,
       );
     }
     const text = await response.text();

@@ -2,7 +2,7 @@
 // files (not recursive), "-" for stdin; every document remembers where it came from.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { type Document, parseAllDocuments } from "yaml";
+import { type Document, parseAllDocuments, stringify } from "yaml";
 import { CommandError, ExitCode } from "./ingest-client.js";
 
 /** One non-empty YAML document of the input, with its origin. */
@@ -49,11 +49,13 @@ export async function readManifests(paths: readonly string[]): Promise<ManifestD
         throw new CommandError(`${file} does not parse: ${document.errors[0]!.message}`);
       if (document.contents === null) continue;
       const start = document.contents.range?.[0] ?? 0;
+      const value: unknown = document.toJS();
       documents.push({
         file,
         line: text.slice(0, start).split("\n").length,
-        text: document.toString(),
-        value: document.toJS(),
+        // Re-serialised from the value: one document exactly, without its own "---" or directives.
+        text: stringify(value),
+        value,
       });
     }
   }

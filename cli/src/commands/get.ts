@@ -78,7 +78,12 @@ export function registerGet(program: Command): void {
         if (!flags.allNamespaces) query.set("namespace", flags.namespace);
         const { status, json } = await ingest.request("GET", `/v1/config?${query}`);
         if (status !== 200) throw new CommandError(`ingest answered ${status}: ${json.error}`);
-        const items = json.items as StoredObject[];
+        // As kubectl lists: by namespace, then name.
+        const items = (json.items as StoredObject[]).sort(
+          (a, b) =>
+            a.metadata.namespace.localeCompare(b.metadata.namespace) ||
+            a.metadata.name.localeCompare(b.metadata.name),
+        );
         if (format !== "table") {
           console.log(formatObject({ apiVersion: "v1", kind: "List", items }, format));
         } else if (items.length === 0) {

@@ -7,6 +7,7 @@ import { registerAnalyze } from "./commands/analyze.js";
 import { registerApply } from "./commands/apply.js";
 import { registerDelete } from "./commands/delete.js";
 import { registerGet } from "./commands/get.js";
+import { registerKubeInject } from "./commands/kube-inject.js";
 import { registerVersion } from "./commands/version.js";
 
 /** Builds the program; tests run it in-process with their own output. */
@@ -22,6 +23,7 @@ export function buildProgram(): Command {
   registerGet(program);
   registerDelete(program);
   registerAnalyze(program);
+  registerKubeInject(program);
   registerVersion(program);
   return program;
 }

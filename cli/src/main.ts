@@ -5,6 +5,7 @@ import { pathToFileURL } from "node:url";
 import { Command } from "commander";
 import { registerAnalyze } from "./commands/analyze.js";
 import { registerApply } from "./commands/apply.js";
+import { registerCompletion } from "./commands/completion.js";
 import { registerDelete } from "./commands/delete.js";
 import { registerGet } from "./commands/get.js";
 import { registerKubeInject } from "./commands/kube-inject.js";
@@ -24,6 +25,7 @@ export function buildProgram(): Command {
   registerDelete(program);
   registerAnalyze(program);
   registerKubeInject(program);
+  registerCompletion(program);
   registerVersion(program);
   return program;
 }

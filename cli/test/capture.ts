@@ -1,3 +1,4 @@
+import type { Command } from "commander";
 import { buildProgram } from "../src/main.js";
 
 /** What one in-process run of sextantctl printed, and its exit code. */
@@ -7,8 +8,8 @@ export interface CliRun {
   exitCode: number;
 }
 
-/** Runs sextantctl in-process, capturing console.log (stdout), console.error (stderr) and the exit code. */
-export async function runCli(args: string[]): Promise<CliRun> {
+/** Runs sextantctl (or a program built from it) in-process, capturing console.log (stdout), console.error (stderr) and the exit code. */
+export async function runCli(args: string[], program: Command = buildProgram()): Promise<CliRun> {
   const stdout: string[] = [];
   const stderr: string[] = [];
   const { log, error } = console;
@@ -16,7 +17,7 @@ export async function runCli(args: string[]): Promise<CliRun> {
   console.error = (...parts: unknown[]) => stderr.push(parts.join(" "));
   process.exitCode = 0;
   try {
-    await buildProgram().parseAsync(["node", "sextantctl", ...args]);
+    await program.parseAsync(["node", "sextantctl", ...args]);
   } finally {
     console.log = log;
     console.error = error;

@@ -20,7 +20,7 @@ describe("sextantctl completion", () => {
       (await runCli(["completion", "bash"])).stdout,
       /^complete -o default -F _sextantctl sextantctl$/m,
     );
-    assert.match((await runCli(["completion", "zsh"])).stdout, /^  compdef _sextantctl sextantctl$/m);
+    assert.match((await runCli(["completion", "zsh"])).stdout, /^ {2}compdef _sextantctl sextantctl$/m);
     const fish = (await runCli(["completion", "fish"])).stdout;
     for (const name of commands)
       assert.match(fish, new RegExp(`-n __fish_use_subcommand -f -a ${name} -d '`));

@@ -1,6 +1,6 @@
 // What every command that talks to ingest shares: the request with the token,
 // errors that say what failed and what to do, and the exit codes.
-import type { Command } from "commander";
+import type { Command, CommanderError } from "commander";
 import { type ConnectionFlags, resolveConnection } from "./connection.js";
 
 /** sextantctl's exit codes (documented in README.md). */
@@ -37,6 +37,15 @@ export function action<A extends unknown[]>(
       process.exitCode = error instanceof CommandError ? error.exitCode : ExitCode.failed;
     }
   };
+}
+
+/**
+ * commander's own command-line errors (a missing -f, an unknown flag, a
+ * missing argument) exit with the usage code 2 instead of commander's 1;
+ * help and version exit as commander says. commander has already printed the message.
+ */
+export function exitOnUsageError(error: CommanderError): never {
+  process.exit(error.exitCode === 0 ? 0 : ExitCode.usage);
 }
 
 /** An answer of ingest's API: the status and the parsed JSON body. */

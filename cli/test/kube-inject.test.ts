@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -87,6 +88,19 @@ describe("sextantctl kube-inject", () => {
     });
     assert.deepEqual(injected.metadata, deployment.metadata);
     assert.deepEqual(unchanged, service);
+  });
+
+  it("commander's own usage errors (no -f) exit 2, as the usage errors sextantctl finds", () => {
+    const main = join(import.meta.dirname, "..", "src", "main.ts");
+    const child = spawnSync(
+      process.execPath,
+      ["--conditions=@sextant/source", "--import", "tsx", main, "kube-inject"],
+      {
+        encoding: "utf8",
+      },
+    );
+    assert.equal(child.status, 2);
+    assert.match(child.stderr, /required option '-f, --filename <path\.\.\.>' not specified/);
   });
 
   it("a pod whose injection annotations are invalid: the webhook's refusal, at its file, exit 1", async () => {

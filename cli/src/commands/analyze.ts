@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { type Finding, formatFinding, LEVELS, levelRank } from "../findings.js";
-import { action, CommandError, ExitCode, IngestClient } from "../ingest-client.js";
+import { action, CommandError, ExitCode, exitOnUsageError, IngestClient } from "../ingest-client.js";
 import { readManifests } from "../manifests.js";
 import { analyzeFiles } from "../offline-analysis.js";
 
@@ -40,6 +40,7 @@ export function registerAnalyze(program: Command): void {
       "after",
       "\nExit codes: 0 no message at or above --failure-threshold, 1 such messages (or ingest unreachable/refused), 2 usage.",
     )
+    .exitOverride(exitOnUsageError)
     .action(
       action(async (flags: AnalyzeFlags) => {
         const failureThreshold = thresholdRank(flags.failureThreshold, "--failure-threshold");

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { action, CommandError, ExitCode, IngestClient } from "../ingest-client.js";
+import { action, CommandError, ExitCode, exitOnUsageError, IngestClient } from "../ingest-client.js";
 import { qualifiedName } from "../kinds.js";
 import { joinDocuments, type ManifestDocument, readManifests } from "../manifests.js";
 
@@ -25,6 +25,7 @@ export function registerApply(program: Command): void {
     )
     .option("--dry-run", "validate and authorize only (POST /v1/validate); nothing is stored")
     .addHelpText("after", "\nExit codes: 0 applied, 1 invalid/refused/unreachable (nothing stored), 2 usage.")
+    .exitOverride(exitOnUsageError)
     .action(
       action(async (flags: ApplyFlags) => {
         const documents = await readManifests(flags.filename);

@@ -7,6 +7,7 @@
 import type { Argument, Command, Option } from "commander";
 import { type ConnectionFlags, resolveConnection } from "../connection.js";
 import { LEVELS } from "../findings.js";
+import { exitOnUsageError } from "../ingest-client.js";
 import { kindNames } from "../kinds.js";
 
 const SHELLS = ["bash", "zsh", "fish"] as const;
@@ -27,6 +28,7 @@ export function registerCompletion(program: Command): void {
         "  fish: sextantctl completion fish | source",
       ].join("\n"),
     )
+    .exitOverride(exitOnUsageError)
     .action((shell: string) => {
       const script = SCRIPTS[shell as (typeof SHELLS)[number]];
       if (!script) {

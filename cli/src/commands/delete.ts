@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { action, CommandError, IngestClient } from "../ingest-client.js";
+import { action, CommandError, exitOnUsageError, IngestClient } from "../ingest-client.js";
 import { qualifiedName, resolveKind } from "../kinds.js";
 import { configPath } from "./apply.js";
 
@@ -12,6 +12,7 @@ export function registerDelete(program: Command): void {
     .argument("<name>", "the resource's name")
     .option("-n, --namespace <namespace>", "the namespace", "default")
     .addHelpText("after", "\nExit codes: 0 deleted, 1 not found/refused/unreachable, 2 usage.")
+    .exitOverride(exitOnUsageError)
     .action(
       action(async (kindName: string, name: string, flags: { namespace: string }) => {
         const kind = resolveKind(kindName);

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { action, CommandError, IngestClient } from "../ingest-client.js";
+import { action, CommandError, exitOnUsageError, IngestClient } from "../ingest-client.js";
 import { resolveKind } from "../kinds.js";
 import { formatObject, formatTable, outputFormat } from "../printing.js";
 import { configPath } from "./apply.js";
@@ -58,6 +58,7 @@ export function registerGet(program: Command): void {
       "after",
       "\nExit codes: 0 found (an empty list too), 1 not found/refused/unreachable, 2 usage.",
     )
+    .exitOverride(exitOnUsageError)
     .action(
       action(async (kindName: string, name: string | undefined, flags: GetFlags) => {
         const kind = resolveKind(kindName);

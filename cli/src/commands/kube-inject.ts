@@ -1,7 +1,7 @@
 import { AnnotationError, defaultInjectionConfig, injectPod, type PodJson } from "@sextant/webhook/inject";
 import type { Command } from "commander";
 import { stringify } from "yaml";
-import { action, CommandError, ExitCode } from "../ingest-client.js";
+import { action, CommandError, ExitCode, exitOnUsageError } from "../ingest-client.js";
 import { readManifests } from "../manifests.js";
 
 // biome-ignore lint/suspicious/noExplicitAny: Kubernetes objects from files, read defensively.
@@ -34,6 +34,7 @@ export function registerKubeInject(program: Command): void {
       "after",
       "\nExit codes: 0 printed, 1 a pod's injection annotations are invalid (nothing printed), 2 usage.",
     )
+    .exitOverride(exitOnUsageError)
     .action(
       action(async (flags: { filename: string[]; revision: string }) => {
         const documents = await readManifests(flags.filename);

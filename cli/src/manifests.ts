@@ -15,6 +15,8 @@ export interface ManifestDocument {
   readonly text: string;
   /** The parsed value. */
   readonly value: unknown;
+  /** The 1-based line of a field (e.g. spec.http[0].route[1].weight) in the file, if the document has it. */
+  lineOf(path: string): number | undefined;
 }
 
 const MANIFEST = /\.(ya?ml|json)$/i;
@@ -50,9 +52,16 @@ export async function readManifests(paths: readonly string[]): Promise<ManifestD
       if (document.contents === null) continue;
       const start = document.contents.range?.[0] ?? 0;
       const value: unknown = document.toJS();
+      const lineAt = (offset: number) => text.slice(0, offset).split("\n").length;
       documents.push({
+        lineOf: (path) => {
+          const node = document.getIn(fieldPath(path), true) as
+            | { range?: [number, number, number] }
+            | undefined;
+          return node?.range ? lineAt(node.range[0]) : undefined;
+        },
         file,
-        line: text.slice(0, start).split("\n").length,
+        line: lineAt(start),
         // Re-serialised from the value: one document exactly, without its own "---" or directives.
         text: stringify(value),
         value,
@@ -60,6 +69,17 @@ export async function readManifests(paths: readonly string[]): Promise<ManifestD
     }
   }
   return documents;
+}
+
+/** A field path's keys: spec.http[0].route["x"] is spec, http, 0, route, x. */
+function fieldPath(path: string): Array<string | number> {
+  const keys: Array<string | number> = [];
+  for (const [, name, index] of path.matchAll(/([^.[\]]+)|\[([^\]]*)\]/g)) {
+    if (name !== undefined) keys.push(name);
+    else if (index !== undefined)
+      keys.push(/^\d+$/.test(index) ? Number(index) : index.replace(/^"|"$/g, ""));
+  }
+  return keys;
 }
 
 async function readStdin(): Promise<string> {

@@ -43,13 +43,12 @@ type Json = Record<string, unknown> & {
 export function analyzeFiles(documents: readonly ManifestDocument[], domainSuffix: string): Finding[] {
   const findings: Finding[] = [];
   const resources: ConfigResource[] = [];
-  const origins = new Map<string, string>();
+  const origins = new Map<string, ManifestDocument>();
   const registryHosts = new Set<string>();
   const workloads: AnalysisWorkload[] = [];
   const credentials = new Map<string, SecretPresence>();
 
   for (const document of documents) {
-    const origin = `${document.file}:${document.line}`;
     const object = (
       typeof document.value === "object" && document.value !== null ? document.value : {}
     ) as Json;
@@ -64,12 +63,12 @@ export function analyzeFiles(documents: readonly ManifestDocument[], domainSuffi
           kind: object.kind,
           namespace,
           name,
-          origin,
+          origin: originOf(document, error.path),
           message: `Schema validation error: ${error.path ? `${error.path}: ` : ""}${error.message}`,
         });
       for (const { resource, warnings } of prepared.resources) {
         resources.push(resource);
-        origins.set(configKey(resource), origin);
+        origins.set(configKey(resource), document);
         for (const warning of warnings)
           findings.push({
             level: "Warning",
@@ -77,7 +76,7 @@ export function analyzeFiles(documents: readonly ManifestDocument[], domainSuffi
             kind: resource.kind,
             namespace,
             name,
-            origin,
+            origin: originOf(document, warning.path),
             message: `Schema validation warning: ${warning.path ? `${warning.path}: ` : ""}${warning.message}`,
           });
       }
@@ -100,15 +99,25 @@ export function analyzeFiles(documents: readonly ManifestDocument[], domainSuffi
   for (const resource of resources)
     for (const message of result.get(configKey(resource)) ?? [])
       findings.push({
+        origin: originOf(origins.get(configKey(resource))!, message.field),
         level: levelName(message.severity),
         code: message.code,
         kind: resource.kind,
         namespace: resource.namespace,
         name: resource.name,
-        origin: origins.get(configKey(resource)),
         message: message.message,
       });
   return findings;
+}
+
+/**
+ * Where a message points, as istioctl prints it: the file and the line of the
+ * field when the document has it, else of the document; JSON files without a
+ * line (istioctl does not count JSON lines either).
+ */
+function originOf(document: ManifestDocument, field: string): string {
+  if (/\.json$/i.test(document.file)) return document.file;
+  return `${document.file}:${(field && document.lineOf(field)) || document.line}`;
 }
 
 /** Which parts a Secret holds, by the data keys istiod reads (a generic Secret's first, then kubernetes.io/tls's). */

@@ -120,7 +120,7 @@ describe("sextantctl apply, get, delete and analyze against ingest", () => {
     assert.match(run.stderr, /^error: 1 document is invalid; nothing was stored$/m);
     assert.match(
       run.stderr,
-      new RegExp(`^  ${path}:25 \\(DestinationRule default/bad\\): spec\\.subsets\\[0\\]\\.name: `, "m"),
+      new RegExp(`^  ${path}:32 \\(DestinationRule default/bad\\): spec\\.subsets\\[0\\]\\.name: `, "m"),
     );
     assert.equal((await cli("get", "dr", "bad")).exitCode, 1);
   });

@@ -68,14 +68,16 @@ function printResult(
   console.log(`${qualifiedName(resource.kind, resource.name)} ${result}`);
 }
 
-/** ingest's 400, each error placed at its file and line. */
+/** ingest's 400, each error placed at its file and the line of its field (else of its document). */
 function invalidMessage(
   json: { error: string; errors: Array<Partial<Ref> & { document: number; path: string; message: string }> },
   documents: readonly ManifestDocument[],
 ): string {
   const lines = json.errors.map((error) => {
     const origin = documents[error.document];
-    const where = origin ? `${origin.file}:${origin.line}` : "input";
+    const where = origin
+      ? `${origin.file}:${(error.path && origin.lineOf(error.path)) || origin.line}`
+      : "input";
     const what = error.kind && error.name ? ` (${error.kind} ${error.namespace}/${error.name})` : "";
     return `  ${where}${what}: ${error.path ? `${error.path}: ` : ""}${error.message}`;
   });

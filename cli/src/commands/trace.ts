@@ -2,7 +2,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import Table from "cli-table3";
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { stringify } from "yaml";
-import { type Connection, type ConnectionFlags, resolveConnection } from "../connection.js";
+import { action, CommandError, ExitCode, exitOnUsageError, IngestClient } from "../ingest-client.js";
+import { resolveKind } from "../kinds.js";
 
 /** One type's part of a proxy's answer, as ingest's GET /v1/trace reports it. */
 interface TypeTrace {
@@ -52,18 +53,6 @@ const TYPE_NAMES: Record<string, string> = {
   NameTable: "NDS",
 };
 
-/** Commander's codes for a command line it could not parse. */
-const USAGE_ERRORS = new Set([
-  "commander.invalidArgument",
-  "commander.missingArgument",
-  "commander.excessArguments",
-  "commander.unknownOption",
-  "commander.optionMissingArgument",
-]);
-
-/** Thrown for a failed operation: exit code 1, the message says what failed and what to do. */
-class TraceError extends Error {}
-
 /**
  * `sextantctl trace KIND/NS/NAME`: the last change of a resource, from ingest
  * storing it to every proxy's ACK or NACK. Exit code 0 once every connected
@@ -93,67 +82,46 @@ export function registerTrace(program: Command): void {
       "after",
       "\nExit codes: 0 every proxy ACKed the change (or needed nothing from it); 1 a proxy has not ACKed yet,\nNACKed it, or the trace could not be read; 2 usage error.",
     )
-    // Usage errors exit 2, as documented; commander's default is 1.
-    .exitOverride((error) => process.exit(USAGE_ERRORS.has(error.code) ? 2 : error.exitCode))
+    .exitOverride(exitOnUsageError)
     .action(
-      async (
-        target: TraceTarget,
-        options: { namespace: string; wait: number; output: "table" | "json" | "yaml" },
-      ) => {
-        const connection = resolveConnection(program.opts<ConnectionFlags>());
-        const resource = { ...target, namespace: target.namespace || options.namespace };
-        let report: TraceReport;
-        try {
+      action(
+        async (
+          target: TraceTarget,
+          options: { namespace: string; wait: number; output: "table" | "json" | "yaml" },
+        ) => {
+          const ingest = new IngestClient(program);
+          const resource = {
+            kind: resolveKind(target.kind).kind,
+            namespace: target.namespace || options.namespace,
+            name: target.name,
+          };
           const deadline = Date.now() + options.wait * 1000;
-          report = await readTrace(connection, resource);
+          let report = await readTrace(ingest, resource);
           while (!report.complete && Date.now() < deadline) {
             await sleep(250);
-            report = await readTrace(connection, resource);
+            report = await readTrace(ingest, resource);
           }
-        } catch (error) {
-          if (!(error instanceof TraceError)) throw error;
-          // Not command.error(): that exits the process, and tests run the program in-process.
-          console.error(`error: ${error.message}`);
-          process.exitCode = 1;
-          return;
-        }
-        if (options.output === "json") console.log(JSON.stringify(report, null, 2));
-        else if (options.output === "yaml") console.log(stringify(report).trimEnd());
-        else console.log(formatTrace(report));
-        if (!report.complete) process.exitCode = 1;
-      },
+          if (options.output === "json") console.log(JSON.stringify(report, null, 2));
+          else if (options.output === "yaml") console.log(stringify(report).trimEnd());
+          else console.log(formatTrace(report));
+          if (!report.complete) process.exitCode = ExitCode.failed;
+        },
+      ),
     );
 }
 
-/** Reads the trace from ingest, turning every failure into what to do about it. */
-async function readTrace(connection: Connection, target: TraceTarget): Promise<TraceReport> {
+/** Reads the trace from ingest; a resource with no recorded change says what to do. */
+async function readTrace(ingest: IngestClient, target: TraceTarget): Promise<TraceReport> {
   const path = [target.kind, target.namespace, target.name].map(encodeURIComponent).join("/");
-  const url = `${connection.ingest}/v1/trace/${path}`;
-  const response = await fetch(url, {
-    headers: connection.token ? { authorization: `Bearer ${connection.token}` } : {},
-  }).catch((error: Error) => {
-    throw new TraceError(
-      `cannot reach ingest at ${connection.ingest} (${error.cause ?? error.message}); start the mesh or pass --ingest / SEXTANT_INGEST`,
+  const { status, json } = await ingest.request("GET", `/v1/trace/${path}`);
+  if (status === 200) return json as TraceReport;
+  if (status === 404)
+    throw new CommandError(
+      `${json.error}: check the kind, namespace and name, or apply a change and trace it within the hour`,
     );
-  });
-  if (response.ok) return (await response.json()) as TraceReport;
-  const body = await response.text();
-  const message = (() => {
-    try {
-      return (JSON.parse(body) as { error?: string }).error ?? body;
-    } catch {
-      return body;
-    }
-  })();
-  const advice =
-    response.status === 401
-      ? "pass --token, --token-file or SEXTANT_TOKEN"
-      : response.status === 403
-        ? "the token needs `get` on this kind and namespace"
-        : response.status === 404
-          ? "check the kind, namespace and name, or apply a change and trace it within the hour"
-          : "see ingest's log";
-  throw new TraceError(`ingest answered ${response.status} for ${url}: ${message}; ${advice}`);
+  throw new CommandError(
+    `ingest answered ${status} for the trace of ${path}: ${json.error}; see ingest's log`,
+  );
 }
 
 /** The human report: the change, each build, then one row per proxy and each NACK's message. */

@@ -259,7 +259,17 @@ describe("agent run, while ca cannot be reached", () => {
           },
           { message: `${path} did not answer`, timeoutMs: 30_000 },
         );
-        assert.equal(answer.status, 503);
+        // A 200 here once came from another process on the port freePort gave (CI, 2026-12-01):
+        // say whose answer it was, so a repeat is diagnosable.
+        assert.equal(
+          answer.status,
+          503,
+          `${path} answered ${answer.status} ${JSON.stringify(answer.body)}; the agent ${
+            child.exitCode === null && child.signalCode === null
+              ? "is running"
+              : `exited (${child.exitCode ?? child.signalCode})`
+          }; its stderr: ${output()}`,
+        );
         assert.ok(answer.body.pending.includes("identity"), JSON.stringify(answer.body));
       }
       // SIGTERM gives up the wait for ca: the agent exits, saying it did not start.

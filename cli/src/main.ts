@@ -3,6 +3,7 @@
 // module per command under src/commands/ (each exports a register function).
 import { pathToFileURL } from "node:url";
 import { Command } from "commander";
+import { registerProxyStatus } from "./commands/proxy-status.js";
 import { registerVersion } from "./commands/version.js";
 
 /** Builds the program; tests run it in-process with their own output. */
@@ -15,6 +16,7 @@ export function buildProgram(): Command {
     .option("--token-file <file>", "file holding the bearer token (env SEXTANT_TOKEN_FILE)")
     .showHelpAfterError();
   registerVersion(program);
+  registerProxyStatus(program);
   return program;
 }
 

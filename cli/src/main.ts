@@ -3,6 +3,7 @@
 // module per command under src/commands/ (each exports a register function).
 import { pathToFileURL } from "node:url";
 import { Command } from "commander";
+import { registerProxyConfig } from "./commands/proxy-config.js";
 import { registerProxyStatus } from "./commands/proxy-status.js";
 import { registerVersion } from "./commands/version.js";
 
@@ -17,6 +18,7 @@ export function buildProgram(): Command {
     .showHelpAfterError();
   registerVersion(program);
   registerProxyStatus(program);
+  registerProxyConfig(program);
   return program;
 }
 

@@ -25,22 +25,22 @@ export class FakeProxy {
   #first = true;
   policy: AnswerPolicy = () => "ack";
 
-  /** Connects as `<pod>.default` to push's plaintext xDS address and subscribes to host:port. */
+  /**
+   * Connects as `<pod>.default` to push's plaintext xDS address and
+   * subscribes to each type's names ([] is a wildcard); a gRPC proxy unless
+   * `envoy` (then push serves it a sidecar's config).
+   */
   constructor(
     address: string,
     readonly pod: string,
-    host: string,
-    port: number,
+    subscriptions: Record<string, string[]>,
+    readonly envoy = false,
   ) {
     this.#client = new AggregatedDiscoveryServiceClient(address, credentials.createInsecure());
     this.#stream = this.#client.streamAggregatedResources();
     this.#stream.on("data", (response: DiscoveryResponse) => this.answer(response));
     this.#stream.on("error", () => {});
-    const cluster = `outbound|${port}||${host}`;
-    this.subscribe(TypeUrl.Listener, [`${host}:${port}`]);
-    this.subscribe(TypeUrl.RouteConfiguration, [`${host}:${port}`]);
-    this.subscribe(TypeUrl.Cluster, [cluster]);
-    this.subscribe(TypeUrl.ClusterLoadAssignment, [cluster]);
+    for (const [typeUrl, names] of Object.entries(subscriptions)) this.subscribe(typeUrl, names);
   }
 
   get id(): string {
@@ -79,7 +79,7 @@ export class FakeProxy {
         ? Node.fromPartial({
             id: this.id,
             metadata: {
-              GENERATOR: "grpc",
+              ...(this.envoy ? {} : { GENERATOR: "grpc" }),
               NAMESPACE: "default",
               CLUSTER_ID: "Kubernetes",
               ISTIO_VERSION: "1.24.0",
@@ -101,4 +101,19 @@ export class FakeProxy {
     this.#stream.cancel();
     this.#client.close();
   }
+}
+
+/** What a proxyless gRPC client asks for to call host:port: its listener, route, and clusters' endpoints. */
+export function grpcSubscriptions(
+  host: string,
+  port: number,
+  subsets: string[] = [],
+): Record<string, string[]> {
+  const clusters = ["", ...subsets].map((subset) => `outbound|${port}|${subset}|${host}`);
+  return {
+    [TypeUrl.Listener]: [`${host}:${port}`],
+    [TypeUrl.RouteConfiguration]: [`${host}:${port}`],
+    [TypeUrl.Cluster]: clusters,
+    [TypeUrl.ClusterLoadAssignment]: clusters,
+  };
 }

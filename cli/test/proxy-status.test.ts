@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Cluster, TypeUrl } from "@sextant/proto/envoy";
 import { DEBUG_TOKEN, eventually } from "@sextant/testing";
-import { FakeProxy } from "./fake-proxy.js";
+import { FakeProxy, grpcSubscriptions } from "./fake-proxy.js";
 import { HOST, type ProxyMesh, startProxyMesh } from "./mesh.js";
 import { runCli } from "./run-cli.js";
 
@@ -34,8 +34,8 @@ describe("sextantctl proxy-status", () => {
   before(async () => {
     mesh = await startProxyMesh(2, HEARTBEAT_MS);
     // One proxy per replica: the table must show both, whichever replica answers.
-    alpha = new FakeProxy(mesh.xdsAddresses[0]!, "alpha", HOST, 9080);
-    beta = new FakeProxy(mesh.xdsAddresses[1]!, "beta", HOST, 9080);
+    alpha = new FakeProxy(mesh.xdsAddresses[0]!, "alpha", grpcSubscriptions(HOST, 9080));
+    beta = new FakeProxy(mesh.xdsAddresses[1]!, "beta", grpcSubscriptions(HOST, 9080));
   });
   after(async () => {
     alpha?.close();

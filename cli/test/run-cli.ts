@@ -17,9 +17,10 @@ export async function runCli(args: string[]): Promise<CliRun> {
   console.log = (...parts: unknown[]) => out.push(parts.join(" "));
   console.error = (...parts: unknown[]) => err.push(parts.join(" "));
   try {
-    await buildProgram()
-      .exitOverride()
-      .parseAsync(["node", "sextantctl", ...args]);
+    const program = buildProgram().exitOverride();
+    // Commander copies exitOverride only to commands added after it: usage errors throw instead of exiting.
+    for (const command of program.commands) command.exitOverride();
+    await program.parseAsync(["node", "sextantctl", ...args]);
     return { stdout: out.join("\n"), stderr: err.join("\n"), exitCode: Number(process.exitCode ?? 0) };
   } finally {
     console.log = log;

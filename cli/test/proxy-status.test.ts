@@ -118,9 +118,15 @@ describe("sextantctl proxy-status", () => {
         ),
       nacked.stdout,
     );
+    // The diff runs from what push would send (the ISTIO_MUTUAL transport socket) to what beta ACKed (none).
+    assert.match(nacked.stdout, /^--- Push Clusters\n\+\+\+ Proxy Clusters\n@@ /m);
+    assert.match(nacked.stdout, /^-\s+"transportSocket": \{$/m);
+    assert.doesNotMatch(nacked.stdout, /^\+\s+"transportSocket"/m);
+    assert.match(nacked.stdout, /^Listeners Match$/m);
     const stale = await cli("proxy-status", "alpha.default");
     assert.equal(stale.exitCode, 1);
     assert.match(stale.stdout, /^Clusters STALE: version \S+ sent, \S+ ACKed$/m);
+    assert.match(stale.stdout, /^--- Push Clusters$/m);
   });
 
   it("shows STALE for every type of a proxy whose replica stopped heartbeating", async () => {

@@ -56,12 +56,12 @@ export function statusTable(statuses: readonly ProxyStatusJson[], now: number): 
   return plainTable(["NAME", "CLUSTER", ...columns.map((type) => type.column), "REPLICA", "VERSION"], rows);
 }
 
-/** One type of push's /debug/proxy_diff: what it would send now, what the proxy holds. */
+/** One type of push's /debug/proxy_diff: what it would send now, what the proxy held at its last ACK. */
 interface TypeDiffJson {
   typeUrl: string;
   versionSent: string;
   versionAcked: string;
-  held: Record<string, unknown>;
+  acked: Record<string, unknown>;
   current: Record<string, unknown>;
 }
 
@@ -76,9 +76,9 @@ const sortedJson = (resources: Record<string, unknown>): string =>
 
 /**
  * istioctl proxy-status <proxy>: per type, "<Type> Match" or a unified diff
- * of JSON from what push would send now (---) to what the proxy holds (+++);
- * a type whose latest response the proxy has not ACKed says so, since what
- * it runs is then older than what it was sent. Returns whether all match.
+ * of JSON from what push would send now (---) to what the proxy ACKed last
+ * (+++), after a line saying so when its latest response is not ACKed
+ * (NACKED or STALE). Returns whether all match.
  */
 export function proxyDiff(
   status: ProxyStatusJson,
@@ -94,7 +94,7 @@ export function proxyDiff(
     const title = typeTitle(type.typeUrl);
     const state = syncState(status.types?.[type.typeUrl], false);
     const current = sortedJson(type.current);
-    const held = sortedJson(type.held);
+    const acked = sortedJson(type.acked);
     if (state !== "SYNCED") {
       same = false;
       const nack = status.types?.[type.typeUrl]?.lastNack?.message;
@@ -104,13 +104,13 @@ export function proxyDiff(
         }`,
       );
     }
-    if (current === held) {
+    if (current === acked) {
       if (state === "SYNCED") out.push(`${title} Match`);
       continue;
     }
     same = false;
     out.push(
-      createTwoFilesPatch(`Push ${title}`, `Proxy ${title}`, current, held, undefined, undefined, {
+      createTwoFilesPatch(`Push ${title}`, `Proxy ${title}`, current, acked, undefined, undefined, {
         context: 3,
       })
         .split("\n")

@@ -39,6 +39,8 @@ export interface WatchState {
    * against it). config_dump shows it.
    */
   held: Map<string, HeldResource>;
+  /** What the proxy held when it last ACKed: what it runs, for /debug/proxy_diff (undefined before the first ACK). */
+  ackedHeld?: ReadonlyMap<string, HeldResource>;
 }
 
 /** A new subscription's state. */

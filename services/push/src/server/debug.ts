@@ -86,9 +86,9 @@ export function debugRoutes(
           typeUrl,
           versionSent: state.versionSent ?? "",
           versionAcked: state.versionAcked ?? "",
-          // The proxy's resources, by name: what it holds after the responses so far.
-          held: Object.fromEntries(
-            [...state.held].flatMap(([name, held]) =>
+          // The proxy's resources, by name: what it held at its last ACK (what it runs).
+          acked: Object.fromEntries(
+            [...(state.ackedHeld ?? [])].flatMap(([name, held]) =>
               held.resource ? [[name, anyToJson(held.resource.resource)]] : [],
             ),
           ),

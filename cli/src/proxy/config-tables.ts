@@ -159,19 +159,51 @@ function routePath(match: Json): string {
   return "/*";
 }
 
+/** True for a domain with a port (IPv6 literals in brackets carry colons of their own). */
+function hasPort(domain: string): boolean {
+  if (!domain.includes(":")) return false;
+  return !(domain.split(":").length > 3 && domain.endsWith("]"));
+}
+
+/**
+ * A virtual host's domains as istioctl summarises them: one as is; else the
+ * domains without a port, less the long forms of a short one also present
+ * (x.svc.cluster.local and x.svc beside x), the first two and a count of the rest.
+ */
+export function describeDomains(domains: readonly string[]): string {
+  if (domains.length <= 1) return domains[0] ?? "";
+  const portless = domains.filter((domain) => !hasPort(domain));
+  const present = new Set(portless);
+  const shortest = portless.filter((domain) =>
+    [".svc.cluster.local", ".svc"].every(
+      (suffix) => !(domain.endsWith(suffix) && present.has(domain.slice(0, -suffix.length))),
+    ),
+  );
+  const shown = shortest.slice(0, 2).join(", ");
+  return shortest.length > 2 ? `${shown} + ${shortest.length - 2} more...` : shown;
+}
+
+/** A route to PassthroughCluster: istioctl leaves it out of the table. */
+const isPassthrough = (route: Json) => route.route?.cluster === "PassthroughCluster";
+
 export function routesTable(routes: readonly Json[], filters: ConfigFilters): string {
   const rows: string[][] = [];
   for (const config of [...routes].sort((a, b) => String(a.name).localeCompare(b.name))) {
     if (filters.name !== undefined && config.name !== filters.name) continue;
     for (const vhost of config.virtualHosts ?? []) {
-      for (const route of vhost.routes ?? [])
+      const row = (match: string, virtualService: string) =>
         rows.push([
           config.name ?? "",
           vhost.name ?? "",
-          (vhost.domains ?? []).join(","),
-          routeMatch(route.match),
-          configName(route) || (route.directResponse?.status === 404 ? "404" : "-"),
+          describeDomains(vhost.domains ?? []),
+          match,
+          virtualService,
         ]);
+      const vhostRoutes: Json[] = vhost.routes ?? [];
+      // A virtual host without routes answers 404.
+      if (vhostRoutes.length === 0) row("/*", "404");
+      for (const route of vhostRoutes)
+        if (!isPassthrough(route)) row(routeMatch(route.match), configName(route));
     }
   }
   return plainTable(["NAME", "VHOST NAME", "DOMAINS", "MATCH", "VIRTUAL SERVICE"], rows);

@@ -68,6 +68,22 @@ describe("sextantctl proxy-status", () => {
     );
   });
 
+  it("prints the records with -o json, each naming the replica's debug address", async () => {
+    const run = await cli("proxy-status", "-o", "json");
+    const records = JSON.parse(run.stdout) as Array<{
+      proxyId: string;
+      replica: string;
+      replicaDebugAddress: string;
+    }>;
+    assert.deepEqual(
+      records.map((record) => [record.proxyId, record.replica, record.replicaDebugAddress]),
+      [
+        [alpha.id, "push-0", mesh.pushUrls[0]],
+        [beta.id, "push-1", mesh.pushUrls[1]],
+      ],
+    );
+  });
+
   it("shows a synced proxy's config matching push's, from the replica holding it", async () => {
     const run = await cli("proxy-status", "beta.default");
     assert.equal(run.exitCode, 0, run.stdout + run.stderr);

@@ -5,7 +5,7 @@ import { DEFAULT_PORTS, type ServiceContract } from "@sextant/runtime";
 
 export const pushContract = {
   buckets: {
-    // status/proxy-status.ts
+    // status/proxy-status.ts; listed whole by /debug/proxy_status (main.ts), for every replica's proxies.
     write: [Buckets.proxyStatus],
     // inputs/push-inputs.ts (credentials: the SDS secrets), and the trust bundle its mTLS identity follows
     // (@sextant/identity's bus trust source).

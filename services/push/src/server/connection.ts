@@ -128,7 +128,7 @@ export abstract class Connection<Request = unknown> {
     this.#stream.end();
   }
 
-  /** What push would send now for a watched type (undefined if it cannot build it): /debug/proxy_diff compares it with what the proxy holds. */
+  /** What push would send now for a watched type (undefined if it cannot build it): /debug/proxy_diff compares it with what the proxy ACKed. */
   generateNow(typeUrl: string): GeneratedResource[] | undefined {
     const state = this.watched.get(typeUrl);
     return state ? this.resources.generate(this.proxy, typeUrl, state.names) : undefined;

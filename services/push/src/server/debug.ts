@@ -56,7 +56,8 @@ export function configDumpDecoder(types: XdsTypeTable): (any: Any) => unknown {
  * GET /debug/syncz and /debug/config_dump?proxyID=, as istiod serves them;
  * /debug/proxy_status, every proxy of every replica (from
  * sextant-proxy-status); and /debug/proxy_diff?proxyID=, what push would send
- * now beside what the proxy holds, per type (on the replica holding it).
+ * now beside what the proxy held at its last ACK, per type (on the replica
+ * holding it).
  */
 export function debugRoutes(
   discovery: () => DiscoveryServer,

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { TypeUrl } from "@sextant/proto/envoy";
@@ -122,5 +123,19 @@ describe("sextantctl proxy-config", () => {
       code: "commander.invalidArgument",
       message: /expected one of clusters, listeners, routes, endpoints, secrets, all/,
     });
+  });
+
+  it("exits 2 on a usage error, as a process", () => {
+    const main = join(import.meta.dirname, "..", "src", "main.ts");
+    const run = spawnSync(
+      process.execPath,
+      ["--conditions=@sextant/source", "--import", "tsx", main, "proxy-config", "bootstraps", "x"],
+      { encoding: "utf8" },
+    );
+    assert.equal(run.status, 2, run.stderr);
+    assert.match(
+      run.stderr,
+      /^error: command-argument value 'bootstraps' is invalid for argument 'section'/m,
+    );
   });
 });

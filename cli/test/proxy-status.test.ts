@@ -165,10 +165,10 @@ describe("sextantctl proxy-status", () => {
     assert.equal(refused.exitCode, 1);
     assert.match(
       refused.stderr,
-      /^Error: push refused \/debug\/proxy_status \(401\): give a token with the debug verb/,
+      /^error: push refused \/debug\/proxy_status \(401\): give a token with the debug verb/,
     );
     const unknown = await cli("proxy-status", "nobody.default");
     assert.equal(unknown.exitCode, 1);
-    assert.match(unknown.stderr, /^Error: no connected proxy nobody\.default \(known: .*alpha\.default/);
+    assert.match(unknown.stderr, /^error: no connected proxy nobody\.default \(known: .*alpha\.default/);
   });
 });

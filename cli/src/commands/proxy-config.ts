@@ -10,6 +10,7 @@ import {
   secretsTable,
 } from "../proxy/config-tables.js";
 import {
+  exitOnUsageError,
   findProxy,
   getPushJson,
   listProxyStatuses,
@@ -117,6 +118,8 @@ export function registerProxyConfig(program: Command): void {
         .choices(["table", "json", "yaml"])
         .default("table"),
     )
+    .addHelpText("after", "\nExit codes: 0 done, 1 push unreachable/refused or no such proxy, 2 usage.")
+    .exitOverride(exitOnUsageError)
     .action(
       reportingErrors(async (section: Section | "all", proxy: string, options: ProxyConfigOptions) => {
         const connection = resolveConnection(program.opts<ConnectionFlags>());

@@ -4,6 +4,7 @@ import { stringify } from "yaml";
 import { type Connection, type ConnectionFlags, resolveConnection } from "../connection.js";
 import { plainTable } from "../proxy/plain-table.js";
 import {
+  exitOnUsageError,
   findProxy,
   getPushJson,
   listProxyStatuses,
@@ -159,6 +160,11 @@ export function registerProxyStatus(program: Command): void {
         .choices(["table", "json", "yaml"])
         .default("table"),
     )
+    .addHelpText(
+      "after",
+      "\nExit codes: 0 done, 1 a type differs, is NACKED or STALE, or push unreachable/refused/no such proxy, 2 usage.",
+    )
+    .exitOverride(exitOnUsageError)
     .action(
       reportingErrors(async (proxy: string | undefined, options: { output: "table" | "json" | "yaml" }) => {
         const connection = resolveConnection(program.opts<ConnectionFlags>());

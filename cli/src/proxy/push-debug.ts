@@ -1,3 +1,4 @@
+import type { CommanderError } from "commander";
 import type { Connection } from "../connection.js";
 
 /** A failure sextantctl reports as one line (what failed, what to do) with an exit code. */
@@ -96,7 +97,17 @@ export function replicaAddress(connection: Connection, status: ProxyStatusJson):
   return (status.replicaDebugAddress || connection.push).replace(/\/$/, "");
 }
 
-/** Runs a command's action, printing a CliError as `Error: …` on stderr with its exit code. */
+/**
+ * commander's own usage errors (an unknown section, flag or output format, a
+ * missing argument) exit 2, not commander's 1; help exits 0. commander has
+ * printed the message already. (wt-clicore's exitOnUsageError does the same
+ * for its commands: one of the two can go once both are merged.)
+ */
+export function exitOnUsageError(error: CommanderError): never {
+  process.exit(error.exitCode === 0 ? 0 : 2);
+}
+
+/** Runs a command's action, printing a CliError as `error: …` on stderr with its exit code. */
 export function reportingErrors<A extends unknown[]>(
   action: (...args: A) => Promise<void>,
 ): (...args: A) => Promise<void> {
@@ -105,7 +116,7 @@ export function reportingErrors<A extends unknown[]>(
       await action(...args);
     } catch (error) {
       if (!(error instanceof CliError)) throw error;
-      console.error(`Error: ${error.message}`);
+      console.error(`error: ${error.message}`);
       process.exitCode = error.exitCode;
     }
   };

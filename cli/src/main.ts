@@ -3,6 +3,12 @@
 // module per command under src/commands/ (each exports a register function).
 import { pathToFileURL } from "node:url";
 import { Command } from "commander";
+import { registerAnalyze } from "./commands/analyze.js";
+import { registerApply } from "./commands/apply.js";
+import { registerCompletion } from "./commands/completion.js";
+import { registerDelete } from "./commands/delete.js";
+import { registerGet } from "./commands/get.js";
+import { registerKubeInject } from "./commands/kube-inject.js";
 import { registerProxyConfig } from "./commands/proxy-config.js";
 import { registerProxyStatus } from "./commands/proxy-status.js";
 import { registerVersion } from "./commands/version.js";
@@ -16,6 +22,12 @@ export function buildProgram(): Command {
     .option("--token <token>", "bearer token (env SEXTANT_TOKEN)")
     .option("--token-file <file>", "file holding the bearer token (env SEXTANT_TOKEN_FILE)")
     .showHelpAfterError();
+  registerApply(program);
+  registerGet(program);
+  registerDelete(program);
+  registerAnalyze(program);
+  registerKubeInject(program);
+  registerCompletion(program);
   registerVersion(program);
   registerProxyStatus(program);
   registerProxyConfig(program);

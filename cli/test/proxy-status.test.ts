@@ -2,9 +2,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Cluster, TypeUrl } from "@sextant/proto/envoy";
 import { DEBUG_TOKEN, eventually } from "@sextant/testing";
+import { runCli } from "./capture.js";
 import { FakeProxy, grpcSubscriptions } from "./fake-proxy.js";
 import { HOST, type ProxyMesh, startProxyMesh } from "./mesh.js";
-import { runCli } from "./run-cli.js";
 
 /** The DestinationRule a client without mesh certificates rejects (ISTIO_MUTUAL), as gRPC does. */
 const MUTUAL_DR = `apiVersion: networking.istio.io/v1

@@ -32,7 +32,15 @@ describe("sextantctl version", () => {
   it("prints the client's version and whether each service answers /ready", async () => {
     const output = await run(["--ingest", url, "--push", "http://127.0.0.1:1", "version"]);
     assert.match(output, /^client version: 0\.0\.0$/m);
-    assert.match(output, new RegExp(`^ingest: ${url} ready$`, "m"));
-    assert.match(output, /^push: http:\/\/127\.0\.0\.1:1 unreachable/m);
+    assert.match(output, new RegExp(`│ ingest +│ ${url} +│ ready +│`));
+    assert.match(output, /│ push +│ http:\/\/127\.0\.0\.1:1 +│ unreachable/);
+  });
+
+  it("prints the same as YAML and JSON", async () => {
+    const yaml = await run(["--ingest", url, "--push", "http://127.0.0.1:1", "version", "-o", "yaml"]);
+    assert.match(yaml, /^clientVersion: 0\.0\.0$/m);
+    assert.match(yaml, /^ {4}state: ready$/m);
+    const json = JSON.parse(await run(["--ingest", url, "version", "-o", "json"]));
+    assert.equal(json.services[0].state, "ready");
   });
 });

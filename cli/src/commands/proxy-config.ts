@@ -1,6 +1,7 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { stringify } from "yaml";
 import { type ConnectionFlags, resolveConnection } from "../connection.js";
+import { action, exitOnUsageError } from "../ingest-client.js";
 import {
   type ConfigFilters,
   clustersTable,
@@ -9,14 +10,7 @@ import {
   routesTable,
   secretsTable,
 } from "../proxy/config-tables.js";
-import {
-  exitOnUsageError,
-  findProxy,
-  getPushJson,
-  listProxyStatuses,
-  replicaAddress,
-  reportingErrors,
-} from "../proxy/push-debug.js";
+import { findProxy, getPushJson, listProxyStatuses, replicaAddress } from "../proxy/push-debug.js";
 import { XDS_COLUMNS } from "../proxy/xds-types.js";
 
 /** The config dump push serves for one proxy: per type, the resources it holds. */
@@ -121,7 +115,7 @@ export function registerProxyConfig(program: Command): void {
     .addHelpText("after", "\nExit codes: 0 done, 1 push unreachable/refused or no such proxy, 2 usage.")
     .exitOverride(exitOnUsageError)
     .action(
-      reportingErrors(async (section: Section | "all", proxy: string, options: ProxyConfigOptions) => {
+      action(async (section: Section | "all", proxy: string, options: ProxyConfigOptions) => {
         const connection = resolveConnection(program.opts<ConnectionFlags>());
         const status = findProxy(await listProxyStatuses(connection), proxy);
         const dump = await getPushJson<ConfigDump>(

@@ -2,16 +2,15 @@ import { type Command, Option } from "commander";
 import { createTwoFilesPatch } from "diff";
 import { stringify } from "yaml";
 import { type Connection, type ConnectionFlags, resolveConnection } from "../connection.js";
+import { action, exitOnUsageError } from "../ingest-client.js";
 import { plainTable } from "../proxy/plain-table.js";
 import {
-  exitOnUsageError,
   findProxy,
   getPushJson,
   listProxyStatuses,
   type ProxyStatusJson,
   proxyName,
   replicaAddress,
-  reportingErrors,
   type TypeSyncJson,
 } from "../proxy/push-debug.js";
 import { OPTIONAL_COLUMNS, typeTitle, XDS_COLUMNS } from "../proxy/xds-types.js";
@@ -166,7 +165,7 @@ export function registerProxyStatus(program: Command): void {
     )
     .exitOverride(exitOnUsageError)
     .action(
-      reportingErrors(async (proxy: string | undefined, options: { output: "table" | "json" | "yaml" }) => {
+      action(async (proxy: string | undefined, options: { output: "table" | "json" | "yaml" }) => {
         const connection = resolveConnection(program.opts<ConnectionFlags>());
         if (proxy) return showDiff(connection, proxy);
         const statuses = await listProxyStatuses(connection);

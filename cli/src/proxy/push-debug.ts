@@ -1,15 +1,7 @@
-import type { CommanderError } from "commander";
+// What proxy-status and proxy-config share: push's debug API (the records of
+// every proxy, the replica holding one) and proxy names.
 import type { Connection } from "../connection.js";
-
-/** A failure sextantctl reports as one line (what failed, what to do) with an exit code. */
-export class CliError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode = 1,
-  ) {
-    super(message);
-  }
-}
+import { CommandError } from "../ingest-client.js";
 
 /** Per xDS type, the sync state push records for a proxy (sextant-proxy-status, JSON form). */
 export interface TypeSyncJson {
@@ -43,12 +35,12 @@ export async function getPushJson<T>(connection: Connection, base: string, path:
   try {
     response = await fetch(url, { headers });
   } catch (error) {
-    throw new CliError(
+    throw new CommandError(
       `cannot reach push at ${base} (${(error as Error).cause ?? (error as Error).message}): is push running? Set --push or SEXTANT_PUSH to its HTTP port`,
     );
   }
   if (response.status === 401 || response.status === 403)
-    throw new CliError(
+    throw new CommandError(
       `push refused ${path.split("?")[0]} (${response.status}): give a token with the debug verb (--token, --token-file, SEXTANT_TOKEN)`,
     );
   if (!response.ok) {
@@ -57,7 +49,9 @@ export async function getPushJson<T>(connection: Connection, base: string, path:
     try {
       error = (JSON.parse(body) as { error?: string }).error ?? body;
     } catch {}
-    throw new CliError(`push at ${base} answered ${path.split("?")[0]} with ${response.status}: ${error}`);
+    throw new CommandError(
+      `push at ${base} answered ${path.split("?")[0]} with ${response.status}: ${error}`,
+    );
   }
   return (await response.json()) as T;
 }
@@ -83,11 +77,11 @@ export function findProxy(statuses: readonly ProxyStatusJson[], wanted: string):
   const byName = statuses.filter((status) => proxyName(status.proxyId) === wanted);
   if (byName.length === 1) return byName[0]!;
   if (byName.length > 1)
-    throw new CliError(
+    throw new CommandError(
       `${wanted} names ${byName.length} proxies (${byName.map((s) => s.proxyId).join(", ")}): give the full node id`,
     );
   const known = statuses.map((status) => proxyName(status.proxyId)).join(", ") || "none";
-  throw new CliError(
+  throw new CommandError(
     `no connected proxy ${wanted} (known: ${known}): give a node id or <pod>.<namespace> from sextantctl proxy-status`,
   );
 }
@@ -95,29 +89,4 @@ export function findProxy(statuses: readonly ProxyStatusJson[], wanted: string):
 /** The debug address of the replica holding a proxy's stream (the given push if the record has none). */
 export function replicaAddress(connection: Connection, status: ProxyStatusJson): string {
   return (status.replicaDebugAddress || connection.push).replace(/\/$/, "");
-}
-
-/**
- * commander's own usage errors (an unknown section, flag or output format, a
- * missing argument) exit 2, not commander's 1; help exits 0. commander has
- * printed the message already. (wt-clicore's exitOnUsageError does the same
- * for its commands: one of the two can go once both are merged.)
- */
-export function exitOnUsageError(error: CommanderError): never {
-  process.exit(error.exitCode === 0 ? 0 : 2);
-}
-
-/** Runs a command's action, printing a CliError as `error: …` on stderr with its exit code. */
-export function reportingErrors<A extends unknown[]>(
-  action: (...args: A) => Promise<void>,
-): (...args: A) => Promise<void> {
-  return async (...args: A) => {
-    try {
-      await action(...args);
-    } catch (error) {
-      if (!(error instanceof CliError)) throw error;
-      console.error(`error: ${error.message}`);
-      process.exitCode = error.exitCode;
-    }
-  };
 }

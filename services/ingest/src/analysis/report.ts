@@ -9,6 +9,11 @@ const LEVELS: Record<Severity, string> = {
   [Severity.UNRECOGNIZED]: "Unknown",
 };
 
+/** The level istioctl prints for a severity: Error, Warning, Info. */
+export function levelName(severity: Severity): string {
+  return LEVELS[severity];
+}
+
 /** One line of GET /v1/analyze: a message and the resource it is about. */
 export interface AnalysisReportEntry {
   kind: string;
@@ -31,7 +36,7 @@ export async function analysisReport(store: ConfigStore): Promise<AnalysisReport
         namespace,
         name,
         code,
-        level: LEVELS[severity],
+        level: levelName(severity),
         field,
         message,
         origin,

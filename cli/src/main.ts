@@ -11,6 +11,7 @@ import { registerGet } from "./commands/get.js";
 import { registerKubeInject } from "./commands/kube-inject.js";
 import { registerProxyConfig } from "./commands/proxy-config.js";
 import { registerProxyStatus } from "./commands/proxy-status.js";
+import { registerTrace } from "./commands/trace.js";
 import { registerVersion } from "./commands/version.js";
 
 /** Builds the program; tests run it in-process with their own output. */
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   registerVersion(program);
   registerProxyStatus(program);
   registerProxyConfig(program);
+  registerTrace(program);
   return program;
 }
 

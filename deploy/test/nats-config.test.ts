@@ -76,11 +76,13 @@ const BUCKET_ACCESS: Record<string, { writers: NatsService[]; readers: NatsServi
   [Buckets.configStatus.name]: { writers: ["ingest"], readers: [] },
   [Buckets.services.name]: { writers: ["discovery"], readers: ["ingest", "push"] },
   [Buckets.endpoints.name]: { writers: ["discovery"], readers: ["ingest", "push"] },
-  [Buckets.proxyStatus.name]: { writers: ["push"], readers: [] },
+  [Buckets.proxyStatus.name]: { writers: ["push"], readers: ["ingest"] },
   [Buckets.credentials.name]: { writers: ["discovery"], readers: ["push"] },
   [Buckets.credentialIndex.name]: { writers: ["discovery"], readers: ["ingest"] },
   [Buckets.trust.name]: { writers: ["ca"], readers: ["push"] },
   [Buckets.leases.name]: { writers: ["discovery"], readers: [] },
+  // ingest records each change, push what it built and each proxy's answer (`sextantctl trace`).
+  [Buckets.traces.name]: { writers: ["ingest", "push"], readers: [] },
 };
 
 describe("deploy/nats/auth.conf is what scripts/generate-nats-auth.ts renders", () => {

@@ -12,11 +12,18 @@ export interface BucketSpec<T> {
   readonly name: string;
   readonly codec: MessageCodec<T>;
   readonly description: string;
+  /** How long a key lives after its last write (the bucket's TTL); forever if not given. */
+  readonly ttlMs?: number;
 }
 
 /** Defines a bucket; see catalog.ts for Sextant's buckets. */
-export function defineBucket<T>(name: string, codec: MessageCodec<T>, description: string): BucketSpec<T> {
-  return { name, codec, description };
+export function defineBucket<T>(
+  name: string,
+  codec: MessageCodec<T>,
+  description: string,
+  options: { ttlMs?: number } = {},
+): BucketSpec<T> {
+  return { name, codec, description, ...options };
 }
 
 /** A value read from a bucket, with the revision it was stored at. */

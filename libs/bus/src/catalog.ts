@@ -59,6 +59,14 @@ export const Buckets = {
     Struct,
     "leader leases, key = role; written by the replicas competing for it",
   ),
+  // Struct values (ConfigTraceRecord and PushTraceRecord in @sextant/model)
+  // rather than a message type: a short-lived debugging record read as JSON.
+  traces: defineBucket(
+    "sextant-traces",
+    Struct,
+    "the trace of each resource's last change, key kind.namespace.name (ingest: stored) and kind.namespace.name.replica (push: built, sent, ACKed, NACKed per proxy); keys expire after an hour",
+    { ttlMs: 60 * 60 * 1000 },
+  ),
 } as const;
 
 /** Sextant's event subjects: transient facts with no key/value home. */

@@ -100,6 +100,7 @@ export class Bus {
           history: 1,
           replicas: this.options.replicas ?? 1,
           description: spec.description,
+          ...(spec.ttlMs === undefined ? {} : { ttl: spec.ttlMs }),
         })
         .then((kv) => {
           const closed = () => this.nc.isClosed();

@@ -57,6 +57,15 @@ describe("bus against a real nats-server", () => {
     await nats?.dispose();
   });
 
+  it("creates a bucket with a TTL as its streams' max age, so that its keys expire (sextant-traces)", async () => {
+    const spec = defineBucket(`test-${process.pid}-ttl`, ConfigResource, "test bucket", { ttlMs: 60_000 });
+    const bucket = await bus.bucket(spec);
+    await bucket.put("k", resource("ttl", {}));
+    const info = await (await jetstreamManager(bus.nc)).streams.info(`KV_${spec.name}`);
+    assert.equal(info.config.max_age, 60_000 * 1_000_000);
+    assert.equal(Buckets.traces.ttlMs, 60 * 60 * 1000);
+  });
+
   it("puts and gets a value", async () => {
     const bucket = await freshBucket();
     const put = await bucket.put("a", resource("reviews", { hosts: ["reviews"] }));

@@ -6,10 +6,12 @@ import { DEFAULT_PORTS, type ServiceContract } from "@sextant/runtime";
 export const ingestContract = {
   buckets: {
     // store/config-store.ts; analysis/analysis-runner.ts writes analysis messages.
-    write: [Buckets.config, Buckets.configStatus],
+    // trace/change-traces.ts writes each change's trace.
+    write: [Buckets.config, Buckets.configStatus, Buckets.traces],
     // analysis/analysis-runner.ts: the registry the analyzers check hosts against,
     // the workloads (endpoints) Gateway selectors must pick, and which Secrets credentialNames find.
-    read: [Buckets.services, Buckets.endpoints, Buckets.credentialIndex],
+    // trace/change-traces.ts: the connected proxies a change's trace reports on.
+    read: [Buckets.services, Buckets.endpoints, Buckets.credentialIndex, Buckets.proxyStatus],
   },
   subjects: {
     // nack/nack-recorder.ts: one replica records each NACK.

@@ -63,6 +63,32 @@ describe("ingest HTTP API", () => {
     assert.equal(same.json.resources[0].revision, changed.json.resources[0].revision);
   });
 
+  it("gives each stored change a trace, keeps it through an unchanged apply, and traces a deletion", async () => {
+    const url = `${ingest.url}/v1/trace/VirtualService/default/traced`;
+    assert.equal((await get(url)).status, 404);
+    await post(`${ingest.url}/v1/apply`, virtualService("traced", { subset: "v1" }));
+    const first = (await get(url)).json;
+    assert.match(first.stored.traceId, /^[0-9a-f]{32}$/);
+    assert.match(first.stored.spanId, /^[0-9a-f]{16}$/);
+    assert.equal(first.stored.generation, 1);
+    assert.equal(first.stored.deleted, false);
+    // No push replica runs here: the change is not built, so the trace is not complete.
+    assert.deepEqual([first.builds, first.complete], [[], false]);
+    await post(`${ingest.url}/v1/apply`, virtualService("traced", { subset: "v1" }));
+    assert.equal(
+      (await get(url)).json.stored.traceId,
+      first.stored.traceId,
+      "an unchanged apply is no change",
+    );
+    await post(`${ingest.url}/v1/apply`, virtualService("traced", { subset: "v2" }));
+    const second = (await get(url)).json;
+    assert.notEqual(second.stored.traceId, first.stored.traceId);
+    assert.equal(second.stored.generation, 2);
+    await fetch(`${ingest.url}/v1/config/VirtualService/default/traced`, { method: "DELETE" });
+    const deleted = (await get(url)).json;
+    assert.deepEqual([deleted.stored.deleted, deleted.stored.generation], [true, 2]);
+  });
+
   it("stores nothing when any document is invalid, and lists every error", async () => {
     const body = [
       virtualService("valid-one"),

@@ -213,6 +213,12 @@ describe("ingest's config API with a token file", () => {
       status: 403,
       error: /^forbidden: team-a may not get VirtualService "seed-team-b" in namespace "team-b"/,
     },
+    {
+      name: "the trace of another namespace's resource",
+      request: () => call(`${base}/v1/trace/VirtualService/team-b/seed-team-b`, { token: TEAM_A }),
+      status: 403,
+      error: /^forbidden: team-a may not get VirtualService "seed-team-b" in namespace "team-b"/,
+    },
   ];
   for (const attack of attacks)
     it(`refuses ${attack.name} with ${attack.status}, and stores nothing`, async () => {

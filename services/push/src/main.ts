@@ -16,6 +16,7 @@ import { XdsMetrics } from "./server/metrics.js";
 import { checkConnectionIdentity } from "./server/xds-auth.js";
 import { xdsServerRunner } from "./server/xds-server-runner.js";
 import { pushSettings } from "./settings.js";
+import { ChangeTracer } from "./status/change-tracer.js";
 import { ProxyStatusReporter } from "./status/proxy-status.js";
 import { sdsCertificateErrors } from "./translate/sds/secrets.js";
 import { XDS_TYPES } from "./xds-types.js";
@@ -44,6 +45,12 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       context: () => inputs.context,
       metrics,
     });
+    const tracer = new ChangeTracer({
+      bus: () => nats.bus,
+      logger,
+      replica: settings.REPLICA_ID,
+      flushMs: settings.STATUS_FLUSH_MS,
+    });
     // Istio's MeshConfig as istiod reads it: a file (mounted from ConfigMap `istio`), followed.
     const meshConfig = settings.MESH_CONFIG_FILE
       ? new MeshConfigFile(settings.MESH_CONFIG_FILE, logger)
@@ -58,6 +65,7 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       debounceAfterMs: settings.PUSH_DEBOUNCE_AFTER,
       debounceMaxMs: settings.PUSH_DEBOUNCE_MAX,
       onPush: (change, startedAt) => discovery.push(change, startedAt),
+      onConfigBuilt: (changes, startedAt) => tracer.built(changes, startedAt),
     });
     meshConfig?.onChange((mesh) => inputs.setMeshConfig(mesh));
     // The SDS generator's refusals, counted under istiod's name.
@@ -69,6 +77,7 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       cache: new XdsCache(),
       context: () => inputs.context,
       events: status,
+      tracer,
       concurrency: settings.PUSH_CONCURRENCY,
     });
     // The debug routes show every proxy's config: bearer-authenticated, the `debug` verb.
@@ -119,6 +128,8 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       nats,
       // Writes sextant-proxy-status; publishes sextant.registration and sextant.nack.
       status,
+      // Writes sextant-traces: what each config change built and sent, and the proxies' answers.
+      tracer,
       // Follows sextant-config, sextant-services and sextant-endpoints; debounces changes into PushContexts.
       inputs,
       // Follows MESH_CONFIG_FILE, if set: a change of its extension providers is a full push.

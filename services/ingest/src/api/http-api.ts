@@ -45,6 +45,7 @@ export interface HttpApiOptions {
  * | GET /v1/config/{kind}/{namespace}/{name} | one resource, or 404 |
  * | DELETE /v1/config/{kind}/{namespace}/{name} | deletes it, or 404 |
  * | GET /v1/analyze | validation, analysis and NACK messages |
+ * | GET /v1/trace/{kind}/{namespace}/{name} | the last change's trace: stored, built, each proxy's answer; or 404 |
  *
  * Every request needs `Authorization: Bearer <token>` (401 without a known
  * one, 429 after too many failures from one address) and the verb on the
@@ -152,6 +153,20 @@ export function createHttpApi(options: HttpApiOptions): express.Express {
     if (!(await options.store.delete(ref))) return void notFound(response, ref);
     audit.changed(callerOf(response), { verb: "delete", ...ref, generation }, sourceAddress(request));
     response.json({ deleted: ref });
+  });
+
+  // Authorized as reading the resource: the trace shows its generation and who changed it.
+  app.get("/v1/trace/:kind/:namespace/:name", async (request, response) => {
+    const kind = resolveKindName(request.params.kind);
+    if (!kind) return void unknownKind(response, request.params.kind);
+    const ref = { kind, namespace: request.params.namespace, name: request.params.name };
+    if (!(await authorized(response, { verb: "get", ...ref }))) return;
+    const report = await options.store.traces.report(ref);
+    if (!report)
+      return void response.status(404).json({
+        error: `no change of ${kind} ${ref.namespace}/${ref.name} was recorded in the last hour (traces expire after an hour)`,
+      });
+    response.json(report);
   });
 
   app.get("/v1/analyze", async (_request, response) => {

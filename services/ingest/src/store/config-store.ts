@@ -2,6 +2,7 @@ import { isDeepStrictEqual } from "node:util";
 import { Buckets, type Bus, type Entry, RevisionConflictError, type TypedBucket } from "@sextant/bus";
 import { type ConfigRefLike, configKey, configKindFilter } from "@sextant/model";
 import type { ConfigMessage, ConfigResource, ConfigStatus } from "@sextant/proto";
+import { ChangeTraces } from "../trace/change-traces.js";
 
 /** What an apply did to the stored resource, as kubectl reports it. */
 export type ApplyResult = "created" | "configured" | "unchanged";
@@ -26,8 +27,13 @@ const MAX_APPLY_ATTEMPTS = 20;
  * lose an update; an unchanged resource is not rewritten and sends no event.
  */
 export class ConfigStore {
+  /** Every change stored gets a trace (`sextantctl trace`). */
+  readonly traces: ChangeTraces;
+
   /** bus is read on first use: the store is built before the bus runner connects. */
-  constructor(private readonly bus: () => Bus) {}
+  constructor(private readonly bus: () => Bus) {
+    this.traces = new ChangeTraces(bus);
+  }
 
   private get config(): Promise<TypedBucket<ConfigResource>> {
     return this.bus().bucket(Buckets.config);
@@ -55,6 +61,7 @@ export class ConfigStore {
         const put = await (await this.config).putOver(key, { ...resource, generation, revision: 0 }, current);
         const result: ApplyResult = !current ? "created" : put.changed ? "configured" : "unchanged";
         await this.recordSource(key, ref, source, generation, result === "unchanged" ? undefined : changedBy);
+        if (result !== "unchanged") await this.traces.record(ref, { generation, deleted: false, changedBy });
         return { ref, result, revision: put.revision, generation };
       } catch (error) {
         if (!(error instanceof RevisionConflictError) || attempt >= MAX_APPLY_ATTEMPTS) throw error;
@@ -65,8 +72,15 @@ export class ConfigStore {
   /** Deletes a resource and its status; false if it did not exist. */
   async delete(ref: ConfigRefLike): Promise<boolean> {
     const key = configKey(ref);
+    const stored = await (await this.config).get(key);
     const deleted = await (await this.config).delete(key);
     await (await this.status).delete(key);
+    if (deleted)
+      await this.traces.record(ref, {
+        generation: stored?.value.generation ?? 0,
+        deleted: true,
+        changedBy: "",
+      });
     return deleted;
   }
 

@@ -6,6 +6,13 @@ import type { MeshConfig } from "../model/mesh-config.js";
 import { PushContext } from "../model/push-context.js";
 import type { PushChange } from "../model/types.js";
 
+/** A config resource changed in a snapshot: which, and to what generation (the last, if deleted). */
+export interface ConfigChangeRef {
+  readonly key: string;
+  readonly generation: number;
+  readonly deleted: boolean;
+}
+
 /** Options of {@link PushInputs}. */
 export interface PushInputsOptions {
   bus: () => Bus;
@@ -20,6 +27,8 @@ export interface PushInputsOptions {
   debounceMaxMs: number;
   /** Called with each new snapshot and what changed; startedAt is when the first change of the burst arrived. */
   onPush(change: PushChange, startedAt: number): void;
+  /** Called before onPush with the config resources that changed in the new snapshot (for their traces), and when the burst began. */
+  onConfigBuilt?(changes: readonly ConfigChangeRef[], startedAt: number): void;
 }
 
 /**
@@ -44,7 +53,15 @@ export class PushInputs implements Runner {
   readonly #mirrors: Array<Pick<Mirror<unknown>, "close">> = [];
   readonly #subscriptions: MirrorSubscription[] = [];
   #context: PushContext | undefined;
-  #pending: { full: boolean; endpointHosts: Set<string>; secrets: Set<string>; firstAt: number } | undefined;
+  #pending:
+    | {
+        full: boolean;
+        endpointHosts: Set<string>;
+        secrets: Set<string>;
+        configChanges: Map<string, ConfigChangeRef>;
+        firstAt: number;
+      }
+    | undefined;
   #quietTimer: NodeJS.Timeout | undefined;
   #maxTimer: NodeJS.Timeout | undefined;
   #initialized = false;
@@ -74,9 +91,13 @@ export class PushInputs implements Runner {
     const credentials = await (await bus.bucket(Buckets.credentials)).mirror();
     this.#mirrors.push(config, services, endpoints, credentials);
     this.#subscriptions.push(
-      config.subscribe(({ state }) => {
+      config.subscribe(({ state, changes }) => {
         this.#config = state;
         this.changed(true);
+        for (const { key, value, previous } of changes) {
+          const generation = (value ?? previous)?.generation ?? 0;
+          this.#pending?.configChanges.set(key, { key, generation, deleted: value === undefined });
+        }
       }),
       services.subscribe(({ state }) => {
         this.#services = state;
@@ -128,7 +149,13 @@ export class PushInputs implements Runner {
   private changed(full: boolean, endpointHost?: string, secret?: string): void {
     if (!this.#initialized) return; // the replay is folded into the first snapshot
     const now = Date.now();
-    this.#pending ??= { full: false, endpointHosts: new Set(), secrets: new Set(), firstAt: now };
+    this.#pending ??= {
+      full: false,
+      endpointHosts: new Set(),
+      secrets: new Set(),
+      configChanges: new Map(),
+      firstAt: now,
+    };
     this.#pending.full ||= full;
     if (endpointHost) this.#pending.endpointHosts.add(endpointHost);
     if (secret) this.#pending.secrets.add(secret);
@@ -149,6 +176,8 @@ export class PushInputs implements Runner {
       this.#context = this.#context.withEndpoints(this.#shards);
       if (pending.secrets.size > 0) this.#context = this.#context.withCredentials(this.#credentials);
     }
+    if (pending.configChanges.size > 0)
+      this.options.onConfigBuilt?.([...pending.configChanges.values()], pending.firstAt);
     this.options.onPush(
       { full: pending.full, endpointHosts: pending.endpointHosts, secrets: pending.secrets },
       pending.firstAt,

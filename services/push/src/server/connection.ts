@@ -30,6 +30,9 @@ export interface WatchState {
   /** The version of the type's whole set after the last response (SotW's version_info, delta's system_version_info). */
   versionSent?: string;
   versionAcked?: string;
+  /** The trace id of the last config change built into the last response, and into the last one ACKed (`sextantctl trace`). */
+  traceIdSent?: string;
+  traceIdAcked?: string;
   lastNack?: NackRecord;
   /** The resources of the last response, for NACK tracing. */
   sent: readonly GeneratedResource[];

@@ -51,7 +51,17 @@ export interface DiscoveryServerOptions {
   /** The current snapshot; undefined until the initial sync is done. */
   context: () => PushContext | undefined;
   events: DiscoveryServerEvents;
+  /** Follows config changes to every proxy's answer (status/change-tracer.ts); none in some tests. */
+  tracer?: StreamTracer;
   concurrency: number;
+}
+
+/** What a change's trace learns from the streams: each response, ACK and NACK, and each push decided. */
+export interface StreamTracer {
+  sent(connection: Connection, typeUrl: string): void;
+  acked(connection: Connection, typeUrl: string): void;
+  nacked(connection: Connection, typeUrl: string, message: string): void;
+  pushed(connection: Connection): void;
 }
 
 /**
@@ -82,9 +92,13 @@ export class DiscoveryServer {
         options.metrics.pushes.inc({ type });
         options.metrics.configSize.observe({ type }, bytes);
         if (startedAt !== undefined) options.metrics.convergence.observe((Date.now() - startedAt) / 1000);
+        options.tracer?.sent(connection, typeUrl);
         options.events.changed(connection);
       },
-      acked: (connection) => options.events.changed(connection),
+      acked: (connection, typeUrl) => {
+        options.tracer?.acked(connection, typeUrl);
+        options.events.changed(connection);
+      },
       nacked: (connection, typeUrl, state, nonce, message) =>
         this.recordNack(connection, typeUrl, state, nonce, message),
       expiredNonce: (_connection, typeUrl) =>
@@ -225,6 +239,7 @@ export class DiscoveryServer {
     for (const { typeUrl } of this.options.types.types) {
       if (connection.watched.has(typeUrl)) connection.push(typeUrl, change, startedAt);
     }
+    this.options.tracer?.pushed(connection);
   }
 
   /** Records a NACK and reports it, traced to the config resources that built what was rejected. */
@@ -236,6 +251,7 @@ export class DiscoveryServer {
     message: string,
   ): void {
     state.lastNack = { version: state.versionSent ?? "", nonce, message, at: new Date() };
+    this.options.tracer?.nacked(connection, typeUrl, message);
     this.options.metrics.rejects.inc({ type: this.options.types.label(typeUrl) });
     // Trace the rejection to the resources the message names, or else to every resource of the response.
     const named = state.sent.filter((resource) => message.includes(resource.name));

@@ -159,6 +159,8 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
         versionSent: state.versionSent ?? "",
         nonceSent: state.nonceSent ?? "",
         versionAcked: state.versionAcked ?? "",
+        traceIdSent: state.traceIdSent ?? "",
+        traceIdAcked: state.traceIdAcked ?? "",
         lastNack: state.lastNack,
         resourceNames: state.names === "*" ? ["*"] : [...state.names].sort(),
       };

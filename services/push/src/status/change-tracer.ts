@@ -1,0 +1,285 @@
+import { type Link, TraceFlags, trace } from "@opentelemetry/api";
+import { Buckets, type Bus, type Mirror, type MirrorSubscription } from "@sextant/bus";
+import {
+  type ConfigRefLike,
+  type ConfigTraceRecord,
+  configTraceKey,
+  type ProxyTrace,
+  type ProxyTypeTrace,
+  type PushTraceRecord,
+  parseConfigKey,
+  pushTraceKey,
+} from "@sextant/model";
+import type { Logger } from "@sextant/observability";
+import { Struct } from "@sextant/proto";
+import { type Runner, SerialTasks } from "@sextant/runtime";
+import type { ConfigChangeRef } from "../inputs/push-inputs.js";
+import type { Connection } from "../server/connection.js";
+
+const tracer = trace.getTracer("@sextant/push");
+
+/**
+ * How many changes are followed at once. Each response and answer of every
+ * proxy updates every followed change, so the newest ones are kept; an older
+ * change's record stays in `sextant-traces` as last written.
+ */
+const MAX_FOLLOWED = 256;
+
+/** Options of {@link ChangeTracer}. */
+export interface ChangeTracerOptions {
+  bus: () => Bus;
+  logger: Logger;
+  replica: string;
+  flushMs: number;
+}
+
+/** One change followed: the resource, what push built, and each proxy's part. */
+interface Followed {
+  readonly ref: ConfigRefLike;
+  readonly generation: number;
+  readonly deleted: boolean;
+  readonly builtAt: Date;
+  readonly proxies: Map<string, { pushedAt?: string; types: Map<string, ProxyTypeTrace> }>;
+  /** Ingest's trace and span ids of the change, once read. */
+  traceId?: string;
+  spanId?: string;
+}
+
+/**
+ * ChangeTracer follows each config change from the PushContext built with
+ * it to every proxy's answer: for each proxy, when push decided what it
+ * needed, and per type when the response carrying it was sent, ACKed or
+ * NACKed (with the message). It writes a record per change and replica to
+ * `sextant-traces` (at most every STATUS_FLUSH_MS), which `sextantctl trace`
+ * reads through ingest, and stamps each proxy's watch state with the change's
+ * trace id, which `sextant-proxy-status` shows. With an OpenTelemetry SDK
+ * running, its push.build span links to ingest's config.store span by the
+ * trace id ingest recorded.
+ */
+export class ChangeTracer implements Runner {
+  readonly name = "change-tracer";
+  readonly #followed = new Map<string, Followed>();
+  readonly #dirty = new Set<Followed>();
+  readonly #tasks: SerialTasks;
+  /** The trace id of the newest change built, stamped on what is sent next. */
+  #latestTraceId: string | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  /**
+   * Ingest's records (keys of three segments: kind.namespace.name), so that
+   * a build knows its changes' trace ids at once: ingest writes a record just
+   * after the change, well within the debounce that precedes the build.
+   */
+  #stored: ReadonlyMap<string, Struct> = new Map();
+  #mirror: Mirror<Struct> | undefined;
+  #subscription: MirrorSubscription | undefined;
+
+  constructor(private readonly options: ChangeTracerOptions) {
+    this.#tasks = new SerialTasks((error) =>
+      options.logger.warn({ err: error }, "change traces not written; will retry"),
+    );
+  }
+
+  async start(): Promise<void> {
+    this.#mirror = await (await this.options.bus().bucket(Buckets.traces)).mirror({ filter: "*.*.*" });
+    this.#subscription = this.#mirror.subscribe(({ state }) => {
+      this.#stored = state;
+    });
+    this.#timer = setInterval(() => void this.flush(), this.options.flushMs);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#subscription?.close();
+    await this.#mirror?.close();
+    await this.flush();
+  }
+
+  /** A PushContext was built with these changes (the burst's first arrived at startedAt); called before it is pushed. */
+  built(changes: readonly ConfigChangeRef[], startedAt: number): void {
+    const builtAt = new Date();
+    for (const change of changes) {
+      const followed: Followed = {
+        ref: parseConfigKey(change.key),
+        generation: change.generation,
+        deleted: change.deleted,
+        builtAt,
+        proxies: new Map(),
+      };
+      this.identify(followed);
+      if (followed.traceId) this.#latestTraceId = followed.traceId;
+      this.#followed.delete(change.key);
+      this.#followed.set(change.key, followed);
+      this.#dirty.add(followed);
+    }
+    for (const key of [...this.#followed.keys()].slice(0, Math.max(0, this.#followed.size - MAX_FOLLOWED)))
+      this.#followed.delete(key);
+    const followed = changes.map((change) => this.#followed.get(change.key)!);
+    void this.#tasks.run(() => this.link(followed, startedAt, builtAt.getTime()));
+  }
+
+  /** A response of a type was sent to a proxy: every followed change not yet ACKed by it travelled in it. */
+  sent(connection: Connection, typeUrl: string): void {
+    const state = connection.watched.get(typeUrl);
+    if (state) state.traceIdSent = this.#latestTraceId;
+    this.span("xds.send", connection, typeUrl);
+    const now = new Date().toISOString();
+    this.each(connection, typeUrl, (type) =>
+      type.ackedAt ? undefined : { ...type, sentAt: type.sentAt ?? now },
+    );
+  }
+
+  /** The proxy ACKed the latest response of a type. */
+  acked(connection: Connection, typeUrl: string): void {
+    const state = connection.watched.get(typeUrl);
+    if (state) state.traceIdAcked = state.traceIdSent;
+    this.span("xds.ack", connection, typeUrl);
+    const now = new Date().toISOString();
+    this.each(connection, typeUrl, (type) =>
+      type.sentAt && !type.ackedAt ? { sentAt: type.sentAt, ackedAt: now } : undefined,
+    );
+  }
+
+  /** The proxy NACKed the latest response of a type. */
+  nacked(connection: Connection, typeUrl: string, message: string): void {
+    this.span("xds.nack", connection, typeUrl, { "xds.nack.message": message });
+    const now = new Date().toISOString();
+    this.each(connection, typeUrl, (type) =>
+      type.sentAt && !type.ackedAt ? { ...type, nackedAt: now, nack: message } : undefined,
+    );
+  }
+
+  /** Push decided what the proxy needs after the changes built so far (maybe nothing). */
+  pushed(connection: Connection): void {
+    const now = new Date().toISOString();
+    for (const followed of this.#followed.values()) {
+      const proxy = this.proxyOf(followed, connection);
+      if (proxy.pushedAt) continue;
+      proxy.pushedAt = now;
+      this.#dirty.add(followed);
+    }
+  }
+
+  /** Writes every change whose record changed since the last flush. */
+  flush(): Promise<void> {
+    return this.#tasks.run(async () => {
+      if (this.#dirty.size === 0) return;
+      const bucket = await this.options.bus().bucket(Buckets.traces);
+      for (const followed of [...this.#dirty]) {
+        this.#dirty.delete(followed);
+        await bucket.put(
+          pushTraceKey(followed.ref, this.options.replica),
+          Struct.wrap({ ...recordOf(followed, this.options.replica) }),
+        );
+      }
+    });
+  }
+
+  /** Updates one type of one proxy in every followed change; update returns undefined for no change. */
+  private each(
+    connection: Connection,
+    typeUrl: string,
+    update: (type: ProxyTypeTrace) => ProxyTypeTrace | undefined,
+  ): void {
+    for (const followed of this.#followed.values()) {
+      const proxy = this.proxyOf(followed, connection);
+      const next = update(proxy.types.get(typeUrl) ?? {});
+      if (!next) continue;
+      proxy.types.set(typeUrl, next);
+      this.#dirty.add(followed);
+    }
+  }
+
+  private proxyOf(followed: Followed, connection: Connection) {
+    let proxy = followed.proxies.get(connection.proxy.id);
+    if (!proxy) {
+      proxy = { types: new Map() };
+      followed.proxies.set(connection.proxy.id, proxy);
+    }
+    return proxy;
+  }
+
+  /** Ingest's record of the change push built, if it is of the same generation. */
+  private storedRecord(followed: Followed, value: Struct | undefined): ConfigTraceRecord | undefined {
+    const stored = value && (Struct.unwrap(value) as unknown as ConfigTraceRecord);
+    return stored && stored.generation === followed.generation && stored.deleted === followed.deleted
+      ? stored
+      : undefined;
+  }
+
+  /** Sets the change's trace ids from the mirror of ingest's records, if it has delivered the record. */
+  private identify(followed: Followed): void {
+    const stored = this.storedRecord(followed, this.#stored.get(configTraceKey(followed.ref)));
+    if (!stored) return;
+    followed.traceId = stored.traceId;
+    followed.spanId = stored.spanId;
+  }
+
+  /**
+   * A span of one proxy's part in the newest change (a response sent, its
+   * ACK or NACK), linked to the change's config.store span. Without an
+   * OpenTelemetry SDK the tracer's spans are no-ops.
+   */
+  private span(
+    name: string,
+    connection: Connection,
+    typeUrl: string,
+    attributes: Record<string, string> = {},
+  ): void {
+    const traceId = connection.watched.get(typeUrl)?.traceIdSent;
+    const change = traceId ? [...this.#followed.values()].find((f) => f.traceId === traceId) : undefined;
+    const links: Link[] =
+      change?.traceId && change.spanId
+        ? [{ context: { traceId: change.traceId, spanId: change.spanId, traceFlags: TraceFlags.SAMPLED } }]
+        : [];
+    tracer
+      .startSpan(name, {
+        links,
+        attributes: { "sextant.proxy.id": connection.proxy.id, "xds.type_url": typeUrl, ...attributes },
+      })
+      .end();
+  }
+
+  /**
+   * Records the build as a span linked to each change's config.store span:
+   * the config travels through KV, which carries no trace context, so the
+   * ids come from ingest's record of the same generation (read again here
+   * when the mirror had not delivered it by the build).
+   */
+  private async link(changes: Followed[], startedAt: number, builtAt: number): Promise<void> {
+    const bucket = await this.options.bus().bucket(Buckets.traces);
+    const links: Link[] = [];
+    for (const followed of changes) {
+      const stored = this.storedRecord(followed, (await bucket.get(configTraceKey(followed.ref)))?.value);
+      if (!stored) continue;
+      followed.traceId ??= stored.traceId;
+      followed.spanId ??= stored.spanId;
+      links.push({
+        context: { traceId: stored.traceId, spanId: stored.spanId, traceFlags: TraceFlags.SAMPLED },
+      });
+    }
+    // From the burst's first change to the snapshot: the debounce and the build.
+    tracer
+      .startSpan("push.build", {
+        startTime: startedAt,
+        links,
+        attributes: { "sextant.push.replica": this.options.replica, "sextant.push.changes": changes.length },
+      })
+      .end(builtAt);
+  }
+}
+
+function recordOf(followed: Followed, replica: string): PushTraceRecord {
+  const proxies: Record<string, ProxyTrace> = {};
+  for (const [id, proxy] of followed.proxies)
+    proxies[id] = {
+      ...(proxy.pushedAt ? { pushedAt: proxy.pushedAt } : {}),
+      types: Object.fromEntries(proxy.types),
+    };
+  return {
+    replica,
+    generation: followed.generation,
+    deleted: followed.deleted,
+    builtAt: followed.builtAt.toISOString(),
+    proxies,
+  };
+}

@@ -9,6 +9,8 @@ import { registerCompletion } from "./commands/completion.js";
 import { registerDelete } from "./commands/delete.js";
 import { registerGet } from "./commands/get.js";
 import { registerKubeInject } from "./commands/kube-inject.js";
+import { registerProxyConfig } from "./commands/proxy-config.js";
+import { registerProxyStatus } from "./commands/proxy-status.js";
 import { registerTrace } from "./commands/trace.js";
 import { registerVersion } from "./commands/version.js";
 
@@ -28,6 +30,8 @@ export function buildProgram(): Command {
   registerKubeInject(program);
   registerCompletion(program);
   registerVersion(program);
+  registerProxyStatus(program);
+  registerProxyConfig(program);
   registerTrace(program);
   return program;
 }

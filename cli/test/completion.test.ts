@@ -43,10 +43,10 @@ describe("sextantctl completion", () => {
     assert.deepEqual(await complete("completion", ""), ["bash", "zsh", "fish"]);
   });
 
-  describe("proxy ids from push's /debug/syncz", () => {
+  describe("proxy ids from push's /debug/proxy_status", () => {
     const server = createServer((request, response) => {
       const authorized = request.headers.authorization === "Bearer secret";
-      response.statusCode = request.url === "/debug/syncz" && authorized ? 200 : 401;
+      response.statusCode = request.url === "/debug/proxy_status" && authorized ? 200 : 401;
       response.end(
         JSON.stringify([
           { proxyId: "sidecar~10.0.0.2~reviews-v1.default~default.svc.cluster.local" },

@@ -3,7 +3,7 @@
 // walks the program's own command tree (commands, their flags and arguments),
 // so every command registered in main.ts completes with no list to keep.
 // Kinds come from @sextant/validation's KINDS; proxy ids from push's
-// /debug/syncz and namespaces from ingest, when they answer.
+// /debug/proxy_status (every replica's) and namespaces from ingest, when they answer.
 import type { Argument, Command, Option } from "commander";
 import { type ConnectionFlags, resolveConnection } from "../connection.js";
 import { LEVELS } from "../findings.js";
@@ -165,12 +165,14 @@ async function getJson(url: string, token: string | undefined): Promise<unknown>
   }
 }
 
-/** The proxies connected to push (its /debug/syncz), if push answers. */
+/** The proxies connected to every push replica (push's /debug/proxy_status), if push answers. */
 async function proxyIds(program: Command): Promise<string[]> {
   const { push, token } = resolveConnection(program.opts<ConnectionFlags>());
-  const syncz = await getJson(`${push}/debug/syncz`, token);
-  if (!Array.isArray(syncz)) return [];
-  return [...new Set(syncz.map((entry: { proxyId?: string }) => entry.proxyId ?? ""))].filter(Boolean).sort();
+  const records = await getJson(`${push}/debug/proxy_status`, token);
+  if (!Array.isArray(records)) return [];
+  return [...new Set(records.map((entry: { proxyId?: string }) => entry.proxyId ?? ""))]
+    .filter(Boolean)
+    .sort();
 }
 
 /** The namespaces of ingest's stored config, if ingest answers. */

@@ -5,7 +5,8 @@ import { DEFAULT_PORTS, type ServiceContract } from "@sextant/runtime";
 
 export const pushContract = {
   buckets: {
-    // status/proxy-status.ts; status/change-tracer.ts (what each change built and sent, and the answers)
+    // status/proxy-status.ts (listed whole by /debug/proxy_status, main.ts, for every replica's proxies);
+    // status/change-tracer.ts (what each change built and sent, and the answers)
     write: [Buckets.proxyStatus, Buckets.traces],
     // inputs/push-inputs.ts (credentials: the SDS secrets), and the trust bundle its mTLS identity follows
     // (@sextant/identity's bus trust source).

@@ -2,7 +2,7 @@
 import { pathToFileURL } from "node:url";
 import { ServerCredentials } from "@grpc/grpc-js";
 import { createApiAuth, debugRoute } from "@sextant/auth";
-import { busRunner } from "@sextant/bus";
+import { Buckets, busRunner } from "@sextant/bus";
 import { mtlsServerCredentials } from "@sextant/identity";
 import { type Runner, runService, type ServiceDefinition } from "@sextant/runtime";
 import { XdsCache } from "./cache/xds-cache.js";
@@ -39,7 +39,9 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       bus: () => nats.bus,
       logger,
       replica: settings.REPLICA_ID,
+      debugAddress: settings.DEBUG_ADDRESS ?? `http://127.0.0.1:${settings.HTTP_PORT}`,
       flushMs: settings.STATUS_FLUSH_MS,
+      heartbeatMs: settings.STATUS_HEARTBEAT_MS,
       context: () => inputs.context,
       metrics,
     });
@@ -80,7 +82,13 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
     });
     // The debug routes show every proxy's config: bearer-authenticated, the `debug` verb.
     const debugAuth = createApiAuth(settings, logger);
-    for (const [path, route] of Object.entries(debugRoutes(() => discovery, status)))
+    for (const [path, route] of Object.entries(
+      debugRoutes(
+        () => discovery,
+        status,
+        async () => (await (await nats.bus.bucket(Buckets.proxyStatus)).list()).map((entry) => entry.value),
+      ),
+    ))
       http.route(path, debugRoute(debugAuth.chain, route));
     const identity = identityRunner(settings, () => nats.bus, logger);
     const mtls: Runner[] = settings.XDS_TLS_ENABLED

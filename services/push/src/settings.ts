@@ -68,6 +68,19 @@ export const pushSettings = baseSettings.extend({
   DOMAIN_SUFFIX: z.string().min(1).default("cluster.local"),
   /** How often changed proxy sync states are written to sextant-proxy-status. */
   STATUS_FLUSH_MS: millisecondsSetting(1_000),
+  /**
+   * How often every proxy's record in sextant-proxy-status is rewritten, so
+   * that a record not rewritten for three heartbeats shows its replica gone
+   * (sextantctl proxy-status: STALE).
+   */
+  STATUS_HEARTBEAT_MS: millisecondsSetting(10_000),
+  /**
+   * Where other processes reach this replica's /debug/* (recorded in
+   * sextant-proxy-status so that sextantctl asks the replica holding a
+   * proxy's stream). In Kubernetes set it from the pod IP, e.g.
+   * http://$(POD_IP):15014. Unset: http://127.0.0.1:HTTP_PORT.
+   */
+  DEBUG_ADDRESS: z.string().url().optional(),
 });
 
 /** Push's parsed settings. */

@@ -1,4 +1,4 @@
-// /debug/syncz and /debug/config_dump show every proxy's config: only a
+// /debug/syncz, /debug/config_dump, /debug/proxy_status and /debug/proxy_diff show every proxy's config: only a
 // caller with a token granting `debug` reads them. push runs as its own process.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -55,7 +55,12 @@ describe("push's debug endpoints", () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  for (const path of ["/debug/syncz", "/debug/config_dump?proxyID=nobody"]) {
+  for (const path of [
+    "/debug/syncz",
+    "/debug/config_dump?proxyID=nobody",
+    "/debug/proxy_status",
+    "/debug/proxy_diff?proxyID=nobody",
+  ]) {
     it(`${path}: 401 without a token`, async () => {
       const response = await fetch(`${base}${path}`);
       assert.equal(response.status, 401);
@@ -79,6 +84,10 @@ describe("push's debug endpoints", () => {
     assert.deepEqual(await syncz.json(), []);
     // No such proxy: the route itself answers, past authentication.
     assert.equal((await fetch(`${base}/debug/config_dump?proxyID=nobody`, { headers })).status, 404);
+    assert.equal((await fetch(`${base}/debug/proxy_diff?proxyID=nobody`, { headers })).status, 404);
+    const statuses = await fetch(`${base}/debug/proxy_status`, { headers });
+    assert.equal(statuses.status, 200);
+    assert.deepEqual(await statuses.json(), []);
   });
 
   it("leaves /metrics and /ready open", async () => {

@@ -42,6 +42,8 @@ export interface WatchState {
    * against it). config_dump shows it.
    */
   held: Map<string, HeldResource>;
+  /** What the proxy held when it last ACKed: what it runs, for /debug/proxy_diff (undefined before the first ACK). */
+  ackedHeld?: ReadonlyMap<string, HeldResource>;
 }
 
 /** A new subscription's state. */
@@ -127,6 +129,12 @@ export abstract class Connection<Request = unknown> {
   /** Ends the stream from the server side; the proxy reconnects (to this replica or another). */
   close(): void {
     this.#stream.end();
+  }
+
+  /** What push would send now for a watched type (undefined if it cannot build it): /debug/proxy_diff compares it with what the proxy ACKed. */
+  generateNow(typeUrl: string): GeneratedResource[] | undefined {
+    const state = this.watched.get(typeUrl);
+    return state ? this.resources.generate(this.proxy, typeUrl, state.names) : undefined;
   }
 
   /** A nonce no other response of this replica has carried. */

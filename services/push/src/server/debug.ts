@@ -1,5 +1,5 @@
 import { JsonAnswer, type JsonRoute } from "@sextant/observability";
-import type { Any } from "@sextant/proto";
+import { type Any, ProxyStatus } from "@sextant/proto";
 import {
   DownstreamTlsContext,
   HTTPFault,
@@ -52,12 +52,57 @@ export function configDumpDecoder(types: XdsTypeTable): (any: Any) => unknown {
   return anyToJson;
 }
 
-/** GET /debug/syncz and /debug/config_dump?proxyID=, as istiod serves them. */
+/**
+ * GET /debug/syncz and /debug/config_dump?proxyID=, as istiod serves them;
+ * /debug/proxy_status, every proxy of every replica (from
+ * sextant-proxy-status); and /debug/proxy_diff?proxyID=, what push would send
+ * now beside what the proxy held at its last ACK, per type (on the replica
+ * holding it).
+ */
 export function debugRoutes(
   discovery: () => DiscoveryServer,
   status: ProxyStatusReporter,
+  allProxyStatuses: () => Promise<ProxyStatus[]>,
 ): Record<string, JsonRoute> {
+  const connectionOf = (proxyId: string | null) =>
+    discovery()
+      .connections()
+      .filter((c) => c.proxy.id === proxyId)
+      .at(-1);
+  const notHere = (proxyId: string | null) =>
+    new JsonAnswer(404, { error: `no proxy ${proxyId ?? "(proxyID missing)"} on this replica` });
   return {
+    "/debug/proxy_status": async () =>
+      (await allProxyStatuses())
+        .sort((a, b) => a.proxyId.localeCompare(b.proxyId))
+        .map((record) => ProxyStatus.toJSON(record)),
+    "/debug/proxy_diff": (query: URLSearchParams) => {
+      const proxyId = query.get("proxyID");
+      const connection = connectionOf(proxyId);
+      if (!connection) return notHere(proxyId);
+      const anyToJson = configDumpDecoder(discovery().types);
+      return {
+        proxyId,
+        types: [...connection.watched].map(([typeUrl, state]) => ({
+          typeUrl,
+          versionSent: state.versionSent ?? "",
+          versionAcked: state.versionAcked ?? "",
+          // The proxy's resources, by name: what it held at its last ACK (what it runs).
+          acked: Object.fromEntries(
+            [...(state.ackedHeld ?? [])].flatMap(([name, held]) =>
+              held.resource ? [[name, anyToJson(held.resource.resource)]] : [],
+            ),
+          ),
+          // What a push now would send, by name.
+          current: Object.fromEntries(
+            (connection.generateNow(typeUrl) ?? []).map((resource) => [
+              resource.name,
+              anyToJson(resource.resource),
+            ]),
+          ),
+        })),
+      };
+    },
     "/debug/syncz": () =>
       discovery()
         .connections()
@@ -69,12 +114,8 @@ export function debugRoutes(
         })),
     "/debug/config_dump": (query: URLSearchParams) => {
       const proxyId = query.get("proxyID");
-      const connection = discovery()
-        .connections()
-        .filter((c) => c.proxy.id === proxyId)
-        .at(-1);
-      if (!connection)
-        return new JsonAnswer(404, { error: `no proxy ${proxyId ?? "(proxyID missing)"} on this replica` });
+      const connection = connectionOf(proxyId);
+      if (!connection) return notHere(proxyId);
       const anyToJson = configDumpDecoder(discovery().types);
       return {
         proxyId,

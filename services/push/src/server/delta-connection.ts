@@ -107,6 +107,7 @@ export class DeltaConnection extends Connection<DeltaDiscoveryRequest> {
       this.callbacks.nacked(this, typeUrl, state, request.responseNonce, request.errorDetail.message);
     } else {
       state.versionAcked = state.versionSent;
+      state.ackedHeld = new Map(state.held);
       this.callbacks.acked(this, typeUrl);
     }
   }

@@ -63,6 +63,7 @@ export class SotwConnection extends Connection<DiscoveryRequest> {
       return;
     }
     state.versionAcked = request.versionInfo;
+    state.ackedHeld = new Map(state.held);
     if (!sameNames(state.names, names)) {
       state.names = names;
       this.respond(typeUrl, state, FULL, undefined, true);

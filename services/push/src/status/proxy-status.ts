@@ -19,11 +19,18 @@ export interface ProxyStatusReporterOptions {
   bus: () => Bus;
   logger: Logger;
   replica: string;
+  /** Where this replica serves /debug/*, recorded so a client can ask the replica holding a stream. */
+  debugAddress: string;
   flushMs: number;
+  /** How often every record is rewritten; a record not rewritten for three heartbeats is stale. */
+  heartbeatMs: number;
   /** The current snapshot, whose config holds the WorkloadGroups registrations are checked against. */
   context: () => PushContext | undefined;
   metrics: Registry;
 }
+
+/** Missed heartbeats after which a record is stale (its replica stopped or lost NATS). */
+const STALE_HEARTBEATS = 3;
 
 /** Why a connection naming a WorkloadGroup is served but not registered (the metric's reason label). */
 type RegistrationRefusal = "plaintext" | "no_group" | "namespace" | "service_account";
@@ -50,6 +57,7 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
   readonly #registered = new Map<string, Set<Connection>>();
   readonly #refused: Counter<"reason">;
   #timer: NodeJS.Timeout | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
 
   readonly #tasks: SerialTasks;
 
@@ -67,10 +75,15 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
 
   async start(): Promise<void> {
     this.#timer = setInterval(() => void this.flush(), this.options.flushMs);
+    // Rewriting every record proves the replica alive: readers judge a record by its staleAfter.
+    this.#heartbeat = setInterval(() => {
+      for (const proxyId of this.#streams.keys()) this.#dirty.add(proxyId);
+    }, this.options.heartbeatMs);
   }
 
   async close(): Promise<void> {
     clearInterval(this.#timer);
+    clearInterval(this.#heartbeat);
     await this.flush();
   }
 
@@ -152,11 +165,18 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
         resourceNames: state.names === "*" ? ["*"] : [...state.names].sort(),
       };
     }
+    const now = Date.now();
+    const { proxy } = connection;
     return {
-      proxyId: connection.proxy.id,
+      proxyId: proxy.id,
       replica: this.options.replica,
       connectedAt: connection.connectedAt,
       types,
+      updatedAt: new Date(now),
+      staleAfter: new Date(now + STALE_HEARTBEATS * this.options.heartbeatMs),
+      replicaDebugAddress: this.options.debugAddress,
+      clusterId: proxy.clusterId,
+      istioVersion: typeof proxy.metadata.ISTIO_VERSION === "string" ? proxy.metadata.ISTIO_VERSION : "",
     };
   }
 

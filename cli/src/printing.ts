@@ -1,11 +1,17 @@
 // kubectl's output forms: borderless tables with upper-case headers, and
 // -o yaml / -o json of the objects.
 import Table from "cli-table3";
+import { Option } from "commander";
 import { stringify } from "yaml";
 import { CommandError, ExitCode } from "./ingest-client.js";
 
 /** The -o formats of get. */
 export type OutputFormat = "table" | "yaml" | "json";
+
+/** The -o option of the commands that print a table, or the objects as json or yaml. */
+export function outputOption(description = "output format"): Option {
+  return new Option("-o, --output <format>", description).choices(["table", "json", "yaml"]).default("table");
+}
 
 /** Checks an -o value. */
 export function outputFormat(value: string): OutputFormat {

@@ -32,8 +32,9 @@ describe("sextantctl version", () => {
   it("prints the client's version and whether each service answers /ready", async () => {
     const output = await run(["--ingest", url, "--push", "http://127.0.0.1:1", "version"]);
     assert.match(output, /^client version: 0\.0\.0$/m);
-    assert.match(output, new RegExp(`│ ingest +│ ${url} +│ ready +│`));
-    assert.match(output, /│ push +│ http:\/\/127\.0\.0\.1:1 +│ unreachable/);
+    assert.match(output, /^SERVICE +URL +STATE$/m);
+    assert.match(output, new RegExp(`^ingest +${url} +ready$`, "m"));
+    assert.match(output, /^push +http:\/\/127\.0\.0\.1:1 +unreachable/m);
   });
 
   it("prints the same as YAML and JSON", async () => {

@@ -1,7 +1,8 @@
-import { type Command, InvalidArgumentError, Option } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
 import { stringify } from "yaml";
 import { type ConnectionFlags, resolveConnection } from "../connection.js";
 import { action, exitOnUsageError } from "../ingest-client.js";
+import { outputOption } from "../printing.js";
 import {
   type ConfigFilters,
   clustersTable,
@@ -107,11 +108,7 @@ export function registerProxyConfig(program: Command): void {
     .option("--fqdn <fqdn>", "only services whose FQDN contains this (clusters, endpoints)")
     .option("--subset <subset>", "only this subset (clusters, endpoints)")
     .option("--direction <direction>", "only this direction: inbound or outbound (clusters)")
-    .addOption(
-      new Option("-o, --output <format>", "table, or the full resources as json or yaml")
-        .choices(["table", "json", "yaml"])
-        .default("table"),
-    )
+    .addOption(outputOption("table, or the full resources as json or yaml"))
     .addHelpText("after", "\nExit codes: 0 done, 1 push unreachable/refused or no such proxy, 2 usage.")
     .exitOverride(exitOnUsageError)
     .action(

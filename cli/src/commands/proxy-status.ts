@@ -1,8 +1,9 @@
-import { type Command, Option } from "commander";
+import type { Command } from "commander";
 import { createTwoFilesPatch } from "diff";
 import { stringify } from "yaml";
 import { type Connection, type ConnectionFlags, resolveConnection } from "../connection.js";
 import { action, exitOnUsageError } from "../ingest-client.js";
+import { outputOption } from "../printing.js";
 import { plainTable } from "../proxy/plain-table.js";
 import {
   findProxy,
@@ -154,11 +155,7 @@ export function registerProxyStatus(program: Command): void {
     .description(
       "the sync state of every connected proxy (SYNCED, NOT SENT, STALE, NACKED per xDS type), over all push replicas",
     )
-    .addOption(
-      new Option("-o, --output <format>", "output format")
-        .choices(["table", "json", "yaml"])
-        .default("table"),
-    )
+    .addOption(outputOption())
     .addHelpText(
       "after",
       "\nExit codes: 0 done, 1 a type differs, is NACKED or STALE, or push unreachable/refused/no such proxy, 2 usage.",

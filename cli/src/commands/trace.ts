@@ -1,9 +1,10 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import Table from "cli-table3";
-import { type Command, InvalidArgumentError, Option } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
 import { stringify } from "yaml";
 import { action, CommandError, ExitCode, exitOnUsageError, IngestClient } from "../ingest-client.js";
 import { resolveKind } from "../kinds.js";
+import { outputOption } from "../printing.js";
 
 /** One type's part of a proxy's answer, as ingest's GET /v1/trace reports it. */
 interface TypeTrace {
@@ -73,11 +74,7 @@ export function registerTrace(program: Command): void {
       parseSeconds,
       0,
     )
-    .addOption(
-      new Option("-o, --output <format>", "output format")
-        .choices(["table", "json", "yaml"])
-        .default("table"),
-    )
+    .addOption(outputOption())
     .addHelpText(
       "after",
       "\nExit codes: 0 every proxy ACKed the change (or needed nothing from it); 1 a proxy has not ACKed yet,\nNACKed it, or the trace could not be read; 2 usage error.",

@@ -1,20 +1,15 @@
-import Table from "cli-table3";
-import { type Command, Option } from "commander";
-import { stringify } from "yaml";
+import type { Command } from "commander";
 import { CLIENT_VERSION } from "../client-version.js";
 import { type ConnectionFlags, resolveConnection } from "../connection.js";
+import { formatObject, formatTable, type OutputFormat, outputOption } from "../printing.js";
 
 /** `sextantctl version [-o table|json|yaml]`: the client's version and whether each service answers. */
 export function registerVersion(program: Command): void {
   program
     .command("version")
     .description("print the client's version and each reachable service's state")
-    .addOption(
-      new Option("-o, --output <format>", "output format")
-        .choices(["table", "json", "yaml"])
-        .default("table"),
-    )
-    .action(async (options: { output: "table" | "json" | "yaml" }) => {
+    .addOption(outputOption())
+    .action(async (options: { output: OutputFormat }) => {
       const connection = resolveConnection(program.opts<ConnectionFlags>());
       const services = [];
       for (const [name, url] of [
@@ -27,12 +22,14 @@ export function registerVersion(program: Command): void {
         );
         services.push({ name, url, state });
       }
-      const report = { clientVersion: CLIENT_VERSION, services };
-      if (options.output === "json") return console.log(JSON.stringify(report, null, 2));
-      if (options.output === "yaml") return console.log(stringify(report).trimEnd());
+      if (options.output !== "table")
+        return console.log(formatObject({ clientVersion: CLIENT_VERSION, services }, options.output));
       console.log(`client version: ${CLIENT_VERSION}`);
-      const table = new Table({ head: ["SERVICE", "URL", "STATE"], style: { head: [], border: [] } });
-      for (const { name, url, state } of services) table.push([name, url, state]);
-      console.log(table.toString());
+      console.log(
+        formatTable(
+          ["SERVICE", "URL", "STATE"],
+          services.map(({ name, url, state }) => [name, url, state]),
+        ),
+      );
     });
 }

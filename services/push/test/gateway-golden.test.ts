@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { TypeUrl } from "@sextant/proto/envoy";
-import { bookinfoNetworkingDir, checkGoldenDir, goldenCases } from "@sextant/testing";
+import { checkGoldenDir, goldenCases } from "@sextant/testing";
 import { parse, stringify } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
@@ -20,6 +20,8 @@ import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import {
   type Codec,
+  caseConfig,
+  collectStrings,
   contextOf,
   dumpAny,
   envoyCodecs,
@@ -101,24 +103,6 @@ function routerNode(pod: Pod, extraMetadata: Record<string, unknown> = {}) {
   };
 }
 
-function configOf(testCase: GatewayCase): string {
-  const samples = (testCase.bookinfo ?? []).map((file) =>
-    readFileSync(join(bookinfoNetworkingDir(), file), "utf8"),
-  );
-  return [...samples, testCase.config ?? ""].filter((text) => text.trim()).join("\n---\n");
-}
-
-function collect(value: unknown, key: string, out: string[] = []): string[] {
-  if (Array.isArray(value)) for (const item of value) collect(item, key, out);
-  else if (value && typeof value === "object") {
-    for (const [k, inner] of Object.entries(value)) {
-      if (k === key && typeof inner === "string") out.push(inner);
-      else collect(inner, key, out);
-    }
-  }
-  return out;
-}
-
 interface SdsSecret {
   name?: string;
   sdsConfig?: {
@@ -166,7 +150,7 @@ function renderCase(
   const push = contextOf({
     services: [...registries.flatMap((r) => r.services ?? []), ...(testCase.services ?? [])],
     endpoints: [...endpoints].map(([hostname, list]) => ({ hostname, endpoints: list })),
-    config: configOf(testCase),
+    config: caseConfig(testCase),
   });
   const proxyPod = pods[testCase.proxy ?? "istio-ingressgateway"];
   assert.ok(proxyPod, `no pod ${testCase.proxy} in the registries or the case`);
@@ -186,7 +170,10 @@ function renderCase(
     routes: [],
     endpoints: [],
   };
-  generated.routes = generate("routes", new Set(collect(dumped(generated.listeners), "routeConfigName")));
+  generated.routes = generate(
+    "routes",
+    new Set(collectStrings(dumped(generated.listeners), "routeConfigName")),
+  );
   const edsNames = new Set(
     dumped(generated.clusters)
       .filter((c) => (c as { type?: string }).type === "EDS")

@@ -1,7 +1,10 @@
 // What the golden harnesses share: a case's input as a PushContext, and
 // generated Anys as the JSON the .out.yaml files hold.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { type Any, EndpointShard, Service } from "@sextant/proto";
 import { DownstreamTlsContext, HttpRBAC, TypeUrl, UpstreamTlsContext } from "@sextant/proto/envoy";
+import { bookinfoNetworkingDir } from "@sextant/testing";
 import { parseDocuments } from "@sextant/validation";
 import { parseMeshConfig } from "../src/model/mesh-config.js";
 import { PushContext } from "../src/model/push-context.js";
@@ -175,4 +178,24 @@ export function envoyCodecs(): Promise<Readonly<Record<string, Codec>>> {
     return codecs;
   })();
   return allCodecs;
+}
+
+/** A golden case's config: the Bookinfo samples it names (Istio's files, unchanged), then its own YAML. */
+export function caseConfig(testCase: { bookinfo?: string[]; config?: string }): string {
+  const samples = (testCase.bookinfo ?? []).map((file) =>
+    readFileSync(join(bookinfoNetworkingDir(), file), "utf8"),
+  );
+  return [...samples, testCase.config ?? ""].filter((text) => text.trim()).join("\n---\n");
+}
+
+/** Every string value under `key` anywhere in a JSON tree. */
+export function collectStrings(value: unknown, key: string, out: string[] = []): string[] {
+  if (Array.isArray(value)) for (const item of value) collectStrings(item, key, out);
+  else if (value && typeof value === "object") {
+    for (const [k, inner] of Object.entries(value)) {
+      if (k === key && typeof inner === "string") out.push(inner);
+      else collectStrings(inner, key, out);
+    }
+  }
+  return out;
 }

@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { bookinfoNetworkingDir, checkGoldenDir, goldenCases } from "@sextant/testing";
+import { checkGoldenDir, goldenCases } from "@sextant/testing";
 import { parse, stringify } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
@@ -20,6 +20,8 @@ import { NAME_TABLE_TYPE_URL } from "../src/translate/sidecar/name-table.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import {
   type Codec,
+  caseConfig,
+  collectStrings,
   contextOf,
   dumpAny,
   envoyCodecs,
@@ -145,26 +147,6 @@ function sidecarNode(pod: Pod, extraMetadata: Record<string, string> = {}) {
   };
 }
 
-/** A case's config: the Bookinfo samples it names, then its own. */
-function configOf(testCase: SidecarCase): string {
-  const samples = (testCase.bookinfo ?? []).map((file) =>
-    readFileSync(join(bookinfoNetworkingDir(), file), "utf8"),
-  );
-  return [...samples, testCase.config ?? ""].filter((text) => text.trim()).join("\n---\n");
-}
-
-/** Every value under `key` anywhere in a JSON tree. */
-function collect(value: unknown, key: string, out: string[] = []): string[] {
-  if (Array.isArray(value)) for (const item of value) collect(item, key, out);
-  else if (value && typeof value === "object") {
-    for (const [k, inner] of Object.entries(value)) {
-      if (k === key && typeof inner === "string") out.push(inner);
-      else collect(inner, key, out);
-    }
-  }
-  return out;
-}
-
 function renderCase(
   testCase: SidecarCase,
   generators: Record<GoldenType, SidecarGenerate>,
@@ -189,7 +171,7 @@ function renderCase(
   const push = contextOf({
     services: [...(registry.services ?? []), ...(testCase.services ?? [])],
     endpoints: [...endpoints].map(([hostname, list]) => ({ hostname, endpoints: list })),
-    config: configOf(testCase),
+    config: caseConfig(testCase),
     ...(testCase.meshConfig ? { meshConfig: testCase.meshConfig } : {}),
   });
   const proxyPod = pods[testCase.proxy ?? "productpage-v1"];
@@ -207,7 +189,7 @@ function renderCase(
   const dumped = (resources: GeneratedResource[]) =>
     resources.map((r) => dumpAny(r.resource, codecs, { emptyAnys: true }));
   // As Envoy: RDS for the route configs the listeners' HCMs name, EDS for the EDS clusters.
-  const routeNames = new Set(collect(dumped(generated.listeners), "routeConfigName"));
+  const routeNames = new Set(collectStrings(dumped(generated.listeners), "routeConfigName"));
   generated.routes = generators.routes(context, routeNames);
   const edsNames = new Set(
     dumped(generated.clusters)

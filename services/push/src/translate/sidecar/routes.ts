@@ -893,6 +893,10 @@ function hashPolicyFor(
           name: hash.httpCookie.name,
           path: hash.httpCookie.path,
           ...(hash.httpCookie.ttl ? { ttl: hash.httpCookie.ttl } : {}),
+          // Envoy adds them to a cookie it generates (e.g. SameSite).
+          ...(hash.httpCookie.attributes.length > 0
+            ? { attributes: hash.httpCookie.attributes.map(({ name, value }) => ({ name, value })) }
+            : {}),
         },
       },
     ];

@@ -24,6 +24,7 @@ import {
   type Percent,
   HTTPRedirect_RedirectPortSelection as RedirectPortSelection,
   type StringMatch,
+  CorsPolicy_UnmatchedPreflights as UnmatchedPreflights,
   type VirtualService,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { Protocol, Resolution } from "@sextant/proto/gen/sextant/mesh/v1/service";
@@ -949,5 +950,8 @@ function translateCors(policy: IstioCorsPolicy): CorsPolicy | undefined {
       defaultValue: { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED },
       runtimeKey: "",
     },
+    // Istio always sets it: preflights no origin matches go on upstream (Envoy's behaviour before 1.30)
+    // unless unmatchedPreflights is IGNORE.
+    forwardNotMatchingPreflights: policy.unmatchedPreflights !== UnmatchedPreflights.IGNORE,
   });
 }

@@ -363,4 +363,45 @@ describe("gateway analyzers", () => {
     ]);
     assert.equal(run([jwt([])]).size, 0);
   });
+
+  it("warns of the other accepted fields without effect: proxyProtocol, tunnel, retryRemoteLocalities, egressProxy (SXT0004)", () => {
+    const rule = resource("DestinationRule", "reviews", {
+      host: "reviews",
+      trafficPolicy: { proxyProtocol: { version: "V2" } },
+      subsets: [
+        {
+          name: "v1",
+          labels: { version: "v1" },
+          trafficPolicy: { tunnel: { targetHost: "x", targetPort: 80 } },
+        },
+      ],
+    });
+    const routes = resource("VirtualService", "reviews", {
+      hosts: ["reviews"],
+      http: [
+        {
+          route: [{ destination: { host: "reviews" } }],
+          retries: { attempts: 2, retryRemoteLocalities: false },
+        },
+        {
+          route: [{ destination: { host: "reviews" } }],
+          retries: { attempts: 2, retryRemoteLocalities: true },
+        },
+      ],
+    });
+    const sidecar = resource("Sidecar", "default", {
+      outboundTrafficPolicy: { mode: "ALLOW_ANY", egressProxy: { host: "egress", port: { number: 80 } } },
+    });
+    const result = run([rule, routes, sidecar]);
+    assert.deepEqual(codes(result, rule), [
+      [AnalysisCodes.FieldIgnored, "spec.trafficPolicy.proxyProtocol"],
+      [AnalysisCodes.FieldIgnored, "spec.subsets[0].trafficPolicy.tunnel"],
+    ]);
+    assert.deepEqual(codes(result, routes), [
+      [AnalysisCodes.FieldIgnored, "spec.http[1].retries.retryRemoteLocalities"],
+    ]);
+    assert.deepEqual(codes(result, sidecar), [
+      [AnalysisCodes.FieldIgnored, "spec.outboundTrafficPolicy.egressProxy"],
+    ]);
+  });
 });

@@ -55,7 +55,11 @@ describe("the CRDs", () => {
       assert.ok(crd.spec.versions.every((v) => v.served));
       // Istio stores networking kinds as v1alpha3 and security kinds as v1beta1; a kind served in one version, in it.
       const storage =
-        info.versions.length === 1 ? info.versions[0] : info.group === "networking.istio.io" ? "v1alpha3" : "v1beta1";
+        info.versions.length === 1
+          ? info.versions[0]
+          : info.group === "networking.istio.io"
+            ? "v1alpha3"
+            : "v1beta1";
       assert.deepEqual(
         crd.spec.versions.filter((v) => v.storage).map((v) => v.name),
         [storage],

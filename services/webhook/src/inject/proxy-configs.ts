@@ -1,4 +1,4 @@
-import type { ConfigSpecs } from "@sextant/validation";
+import { type ConfigSpecs, decodeSpec, validateResource } from "@sextant/validation";
 import type { ProxyConfigJson } from "./proxy-config.js";
 
 /** A stored ProxyConfig resource (networking.istio.io/v1beta1): where it lives and its spec. */
@@ -94,4 +94,36 @@ export function imageOfType(image: string, imageType: string | undefined): strin
   const known = KNOWN_IMAGE_TYPES.find((t) => tag.endsWith(`-${t}`));
   if (known) tag = tag.slice(0, -(known.length + 1));
   return `${image.slice(0, colon + 1)}${imageType === "default" ? tag : `${tag}-${imageType}`}`;
+}
+
+/**
+ * The ProxyConfig resources among Kubernetes documents (an offline
+ * kube-inject's input files), validated as ingest validates them; other
+ * kinds are passed over. A document without a namespace is in
+ * `defaultNamespace`. Throws with every problem of an invalid ProxyConfig.
+ */
+export function proxyConfigsOf(
+  documents: readonly unknown[],
+  defaultNamespace: string,
+): ProxyConfigResource[] {
+  const resources: ProxyConfigResource[] = [];
+  for (const document of documents) {
+    const doc = document as {
+      kind?: unknown;
+      metadata?: { name?: string; namespace?: string };
+      spec?: unknown;
+    };
+    if (doc?.kind !== "ProxyConfig") continue;
+    const where = `ProxyConfig ${doc.metadata?.namespace ?? defaultNamespace}/${doc.metadata?.name ?? ""}`;
+    const { errors } = validateResource(doc);
+    if (errors.length > 0)
+      throw new Error(`${where} is invalid: ${errors.map((e) => `${e.path}: ${e.message}`).join("; ")}`);
+    const decoded = decodeSpec<ConfigSpecs["ProxyConfig"]>("ProxyConfig", doc.spec ?? {});
+    resources.push({
+      namespace: doc.metadata?.namespace ?? defaultNamespace,
+      name: doc.metadata?.name ?? "",
+      spec: decoded.value as ConfigSpecs["ProxyConfig"],
+    });
+  }
+  return resources;
 }

@@ -213,10 +213,15 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
   const userVolumes = read.jsonObjects(Annotations.userVolume) ?? {};
   const userMounts = read.jsonObjects(Annotations.userVolumeMount) ?? {};
   const values: Record<string, TemplateValue> = {
-    // A ProxyConfig's image type suffixes the configured image's tag; an annotated image is taken as it is (as Istio).
+    // The image type (the annotation's, else the proxy config's) suffixes the configured image's tag; an
+    // annotated image is taken as it is (as Istio).
     proxyImage:
       read.word(Annotations.proxyImage) ??
-      imageOfType(config.proxyImage, (proxyConfig.image as { imageType?: string } | undefined)?.imageType),
+      imageOfType(
+        config.proxyImage,
+        read.word(Annotations.proxyImageType) ??
+          (proxyConfig.image as { imageType?: string } | undefined)?.imageType,
+      ),
     namespace,
     domainSuffix: config.domainSuffix,
     trustDomain: config.trustDomain,

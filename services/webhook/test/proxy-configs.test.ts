@@ -33,11 +33,11 @@ describe("ProxyConfig in injection", () => {
       return {
         proxy: stringify({
           proxyImage: proxy.image,
-          initImage: containerOf(injected, "istio-init").image,
+          initImage: containerOf(injected, "istio-init")?.image ?? null,
           proxyConfig,
           // The template's variables end at TRUST_DOMAIN; what follows is the ProxyConfigs' and the injector's.
           proxyEnv: proxy.env.slice(proxy.env.findIndex((e: any) => e.name === "TRUST_DOMAIN") + 1),
-          initEnv: containerOf(injected, "istio-init").env ?? [],
+          initEnv: containerOf(injected, "istio-init")?.env ?? null,
         }),
       };
     });

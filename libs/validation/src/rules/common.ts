@@ -38,7 +38,9 @@ export function isDns1123Subdomain(value: string): boolean {
 /**
  * Why `host` is not a valid host name, or undefined if it is. Like Istio, a
  * wildcard is only allowed in the first label (`*`, `*.example.com`,
- * `*-suffix.example.com`), and short names without dots are fine.
+ * `*-suffix.example.com`), short names without dots are fine, a trailing dot
+ * (`istio.io.`) is allowed, and a dotted name's last label must not be all
+ * digits (so `1.2.3.4` is not a host name).
  */
 export function hostProblem(host: string): string | undefined {
   if (host.length === 0) return "host must not be empty";
@@ -47,7 +49,11 @@ export function hostProblem(host: string): string | undefined {
   if (first.length > 63 || !WILDCARD_HOST_LABEL.test(first)) {
     return `host "${host}" is invalid: label "${first}" must be alphanumeric with inner dashes, or a leading "*"`;
   }
-  for (const label of rest) {
+  if (rest.length === 0) return undefined;
+  const last = rest[rest.length - 1] ?? "";
+  if (/^\d+$/.test(last)) return `host "${host}" is invalid: its top-level domain "${last}" is all digits`;
+  for (const [i, label] of rest.entries()) {
+    if (label === "" && i === rest.length - 1) break;
     if (label.length > 63 || !HOST_LABEL.test(label)) {
       return `host "${host}" is invalid: label "${label}" must be 1-63 alphanumeric characters or inner dashes`;
     }
@@ -136,28 +142,36 @@ export function checkRegex(issues: Issues, path: string, pattern: string): void 
 }
 
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+const LABEL_PREFIX =
+  /^[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?)*$/;
 
-/** Why `k` is not a Kubernetes label key, or undefined if it is. */
-export function labelKeyProblem(k: string): string | undefined {
-  const slash = k.lastIndexOf("/");
+/**
+ * Why `k` is not a label key as Istio checks the labels in its specs, or
+ * undefined if it is: an optional dotted DNS prefix and `/`, then a name of
+ * alphanumerics, `-`, `_` and `.` starting and ending alphanumeric. Istio's
+ * check is looser than Kubernetes' for object metadata: either case in the
+ * prefix and no 63-character limit.
+ */
+function labelKeyProblem(k: string): string | undefined {
+  const slash = k.indexOf("/");
   const prefix = slash >= 0 ? k.slice(0, slash) : undefined;
   const name = slash >= 0 ? k.slice(slash + 1) : k;
-  if (prefix !== undefined && !isDns1123Subdomain(prefix)) {
+  if (prefix !== undefined && !LABEL_PREFIX.test(prefix)) {
     return `label key "${k}" has an invalid prefix (must be a DNS subdomain)`;
   }
-  if (name.length === 0 || name.length > 63 || !LABEL_NAME.test(name)) {
-    return `label key "${k}" is invalid: at most 63 alphanumerics, "-", "_" or ".", starting and ending alphanumeric`;
+  if (!LABEL_NAME.test(name)) {
+    return `label key "${k}" is invalid: alphanumerics, "-", "_" or ".", starting and ending alphanumeric`;
   }
   return undefined;
 }
 
-/** Reports invalid label keys and values of a selector or label map. */
+/** Reports invalid label keys and values of a label map (WorkloadEntry, subset and match labels). */
 export function checkLabels(issues: Issues, path: string, labels: Record<string, string> | undefined): void {
   for (const [k, v] of Object.entries(labels ?? {})) {
     const keyProblem = labelKeyProblem(k);
     if (keyProblem) issues.error(key(path, k), keyProblem);
-    if (v.length > 63 || (v.length > 0 && !LABEL_NAME.test(v))) {
-      issues.error(key(path, k), `label value "${v}" is invalid: at most 63 alphanumerics, "-", "_" or "."`);
+    if (v.length > 0 && !LABEL_NAME.test(v)) {
+      issues.error(key(path, k), `label value "${v}" is invalid: alphanumerics, "-", "_" or "."`);
     }
   }
 }

@@ -17,7 +17,7 @@ import {
   checkPort,
   durationNanos,
   hostProblem,
-  isDns1123Label,
+  isIstioDnsLabel,
   requireString,
 } from "./common.js";
 import type { RuleContext } from "./context.js";
@@ -34,7 +34,7 @@ export function validateDestinationRule(dr: DestinationRule, ctx: RuleContext): 
   dr.subsets.forEach((subset, i) => {
     const p = at(`${path}.subsets`, i);
     if (!subset.name) issues.error(`${p}.name`, "subset name is required");
-    else if (!isDns1123Label(subset.name)) {
+    else if (!isIstioDnsLabel(subset.name)) {
       issues.error(`${p}.name`, `subset name "${subset.name}" must be a DNS-1123 label`);
     } else if (names.has(subset.name)) {
       issues.error(`${p}.name`, `duplicate subset name "${subset.name}"`);
@@ -246,13 +246,5 @@ export function checkClientTls(issues: Issues, p: string, tls: ClientTLSSettings
     if (!tls.clientCertificate)
       issues.error(`${p}.clientCertificate`, "MUTUAL needs clientCertificate (or credentialName)");
     if (!tls.privateKey) issues.error(`${p}.privateKey`, "MUTUAL needs privateKey (or credentialName)");
-  }
-}
-
-/** Reports a map of named ports whose names or numbers are invalid. */
-export function checkPortMap(issues: Issues, p: string, ports: Record<string, number>): void {
-  for (const [name, number] of Object.entries(ports)) {
-    if (!isDns1123Label(name)) issues.error(key(p, name), `port name "${name}" must be a DNS-1123 label`);
-    checkPort(issues, key(p, name), number);
   }
 }

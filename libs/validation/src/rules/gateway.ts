@@ -105,24 +105,33 @@ function checkServerTlsPlacement(
 }
 
 /**
- * Why a `[namespace/]host` entry (Gateway servers, Sidecar egress) is
- * invalid. The namespace may be `*`, `.` (and `~` where `allowNone`), or a
- * namespace name; the host may be `*` or a (wildcard) DNS name.
+ * Why a `[namespace/]host` entry of a Gateway server or a Sidecar egress
+ * listener is invalid, as Istio's ValidateNamespaceSlashWildcardHostname:
+ * the namespace is `*`, `.`, (`~` where `allowNone`) or a namespace name;
+ * the host is `*` or a dotted (wildcard) DNS name, never a short name nor a
+ * partial wildcard like `*foo.com`; a Gateway's host may also be an IP.
  */
 export function namespacedHostProblem(
   entry: string,
   requireNamespace: boolean,
   allowNone = false,
 ): string | undefined {
-  const parts = entry.split("/");
-  if (parts.length > 2) return `"${entry}" must be "host" or "namespace/host"`;
-  if (parts.length === 1 && requireNamespace) return `"${entry}" must be of the form "namespace/host"`;
-  const [ns, host] = parts.length === 2 ? [parts[0] ?? "", parts[1] ?? ""] : [undefined, parts[0] ?? ""];
+  const slash = entry.indexOf("/");
+  if (slash < 0 && requireNamespace) return `"${entry}" must be of the form "namespace/host"`;
+  const [ns, host] = slash < 0 ? [undefined, entry] : [entry.slice(0, slash), entry.slice(slash + 1)];
+  if (ns === "" || host === "") return `"${entry}": neither the namespace nor the host may be empty`;
   if (ns !== undefined && ns !== "*" && ns !== "." && !(allowNone && ns === "~") && !isIstioDnsLabel(ns)) {
     return `"${entry}" has an invalid namespace "${ns}"`;
   }
   if (host === "*") return undefined;
-  return hostProblem(host);
+  const gatewayIp = !requireNamespace && isIpAddress(host);
+  if (!host.includes(".") && !gatewayIp)
+    return `"${entry}": short host names are not allowed here, use the FQDN`;
+  const problem = hostProblem(host);
+  if (problem && !gatewayIp) return problem;
+  if (host.includes("*") && !host.startsWith("*."))
+    return `"${entry}": partial wildcard "${host}" is not allowed`;
+  return undefined;
 }
 
 /** Istio's rules for server-side TLS (Gateway servers, Sidecar ingress). */

@@ -22,13 +22,12 @@ import {
   cidrProblem,
   HTTP_METHODS,
   hostProblem,
-  isDns1123Label,
-  isDns1123Subdomain,
   isHeaderName,
   isIpAddress,
+  isIstioDnsLabel,
 } from "./common.js";
 import type { RuleContext } from "./context.js";
-import { headerNameProblem, headerValueProblem, matchHeaderNameProblem } from "./headers.js";
+import { headerNameProblem, headerValueProblem, isJwtClaimRoute, matchHeaderNameProblem } from "./headers.js";
 
 /** Envoy retry conditions (HTTP and gRPC) that Istio accepts in retryOn. */
 export const RETRY_ON_POLICIES = new Set([
@@ -50,7 +49,7 @@ export const RETRY_ON_POLICIES = new Set([
   "unavailable",
 ]);
 
-/** gRPC status names accepted by fault.abort.grpcStatus (numbers 0-16 are accepted too). */
+/** gRPC status names accepted by fault.abort.grpcStatus. */
 export const GRPC_STATUS_NAMES = [
   "OK",
   "CANCELLED",
@@ -102,7 +101,9 @@ export function validateVirtualService(vs: VirtualService, ctx: RuleContext): vo
     const problem = hostProblem(host);
     if (problem) issues.error(p, problem);
   });
+  checkDuplicateHosts(issues, `${path}.hosts`, vs.hosts);
   checkGatewayNames(issues, `${path}.gateways`, vs.gateways);
+  if (appliesToMesh) checkNoClaimRouting(issues, `${path}.http`, vs.http);
 
   if (vs.http.length === 0 && vs.tcp.length === 0 && vs.tls.length === 0) {
     issues.error(path, "at least one of http, tcp or tls routes is required");
@@ -132,22 +133,73 @@ export function validateVirtualService(vs: VirtualService, ctx: RuleContext): vo
   });
 }
 
-/** Checks `gateways` entries: `mesh`, `name` or `namespace/name`. */
+/**
+ * Two hosts of one VirtualService must not overlap (Istio's host.Name
+ * Matches): `a.com` twice, or `*.com` beside `a.com` or `*.a.com`, or `*`
+ * beside anything. Checked only when every host is valid, as Istio.
+ */
+function checkDuplicateHosts(issues: Issues, path: string, hosts: string[]): void {
+  if (hosts.some((h) => h !== "*" && !isIpAddress(h) && hostProblem(h))) return;
+  const overlaps = (a: string, b: string): boolean => {
+    const aWild = a.startsWith("*");
+    const bWild = b.startsWith("*");
+    if (aWild && bWild)
+      return a.length < b.length ? b.slice(1).endsWith(a.slice(1)) : a.slice(1).endsWith(b.slice(1));
+    if (aWild) return b.endsWith(a.slice(1));
+    if (bWild) return a.endsWith(b.slice(1));
+    return a === b;
+  };
+  hosts.forEach((host, j) => {
+    const i = hosts.findIndex((other, k) => k < j && overlaps(other, host));
+    if (i >= 0)
+      issues.error(at(path, j), `hosts "${hosts[i]}" and "${host}" overlap: each host may appear once`);
+  });
+}
+
+/**
+ * JWT claim routing (`@request.auth.claims...` header matches) works only on
+ * gateways, where the JWT filter runs before routing; Istio refuses it on a
+ * VirtualService that applies to the mesh.
+ */
+function checkNoClaimRouting(issues: Issues, path: string, routes: HTTPRoute[]): void {
+  routes.forEach((route, i) => {
+    route.match.forEach((m, j) => {
+      for (const field of ["headers", "withoutHeaders"] as const) {
+        for (const name of Object.keys(m[field])) {
+          if (!isJwtClaimRoute(name)) continue;
+          issues.error(
+            key(`${at(`${at(path, i)}.match`, j)}.${field}`, name),
+            `JWT claim routing ("${name}") is only supported on gateways, and this VirtualService applies to the mesh`,
+          );
+        }
+      }
+    });
+  });
+}
+
+/**
+ * Checks `gateways` entries as Istio: `mesh`; `namespace/name`, both DNS
+ * labels (either case); or a bare name, a DNS name, where a dotted one is
+ * Istio's legacy `name.namespace` form and gets a warning.
+ */
 export function checkGatewayNames(issues: Issues, path: string, gateways: string[]): void {
   gateways.forEach((gw, i) => {
     if (gw === "mesh") return;
     const p = at(path, i);
-    const parts = gw.split("/");
-    if (parts.length > 2) {
-      issues.error(p, `gateway "${gw}" must be "name" or "namespace/name"`);
+    const slash = gw.indexOf("/");
+    if (slash < 0) {
+      const problem = hostProblem(gw);
+      if (problem || gw.includes("*")) issues.error(p, `gateway "${gw}" is not a valid gateway name`);
+      else if (gw.includes(".")) {
+        const [name, ns] = gw.split(".");
+        issues.warn(p, `"${gw}" is the legacy gateway name format; prefer namespace/name: "${ns}/${name}"`);
+      }
       return;
     }
-    const [first = "", second] = parts;
-    if (second !== undefined && !isDns1123Label(first)) {
-      issues.error(p, `gateway "${gw}" has an invalid namespace "${first}"`);
-    }
-    const name = second ?? first;
-    if (!isDns1123Subdomain(name)) issues.error(p, `gateway "${gw}" has an invalid name "${name}"`);
+    const ns = gw.slice(0, slash);
+    const name = gw.slice(slash + 1);
+    if (!isIstioDnsLabel(ns)) issues.error(p, `gateway "${gw}" has an invalid namespace "${ns}"`);
+    if (!isIstioDnsLabel(name)) issues.error(p, `gateway "${gw}" has an invalid name "${name}"`);
   });
 }
 
@@ -159,10 +211,9 @@ function validateHttpRoute(issues: Issues, p: string, http: HTTPRoute, isDelegat
     if (routeCount > 0) issues.error(`${p}.route`, "a route with delegate must not set route");
     if (http.directResponse)
       issues.error(`${p}.directResponse`, "a route with delegate must not set directResponse");
+    // Istio checks neither the delegate's name nor its namespace here: a
+    // wrong reference only leaves the route without a delegate.
     if (!http.delegate.name) issues.error(`${p}.delegate.name`, "delegate name is required");
-    if (http.delegate.namespace && !isDns1123Label(http.delegate.namespace)) {
-      issues.error(`${p}.delegate.namespace`, `"${http.delegate.namespace}" is not a valid namespace name`);
-    }
   } else if (http.redirect) {
     if (routeCount > 0) issues.error(`${p}.redirect`, "a route cannot set both route and redirect");
     if (http.fault) issues.error(`${p}.fault`, "a route cannot set both fault and redirect");
@@ -313,7 +364,7 @@ function checkHttpMatch(issues: Issues, p: string, m: HTTPMatchRequest): void {
   if (m.port !== 0) checkPort(issues, `${p}.port`, m.port);
   checkLabels(issues, `${p}.sourceLabels`, m.sourceLabels);
   checkGatewayNames(issues, `${p}.gateways`, m.gateways);
-  if (m.sourceNamespace && !isDns1123Label(m.sourceNamespace)) {
+  if (m.sourceNamespace && !isIstioDnsLabel(m.sourceNamespace)) {
     issues.error(`${p}.sourceNamespace`, `"${m.sourceNamespace}" is not a valid namespace name`);
   }
 }
@@ -400,10 +451,9 @@ function checkFault(issues: Issues, p: string, fault: HTTPFaultInjection | undef
       issues.warn(`${dp}.percent`, "percent is deprecated; use percentage");
     }
     checkPercentage(issues, `${dp}.percentage.value`, d.percentage?.value);
+    // A delay without fixedDelay is accepted, as in Istio; it delays nothing.
     if (d.exponentialDelay) {
       issues.error(`${dp}.exponentialDelay`, "exponentialDelay is not supported; use fixedDelay");
-    } else if (!d.fixedDelay) {
-      issues.error(`${dp}.fixedDelay`, "fixedDelay is required");
     } else {
       checkDuration(issues, `${dp}.fixedDelay`, d.fixedDelay);
     }
@@ -415,17 +465,20 @@ function checkFault(issues: Issues, p: string, fault: HTTPFaultInjection | undef
     if (a.http2Error !== undefined) {
       issues.error(`${ap}.http2Error`, "HTTP/2 error aborts are not supported");
     } else if (a.grpcStatus !== undefined) {
-      const status = a.grpcStatus;
-      const numeric = /^\d+$/.test(status) ? Number(status) : undefined;
-      if (!(numeric !== undefined ? numeric <= 16 : GRPC_STATUS_NAMES.includes(status))) {
-        issues.error(`${ap}.grpcStatus`, `"${status}" is not a gRPC status (e.g. UNAVAILABLE, or 0-16)`);
+      // Istio takes gRPC status names only, not numbers.
+      if (!GRPC_STATUS_NAMES.includes(a.grpcStatus)) {
+        issues.error(`${ap}.grpcStatus`, `"${a.grpcStatus}" is not a gRPC status name (e.g. UNAVAILABLE)`);
       }
     } else if (a.httpStatus !== undefined) {
-      if (a.httpStatus < 200 || a.httpStatus > 599) {
-        issues.error(`${ap}.httpStatus`, `HTTP status ${a.httpStatus} must be between 200 and 599`);
+      // Istio's bound is 200..600 inclusive.
+      if (a.httpStatus < 200 || a.httpStatus > 600) {
+        issues.error(`${ap}.httpStatus`, `HTTP status ${a.httpStatus} must be between 200 and 600`);
       }
     } else {
-      issues.error(ap, "abort needs httpStatus or grpcStatus");
+      issues.warn(
+        ap,
+        "abort configured, but its error type (httpStatus or grpcStatus) is not set: it aborts nothing",
+      );
     }
   }
 }
@@ -469,7 +522,7 @@ export function checkDestination(issues: Issues, p: string, dest: Destination): 
     const problem = hostProblem(dest.host);
     if (problem) issues.error(`${p}.host`, problem);
   }
-  if (dest.subset && !isDns1123Label(dest.subset)) {
+  if (dest.subset && !isIstioDnsLabel(dest.subset)) {
     issues.error(`${p}.subset`, `subset name "${dest.subset}" must be a DNS-1123 label`);
   }
   if (dest.port) checkPort(issues, `${p}.port.number`, dest.port.number);
@@ -510,7 +563,7 @@ function checkL4Match(issues: Issues, p: string, m: L4MatchAttributes): void {
   if (m.port !== 0) checkPort(issues, `${p}.port`, m.port);
   checkLabels(issues, `${p}.sourceLabels`, m.sourceLabels);
   checkGatewayNames(issues, `${p}.gateways`, m.gateways);
-  if (m.sourceNamespace && !isDns1123Label(m.sourceNamespace)) {
+  if (m.sourceNamespace && !isIstioDnsLabel(m.sourceNamespace)) {
     issues.error(`${p}.sourceNamespace`, `"${m.sourceNamespace}" is not a valid namespace name`);
   }
 }

@@ -146,7 +146,10 @@ function checkLoadBalancer(
         issues.error(`${cp}.maglev.tableSize`, `tableSize ${size} must be a prime number`);
     }
     if (ch.minimumRingSize !== 0) {
-      issues.warn(`${cp}.minimumRingSize`, "minimumRingSize is deprecated; use ringHash.minimumRingSize");
+      issues.warn(
+        `${cp}.minimumRingSize`,
+        "consistent hash minimumRingSize is deprecated, use the ringHash configuration of consistentHash instead",
+      );
       if (ch.maglev || ch.ringHash)
         issues.error(`${cp}.minimumRingSize`, "minimumRingSize cannot be combined with maglev or ringHash");
     }
@@ -286,7 +289,10 @@ function checkConnectionPool(issues: Issues, p: string, pool: ConnectionPoolSett
 
 function checkOutlierDetection(issues: Issues, p: string, od: OutlierDetection): void {
   if (od.consecutiveErrors !== 0) {
-    issues.warn(`${p}.consecutiveErrors`, "consecutiveErrors is deprecated; use consecutive5xxErrors");
+    issues.warn(
+      `${p}.consecutiveErrors`,
+      "outlier detection consecutiveErrors is deprecated, use consecutiveGatewayErrors or consecutive5xxErrors instead",
+    );
     if (od.consecutiveErrors < 0)
       issues.error(`${p}.consecutiveErrors`, "consecutiveErrors must not be negative");
   }

@@ -241,7 +241,10 @@ function validateHttpRoute(issues: Issues, p: string, http: HTTPRoute, isDelegat
   }
   if (http.mirrorPercent !== undefined) {
     if (http.mirrorPercent > 100) issues.error(`${p}.mirrorPercent`, "mirrorPercent must be at most 100");
-    issues.warn(`${p}.mirrorPercent`, "mirrorPercent is deprecated; use mirrorPercentage");
+    issues.warn(
+      `${p}.mirrorPercent`,
+      'using deprecated setting "mirrorPercent", use "mirrorPercentage" instead',
+    );
   }
   checkPercentage(issues, `${p}.mirrorPercentage.value`, http.mirrorPercentage?.value);
   if (http.mirror) checkDestination(issues, `${p}.mirror`, http.mirror);

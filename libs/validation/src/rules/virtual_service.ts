@@ -138,19 +138,25 @@ export function validateVirtualService(vs: VirtualService, ctx: RuleContext): vo
  * Matches): `a.com` twice, or `*.com` beside `a.com` or `*.a.com`, or `*`
  * beside anything. Checked only when every host is valid, as Istio.
  */
+/**
+ * Whether two VirtualService hosts overlap as Istio's host.Name Matches reads
+ * them (plain text, no namespace completion): equal, or a wildcard whose
+ * suffix the other ends with (`*` overlaps everything).
+ */
+export function hostsOverlap(a: string, b: string): boolean {
+  const aWild = a.startsWith("*");
+  const bWild = b.startsWith("*");
+  if (aWild && bWild)
+    return a.length < b.length ? b.slice(1).endsWith(a.slice(1)) : a.slice(1).endsWith(b.slice(1));
+  if (aWild) return b.endsWith(a.slice(1));
+  if (bWild) return a.endsWith(b.slice(1));
+  return a === b;
+}
+
 function checkDuplicateHosts(issues: Issues, path: string, hosts: string[]): void {
   if (hosts.some((h) => h !== "*" && !isIpAddress(h) && hostProblem(h))) return;
-  const overlaps = (a: string, b: string): boolean => {
-    const aWild = a.startsWith("*");
-    const bWild = b.startsWith("*");
-    if (aWild && bWild)
-      return a.length < b.length ? b.slice(1).endsWith(a.slice(1)) : a.slice(1).endsWith(b.slice(1));
-    if (aWild) return b.endsWith(a.slice(1));
-    if (bWild) return a.endsWith(b.slice(1));
-    return a === b;
-  };
   hosts.forEach((host, j) => {
-    const i = hosts.findIndex((other, k) => k < j && overlaps(other, host));
+    const i = hosts.findIndex((other, k) => k < j && hostsOverlap(other, host));
     if (i >= 0)
       issues.error(at(path, j), `hosts "${hosts[i]}" and "${host}" overlap: each host may appear once`);
   });

@@ -140,7 +140,7 @@ function joinedScalar(
   const { key, sep, value } = item;
   // Before a comma the CST gives the key an empty scalar as its value.
   const noValue = !value || (value.type === "scalar" && value.source === "");
-  if (!key || key.type !== "scalar" || !noValue || !sep || sep.length !== 1) return undefined;
+  if (key?.type !== "scalar" || !noValue || sep?.length !== 1) return undefined;
   if (item.start.some((t) => t.type === "explicit-key-ind")) return undefined;
   const indicator = sep[0];
   if (indicator?.type !== "map-value-ind" || indicator.offset !== key.offset + key.source.length)

@@ -105,7 +105,13 @@ export function validateSidecar(sc: Sidecar, ctx: RuleContext): void {
     const p = at(`${path}.egress`, i);
     const port = listener.port;
     if (port && port.number === 0) {
-      // Port 0 is a listener on a Unix domain socket named by bind.
+      // Port 0 is a listener on a Unix domain socket named by bind. Istio
+      // takes it; Sextant's push does not build socket listeners yet, and a
+      // listener it cannot address would make Envoy reject the whole update.
+      issues.error(
+        `${p}.port.number`,
+        "egress listeners on a Unix domain socket (port 0) are not supported yet",
+      );
       checkSidecarPort(issues, `${p}.port`, port);
       if (!listener.bind.startsWith(UNIX_PREFIX)) {
         issues.error(`${p}.bind`, "a port of 0 needs a unix:// bind address");

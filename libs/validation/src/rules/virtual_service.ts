@@ -479,9 +479,10 @@ function checkFault(issues: Issues, p: string, fault: HTTPFaultInjection | undef
         issues.error(`${ap}.grpcStatus`, `"${a.grpcStatus}" is not a gRPC status name (e.g. UNAVAILABLE)`);
       }
     } else if (a.httpStatus !== undefined) {
-      // Istio's bound is 200..600 inclusive.
-      if (a.httpStatus < 200 || a.httpStatus > 600) {
-        issues.error(`${ap}.httpStatus`, `HTTP status ${a.httpStatus} must be between 200 and 600`);
+      // Istio lets 600 through, but Envoy's fault filter takes 200..599 and
+      // would reject the whole RouteConfiguration.
+      if (a.httpStatus < 200 || a.httpStatus > 599) {
+        issues.error(`${ap}.httpStatus`, `HTTP status ${a.httpStatus} must be between 200 and 599`);
       }
     } else {
       issues.warn(

@@ -126,7 +126,7 @@ export function validateVirtualService(vs: VirtualService, ctx: RuleContext): vo
     if (route.match.length === 0)
       issues.error(`${p}.match`, "a TLS route needs at least one match with sniHosts");
     route.match.forEach((m, j) => {
-      checkTlsMatch(issues, at(`${p}.match`, j), m, vs.hosts);
+      checkTlsMatch(issues, at(`${p}.match`, j), m, vs.hosts, !appliesToMesh);
     });
     if (route.route.length === 0) issues.error(`${p}.route`, "a TLS route needs at least one destination");
     checkWeightedDestinations(issues, `${p}.route`, route.route);
@@ -578,11 +578,46 @@ function checkL4Match(issues: Issues, p: string, m: L4MatchAttributes): void {
   }
 }
 
-function checkTlsMatch(issues: Issues, p: string, m: TLSMatchAttributes, vsHosts: string[]): void {
+/**
+ * Whether `sni` is the SNI Istio generates for AUTO_PASSTHROUGH gateways,
+ * `outbound_.<port>_.<subset>_.<host>`, which a gateway-bound VirtualService
+ * may match although it is not a DNS name.
+ */
+function isAutoPassthroughSni(sni: string): boolean {
+  const parts = sni.split("_");
+  if (parts.length < 4 || parts[0] !== "outbound") return false;
+  const port = (parts[1] ?? "").replace(/^\.+|\.+$/g, "");
+  const host = (parts[3] ?? "").replace(/^\.+|\.+$/g, "");
+  return /[0-9]/.test(port) && /[a-zA-Z]/.test(host);
+}
+
+function checkTlsMatch(
+  issues: Issues,
+  p: string,
+  m: TLSMatchAttributes,
+  vsHosts: string[],
+  boundToGateways: boolean,
+): void {
   if (m.sniHosts.length === 0) issues.error(`${p}.sniHosts`, "at least one SNI host is required");
   m.sniHosts.forEach((sni, i) => {
     const sp = at(`${p}.sniHosts`, i);
-    const problem = sni === "*" ? undefined : hostProblem(sni);
+    if (isIpAddress(sni)) {
+      // Istio accepts an IP here with a warning and does not match it to the hosts.
+      issues.warn(
+        sp,
+        `SNI host "${sni}" is an IP address: this goes against the SNI spec and most clients do not send it`,
+      );
+      return;
+    }
+    const generated = boundToGateways && sni.startsWith("outbound_");
+    const problem =
+      sni === "*"
+        ? undefined
+        : generated
+          ? isAutoPassthroughSni(sni)
+            ? undefined
+            : `"${sni}" does not follow outbound_.<port>_.<subset>_.<host>`
+          : hostProblem(sni);
     if (problem) {
       issues.error(sp, problem);
       return;

@@ -101,7 +101,8 @@ export function validateVirtualService(vs: VirtualService, ctx: RuleContext): vo
     const problem = hostProblem(host);
     if (problem) issues.error(p, problem);
   });
-  checkDuplicateHosts(issues, `${path}.hosts`, vs.hosts);
+  // Istio skips the overlap check when a host is invalid ("*" on the mesh included).
+  if (!(appliesToMesh && vs.hosts.includes("*"))) checkDuplicateHosts(issues, `${path}.hosts`, vs.hosts);
   checkGatewayNames(issues, `${path}.gateways`, vs.gateways);
   if (appliesToMesh) checkNoClaimRouting(issues, `${path}.http`, vs.http);
 

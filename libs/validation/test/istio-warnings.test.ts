@@ -171,3 +171,25 @@ describe("warnings Istio gives (accepted, not refused)", () => {
     assert.deepEqual(warningPaths("ServiceEntry", spec), ["spec.workloadSelector"]);
   });
 });
+
+describe("more warnings Istio gives", () => {
+  it("Sidecar egress: a host given twice or under ns/*, and */* beside other hosts", () => {
+    const spec = {
+      egress: [{ hosts: ["ns1/a.example.com", "ns1/*", "./b.example.com", "default/b.example.com", "*/*"] }],
+    };
+    assert.deepEqual(warningPaths("Sidecar", spec).sort(), [
+      "spec.egress[0].hosts",
+      "spec.egress[0].hosts[1]",
+      "spec.egress[0].hosts[3]",
+    ]);
+  });
+
+  it("a ServiceEntry host with a partial wildcard", () => {
+    const spec = {
+      hosts: ["*foo.example.com"],
+      resolution: "NONE",
+      ports: [{ number: 80, name: "http", protocol: "HTTP" }],
+    };
+    assert.deepEqual(warningPaths("ServiceEntry", spec), ["spec.hosts[0]"]);
+  });
+});

@@ -33,6 +33,8 @@ export function validateServiceEntry(se: ServiceEntry, ctx: RuleContext): void {
     else {
       const problem = hostProblem(host);
       if (problem) issues.error(p, problem);
+      else if (host.includes("*") && !host.startsWith("*."))
+        issues.warn(p, `partial wildcard "${host}" is not supported: use a "*." prefix`);
     }
   });
 

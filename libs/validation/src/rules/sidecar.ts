@@ -33,6 +33,34 @@ function checkSidecarPort(issues: Issues, p: string, port: SidecarPort): void {
   if (port.targetPort > 0) issues.error(`${p}.targetPort`, "targetPort has no effect on a Sidecar");
 }
 
+/**
+ * Istio's warnings on an egress listener's hosts: a host given twice, or
+ * already covered by a namespace wildcard in the same namespace, and the
+ * all-namespaces all-hosts entry beside other hosts (it selects everything).
+ */
+function warnDuplicateEgressHosts(
+  issues: Issues,
+  path: string,
+  hosts: string[],
+  namespace: string | undefined,
+): void {
+  const byNamespace = new Map<string, Set<string>>();
+  hosts.forEach((entry, i) => {
+    const slash = entry.indexOf("/");
+    if (slash < 0) return;
+    const ns = entry.slice(0, slash) === "." && namespace ? namespace : entry.slice(0, slash);
+    const host = entry.slice(slash + 1);
+    const seen = byNamespace.get(ns) ?? new Set<string>();
+    byNamespace.set(ns, seen);
+    const duplicate = host === "*" ? seen.size > 0 : seen.has(host) || seen.has("*");
+    if (duplicate) issues.warn(at(path, i), `duplicated egress host: ${entry}`);
+    seen.add(host);
+  });
+  if (byNamespace.get("*")?.has("*") && byNamespace.size > 1) {
+    issues.warn(path, '"*/*" selects every host: the other hosts add nothing');
+  }
+}
+
 /** Istio's Sidecar rules. */
 export function validateSidecar(sc: Sidecar, ctx: RuleContext): void {
   const { issues, path } = ctx;
@@ -141,6 +169,7 @@ export function validateSidecar(sc: Sidecar, ctx: RuleContext): void {
       const problem = namespacedHostProblem(host, true, true);
       if (problem) issues.error(at(`${p}.hosts`, j), problem);
     });
+    warnDuplicateEgressHosts(issues, `${p}.hosts`, listener.hosts, ctx.namespace);
   });
 
   const otp = sc.outboundTrafficPolicy;

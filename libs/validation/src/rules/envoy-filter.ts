@@ -68,42 +68,54 @@ export function validateEnvoyFilter(ef: EnvoyFilter, ctx: RuleContext): void {
     if (!ref.name) issues.error(`${p}.name`, "name is required");
   });
   ef.configPatches.forEach((cp, i) => {
-    const p = at(`${path}.configPatches`, i);
-    const match = cp.match;
-    if (match?.context === PatchContext.WAYPOINT) return; // Istio does not check waypoint patches either
-    if (match?.waypoint) {
-      issues.error(`${p}.match.waypoint`, "waypoint match is only allowed with context WAYPOINT");
-      return;
-    }
-    if (cp.applyTo === ApplyTo.INVALID) return issues.error(`${p}.applyTo`, "missing applyTo");
-    const patch = cp.patch;
-    if (!patch) return issues.error(`${p}.patch`, "missing patch");
-    if (patch.operation === Operation.INVALID)
-      return issues.error(`${p}.patch.operation`, "missing patch operation");
-    if (patch.operation !== Operation.REMOVE && patch.value === undefined)
-      return issues.error(`${p}.patch.value`, "missing patch value for non-remove operation");
-    const version = match?.proxy?.proxyVersion;
-    if (version) {
-      const problem = regexProblem(version);
-      if (problem)
-        return issues.error(`${p}.match.proxy.proxyVersion`, `invalid regex for proxy version: ${problem}`);
-    }
-    if (!checkMatchFitsApplyTo(cp.applyTo, match, p, ctx)) return;
-    const problem = envoyPatchValueProblem(cp.applyTo, patch.value);
-    if (problem) return issues.error(`${p}.patch.value`, problem);
-    const typeName = ENVOY_FILTER_VALUE_TYPES[cp.applyTo];
-    if (typeName && patch.value !== undefined) {
-      // Istio's strict second pass: unknown fields are a warning, not an error.
-      try {
-        messageFromJson(typeName, patch.value);
-      } catch (error) {
-        issues.warn(`${p}.patch.value`, error instanceof Error ? error.message : String(error));
-      }
-    }
+    checkPatch(cp, at(`${path}.configPatches`, i), ctx);
   });
 }
 
-type Match = EnvoyFilter["configPatches"][number]["match"];
+type ConfigPatch = EnvoyFilter["configPatches"][number];
+type Match = ConfigPatch["match"];
+
+/** One config patch; the first problem that makes the rest meaningless ends its checks, as in Istio. */
+function checkPatch(cp: ConfigPatch, p: string, ctx: RuleContext): void {
+  const problem = patchProblem(cp, p, ctx);
+  if (problem) ctx.issues.error(problem.path, problem.message);
+}
+
+/** The first problem of a patch that makes the rest meaningless (Istio stops there too). */
+function patchProblem(
+  cp: ConfigPatch,
+  p: string,
+  ctx: RuleContext,
+): { path: string; message: string } | undefined {
+  const match = cp.match;
+  if (match?.context === PatchContext.WAYPOINT) return undefined; // Istio does not check waypoint patches either
+  if (match?.waypoint)
+    return { path: `${p}.match.waypoint`, message: "waypoint match is only allowed with context WAYPOINT" };
+  if (cp.applyTo === ApplyTo.INVALID) return { path: `${p}.applyTo`, message: "missing applyTo" };
+  const patch = cp.patch;
+  if (!patch) return { path: `${p}.patch`, message: "missing patch" };
+  if (patch.operation === Operation.INVALID)
+    return { path: `${p}.patch.operation`, message: "missing patch operation" };
+  if (patch.operation !== Operation.REMOVE && patch.value === undefined)
+    return { path: `${p}.patch.value`, message: "missing patch value for non-remove operation" };
+  const version = match?.proxy?.proxyVersion;
+  const regex = version ? regexProblem(version) : undefined;
+  if (regex)
+    return { path: `${p}.match.proxy.proxyVersion`, message: `invalid regex for proxy version: ${regex}` };
+  if (!checkMatchFitsApplyTo(cp.applyTo, match, p, ctx)) return undefined;
+  const valueProblem = envoyPatchValueProblem(cp.applyTo, patch.value);
+  if (valueProblem) return { path: `${p}.patch.value`, message: valueProblem };
+  const typeName = ENVOY_FILTER_VALUE_TYPES[cp.applyTo];
+  if (typeName && patch.value !== undefined) {
+    // Istio's strict second pass: unknown fields are a warning, not an error.
+    try {
+      messageFromJson(typeName, patch.value);
+    } catch (error) {
+      ctx.issues.warn(`${p}.patch.value`, error instanceof Error ? error.message : String(error));
+    }
+  }
+  return undefined;
+}
 
 /** Istio's applyTo/match compatibility; false when the patch is not checked further. */
 function checkMatchFitsApplyTo(applyTo: ApplyTo, match: Match, p: string, ctx: RuleContext): boolean {

@@ -32,9 +32,11 @@ export interface WatchedKind {
  * silently left unwatched.
  */
 export function watchedKinds(): WatchedKind[] {
-  return [...KINDS.values()].map(({ kind, group, plural }) => {
-    const version = WATCHED_VERSIONS[group];
-    if (!version) throw new Error(`the Kubernetes source does not know how to watch ${kind}`);
+  return [...KINDS.values()].map(({ kind, group, plural, versions }) => {
+    const groupVersion = WATCHED_VERSIONS[group];
+    if (!groupVersion) throw new Error(`the Kubernetes source does not know how to watch ${kind}`);
+    // A kind Istio serves at fewer versions (EnvoyFilter: v1alpha3 only) is watched at its newest.
+    const version = versions.includes(groupVersion) ? groupVersion : versions[0];
     return { kind, group, version, plural, path: `/apis/${group}/${version}/${plural}` };
   });
 }

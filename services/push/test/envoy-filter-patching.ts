@@ -32,5 +32,6 @@ export function failuresGolden(failures: readonly PatchFailure[]): string | unde
   if (failures.length === 0) return undefined;
   return stringify(
     failures.map(({ filters, typeUrl, resource, reason }) => ({ filters, typeUrl, resource, reason })),
+    { aliasDuplicateObjects: false },
   );
 }

@@ -18,6 +18,7 @@ import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
 import { XDS_TYPES } from "../src/xds-types.js";
+import { envoyFilterPatcher, failuresGolden } from "./envoy-filter-patching.js";
 import {
   type Codec,
   caseConfig,
@@ -29,7 +30,6 @@ import {
   type GoldenType,
   TYPES,
 } from "./golden-inputs.js";
-import { envoyFilterPatcher, failuresGolden } from "./envoy-filter-patching.js";
 import { inconsistencies, undefinedSubsets } from "./snapshot-consistency.js";
 import { snapshotViolations } from "./xds-checks.js";
 

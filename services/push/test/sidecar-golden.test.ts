@@ -18,6 +18,7 @@ import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
 import type { GenerationContext } from "../src/translate/generator.js";
 import { NAME_TABLE_TYPE_URL } from "../src/translate/sidecar/name-table.js";
 import { XDS_TYPES } from "../src/xds-types.js";
+import { envoyFilterPatcher, failuresGolden } from "./envoy-filter-patching.js";
 import {
   type Codec,
   caseConfig,
@@ -28,7 +29,6 @@ import {
   type GoldenInput,
   type GoldenType,
 } from "./golden-inputs.js";
-import { envoyFilterPatcher, failuresGolden } from "./envoy-filter-patching.js";
 import { inconsistencies, undefinedSubsets } from "./snapshot-consistency.js";
 import { snapshotViolations } from "./xds-checks.js";
 

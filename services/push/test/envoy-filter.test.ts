@@ -230,7 +230,7 @@ describe("EnvoyFilter through GeneratedResources (what connections send)", () =>
 
   function serve(config: string, proxy = node()) {
     const push = pushWith(config);
-    const registry = createMetricsRegistry();
+    const registry = createMetricsRegistry("push");
     const warnings: unknown[] = [];
     const failures = new EnvoyFilterFailures(registry, { warn: (object: unknown) => warnings.push(object) });
     const resources = new GeneratedResources(XDS_TYPES, new XdsCache(), () => push, undefined, failures);

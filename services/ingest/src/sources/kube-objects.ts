@@ -36,7 +36,7 @@ export function watchedKinds(): WatchedKind[] {
     const groupVersion = WATCHED_VERSIONS[group];
     if (!groupVersion) throw new Error(`the Kubernetes source does not know how to watch ${kind}`);
     // A kind Istio serves at fewer versions (EnvoyFilter: v1alpha3 only) is watched at its newest.
-    const version = versions.includes(groupVersion) ? groupVersion : versions[0];
+    const version = versions.includes(groupVersion) ? groupVersion : (versions[0] ?? groupVersion);
     return { kind, group, version, plural, path: `/apis/${group}/${version}/${plural}` };
   });
 }

@@ -8,9 +8,10 @@ import { createMetricsRegistry } from "@sextant/observability";
 import { messageFromJson, messageToJson } from "@sextant/proto/descriptors";
 import { Listener, TypeUrl } from "@sextant/proto/envoy";
 import { XdsCache } from "../src/cache/xds-cache.js";
-import { envoyFiltersOf, PatchContext, proxyPatches } from "../src/model/envoy-filter.js";
+import { envoyFiltersOf, PatchContext, preparedPatches, proxyPatches } from "../src/model/envoy-filter.js";
 import { parseProxy } from "../src/model/proxy.js";
 import { GeneratedResources } from "../src/server/generated-resources.js";
+import { applyEnvoyFilters } from "../src/translate/envoyfilter/apply.js";
 import { Applied } from "../src/translate/envoyfilter/common.js";
 import { EnvoyFilterFailures } from "../src/translate/envoyfilter/failures.js";
 import { patchListener } from "../src/translate/envoyfilter/listeners.js";
@@ -280,6 +281,34 @@ describe("EnvoyFilter through GeneratedResources (what connections send)", () =>
       violations.some((v) => v.includes("virtualInbound")),
       `the checker should refuse it too: ${violations.join("\n")}`,
     );
+  });
+
+  it("sends a resource unpatched, naming the proxy's EnvoyFilters, when patching itself throws", () => {
+    const push = pushWith(
+      envoyFilter(
+        "default",
+        "merge",
+        "configPatches: [{applyTo: CLUSTER, patch: {operation: MERGE, value: {}}}]",
+      ),
+    );
+    const [config] = push.envoyFilters;
+    assert.ok(config);
+    // A value that no longer decodes (prepared values always do): the merge throws.
+    const [patch] = preparedPatches(config).patches;
+    assert.ok(patch);
+    (patch as { value: unknown }).value = { notAClusterField: 1 };
+    const generated = new GeneratedResources(XDS_TYPES, new XdsCache(), () => pushWith("")).generate(
+      node(),
+      TypeUrl.Cluster,
+      "*",
+    );
+    const outcome = applyEnvoyFilters(push, node(), TypeUrl.Cluster, generated ?? [], true);
+    assert.deepEqual(outcome.resources, generated);
+    assert.ok(outcome.failures.length > 0);
+    for (const failure of outcome.failures) {
+      assert.deepEqual(failure.filters, [{ kind: "EnvoyFilter", namespace: "default", name: "merge" }]);
+      assert.match(failure.reason, /^patching failed: .*notAClusterField/);
+    }
   });
 
   it("leaves proxyless gRPC clients' resources alone", () => {

@@ -180,7 +180,14 @@ function patchOne(
 ): Patched {
   const json = messageToJson(patcher.typeName, resource.resource.value);
   const applied = new Applied();
-  const patched = patcher.patch(json, patches, context, applied, inbound);
+  let patched: JsonObject | undefined;
+  try {
+    patched = patcher.patch(json, patches, context, applied, inbound);
+  } catch (error) {
+    // As istiod recovers from a patch that panics: the resource goes out unpatched.
+    const reason = `patching failed: ${error instanceof Error ? error.message : String(error)}`;
+    return { resource, failure: { filters: allRefs(patches), resource: resource.name, reason } };
+  }
   if (!applied.any) return { resource };
   if (!patched) return { resource: undefined };
   const result = encode(patcher, typeUrl, patched, [...resource.sources, ...applied.refs]);
@@ -217,6 +224,11 @@ function encode(
   } catch (error) {
     return { reason: error instanceof Error ? error.message : String(error) };
   }
+}
+
+/** Every EnvoyFilter with a patch for the proxy: whom a failure that names no patch concerns. */
+function allRefs(patches: ProxyPatches): ConfigRef[] {
+  return dedupe([...patches.byApplyTo.values()].flat().map((patch) => patch.ref));
 }
 
 function dedupe(refs: readonly ConfigRef[]): ConfigRef[] {

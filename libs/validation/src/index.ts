@@ -24,7 +24,7 @@ export {
 } from "./parse.js";
 export { regexProblem } from "./rules/common.js";
 export type { RuleContext, SpecValidator } from "./rules/context.js";
-export { ENVOY_FILTER_VALUE_TYPES, envoyPatchValueProblem } from "./rules/envoy-filter.js";
+export { ENVOY_FILTER_VALUE_TYPES } from "./rules/envoy-filter.js";
 export { headerNameProblem, headerValueProblem, MAX_HEADER_BYTES } from "./rules/headers.js";
 export { type DecodedConfig, decodeStoredOfKind, decodeStoredSpec } from "./stored.js";
 export { type DecodeResult, decodeSpec, type ResourceInput, validateResource } from "./validate.js";

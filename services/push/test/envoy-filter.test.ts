@@ -170,6 +170,54 @@ describe("EnvoyFilter: merge semantics (Istio's merge.Merge)", () => {
   });
 });
 
+describe("EnvoyFilter: transport socket merges (Istio's cluster and filter chain rules)", () => {
+  it("merges a cluster patch's transport socket into the match of that name, and nothing else of the patch", () => {
+    const push = pushWith(
+      envoyFilter(
+        "default",
+        "sni",
+        `configPatches:
+  - applyTo: CLUSTER
+    match: {context: SIDECAR_OUTBOUND, cluster: {service: reviews.default.svc.cluster.local}}
+    patch:
+      operation: MERGE
+      value:
+        connect_timeout: 9s
+        transport_socket:
+          name: envoy.transport_sockets.tls
+          typed_config: {"@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, sni: patched.example}`,
+      ),
+    );
+    const generated = new GeneratedResources(XDS_TYPES, new XdsCache(), () => pushWith("")).generate(
+      node(),
+      TypeUrl.Cluster,
+      "*",
+    );
+    const outcome = applyEnvoyFilters(push, node(), TypeUrl.Cluster, generated ?? [], true);
+    assert.deepEqual(outcome.failures, []);
+    const name = "outbound|9080||reviews.default.svc.cluster.local";
+    const before = (generated ?? []).find((r) => r.name === name);
+    const after = outcome.resources.find((r) => r.name === name);
+    assert.ok(before && after);
+    const json = (resource: typeof before) =>
+      messageToJson("envoy.config.cluster.v3.Cluster", resource.resource.value);
+    const [was, is] = [json(before), json(after)];
+    assert.equal(is.connectTimeout, was.connectTimeout, "the rest of the patch does not apply");
+    const sockets = (cluster: Record<string, unknown>) =>
+      (
+        cluster.transportSocketMatches as Array<{
+          name: string;
+          transportSocket: { typedConfig: { sni?: string } };
+        }>
+      ).map((m) => [m.name, m.transportSocket.typedConfig.sni]);
+    assert.deepEqual(
+      sockets(is).find(([match]) => match === "tlsMode-istio"),
+      ["tlsMode-istio", "patched.example"],
+    );
+    assert.notDeepEqual(sockets(was), sockets(is));
+  });
+});
+
 describe("EnvoyFilter: listener filters", () => {
   it("inserts, merges and removes listener filters by name", () => {
     const push = pushWith(

@@ -8,9 +8,8 @@ import {
   type PatchContext,
   type ProxyPatches,
 } from "../../model/envoy-filter.js";
-import { type Applied, patchesIn } from "./common.js";
-import { mergeWithTransportSocket } from "./listeners.js";
-import { isObject, mergeAny } from "./merge.js";
+import { type Applied, objects, patchesIn } from "./common.js";
+import { copy, isObject, mergeMessage, mergeSocket } from "./merge.js";
 
 const CLUSTER = "envoy.config.cluster.v3.Cluster";
 
@@ -59,23 +58,24 @@ export function patchCluster(
 }
 
 /**
- * Istio's cluster merge: with transport socket matches, a patch's transport
- * socket merges into the one of the same name (and nothing else of the
- * patch applies); otherwise as a filter chain's.
+ * Istio's cluster MERGE. A patch with a transport socket changes only the
+ * socket: with transport socket matches, the match's socket of the same name
+ * takes its typed config (none of that name: nothing changes); else the
+ * cluster's socket of the same name does, and a socket of another name or
+ * none is replaced by the patch's. Without one, the plain merge.
  */
 function mergeCluster(cluster: JsonObject, patch: JsonObject): JsonObject {
   const socket = patch.transportSocket;
-  const matches = Array.isArray(cluster.transportSocketMatches)
-    ? (cluster.transportSocketMatches as JsonObject[])
-    : [];
-  if (!isObject(socket) || matches.length === 0) return mergeWithTransportSocket(CLUSTER, cluster, patch);
-  const copy = structuredClone(cluster);
-  for (const entry of copy.transportSocketMatches as JsonObject[]) {
-    const current = entry.transportSocket;
-    if (!isObject(current) || current.name !== socket.name) continue;
-    const typedConfig = mergeAny(current.typedConfig, socket.typedConfig);
-    if (typedConfig) current.typedConfig = typedConfig;
-    return copy;
+  if (!isObject(socket)) return mergeMessage(CLUSTER, cluster, patch);
+  const merged = copy(cluster);
+  const matches = objects(merged.transportSocketMatches);
+  if (matches.length > 0) {
+    const entry = matches.find((m) => isObject(m.transportSocket) && m.transportSocket.name === socket.name);
+    if (entry) mergeSocket(entry.transportSocket as JsonObject, socket);
+    return merged;
   }
-  return cluster;
+  const current = merged.transportSocket;
+  if (isObject(current) && current.name === socket.name) mergeSocket(current, socket);
+  else merged.transportSocket = copy(socket);
+  return merged;
 }

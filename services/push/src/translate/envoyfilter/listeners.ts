@@ -12,7 +12,7 @@ import {
   type ProxyPatches,
 } from "../../model/envoy-filter.js";
 import { type Applied, objects, patchesIn, patchSiblings, setList } from "./common.js";
-import { copy, isObject, mergeAny, mergeMessage } from "./merge.js";
+import { copy, isObject, mergeAny, mergeMessage, mergeSocket } from "./merge.js";
 import { patchRouteConfiguration } from "./routes.js";
 
 const LISTENER = "envoy.config.listener.v3.Listener";
@@ -149,7 +149,7 @@ function patchFilterChain(
       return false;
     }
     if (patch.operation === Operation.MERGE && patch.value) {
-      Object.assign(chain, replaceAll(chain, mergeWithTransportSocket(FILTER_CHAIN, chain, patch.value)));
+      Object.assign(chain, replaceAll(chain, mergeFilterChain(chain, patch.value)));
       applied.add(patch);
     }
   }
@@ -158,23 +158,17 @@ function patchFilterChain(
 }
 
 /**
- * Istio's transport-socket-aware merge (filter chains and clusters): a
- * patch's transport socket of the same name as the target's merges into its
- * typed config; one the target lacks is set; else the plain merge.
+ * Istio's filter chain MERGE: a patch's transport socket of the same name as
+ * the chain's merges into its typed config, and nothing else of the patch
+ * applies; otherwise the plain merge (which sets or replaces the socket).
  */
-export function mergeWithTransportSocket(
-  typeName: string,
-  target: JsonObject,
-  patch: JsonObject,
-): JsonObject {
+function mergeFilterChain(chain: JsonObject, patch: JsonObject): JsonObject {
   const socket = patch.transportSocket;
-  const current = target.transportSocket;
+  const current = chain.transportSocket;
   if (!isObject(socket) || !isObject(current) || socket.name !== current.name)
-    return mergeMessage(typeName, target, patch);
-  const { transportSocket: _ignored, ...rest } = patch;
-  const merged = mergeMessage(typeName, target, rest);
-  const typedConfig = mergeAny(current.typedConfig, socket.typedConfig);
-  if (typedConfig) merged.transportSocket = { ...current, typedConfig };
+    return mergeMessage(FILTER_CHAIN, chain, patch);
+  const merged = copy(chain);
+  mergeSocket(merged.transportSocket as JsonObject, socket);
   return merged;
 }
 

@@ -54,6 +54,12 @@ export function mergeAny(target: unknown, patch: unknown): JsonObject | undefine
   return { "@type": `${TYPE_PREFIX}${type}`, ...mergeMessage(type, targetFields, patchFields) };
 }
 
+/** A patch's transport socket merged into `current` in place: their typed configs, when of one type. */
+export function mergeSocket(current: JsonObject, patch: JsonObject): void {
+  const typedConfig = mergeAny(current.typedConfig, patch.typedConfig);
+  if (typedConfig) current.typedConfig = typedConfig;
+}
+
 /** A deep copy of a JSON value (patch values are shared by every proxy they apply to). */
 export function copy<T>(value: T): T {
   return structuredClone(value);

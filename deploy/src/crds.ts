@@ -107,6 +107,7 @@ const PRESENTATION: Readonly<Record<string, { shortNames: string[]; columns: Pri
   },
   WorkloadGroup: { shortNames: ["wg"], columns: [] },
   Sidecar: { shortNames: [], columns: [] },
+  EnvoyFilter: { shortNames: [], columns: [] },
   PeerAuthentication: {
     shortNames: ["pa"],
     columns: [

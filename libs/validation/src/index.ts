@@ -24,6 +24,7 @@ export {
 } from "./parse.js";
 export { regexProblem } from "./rules/common.js";
 export type { RuleContext, SpecValidator } from "./rules/context.js";
+export { ENVOY_FILTER_VALUE_TYPES } from "./rules/envoy-filter.js";
 export { headerNameProblem, headerValueProblem, MAX_HEADER_BYTES } from "./rules/headers.js";
 export { hostsOverlap } from "./rules/virtual_service.js";
 export { type DecodedConfig, decodeStoredOfKind, decodeStoredSpec } from "./stored.js";

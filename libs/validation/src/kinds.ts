@@ -1,4 +1,5 @@
 import { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
+import { EnvoyFilter } from "@sextant/proto/gen/istio/networking/v1alpha3/envoy_filter";
 import { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
 import { ServiceEntry } from "@sextant/proto/gen/istio/networking/v1alpha3/service_entry";
 import { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
@@ -11,6 +12,7 @@ import { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/pe
 import { RequestAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/request_authentication";
 import type { SpecValidator } from "./rules/context.js";
 import { validateDestinationRule } from "./rules/destination_rule.js";
+import { validateEnvoyFilter } from "./rules/envoy-filter.js";
 import { validateGateway } from "./rules/gateway.js";
 import { validateProxyConfig } from "./rules/proxy-config.js";
 import {
@@ -41,6 +43,7 @@ export interface ConfigSpecs {
   AuthorizationPolicy: AuthorizationPolicy;
   RequestAuthentication: RequestAuthentication;
   ProxyConfig: ProxyConfig;
+  EnvoyFilter: EnvoyFilter;
 }
 
 /** A supported kind's name. */
@@ -145,6 +148,13 @@ export const KINDS: ReadonlyMap<string, KindInfo> = new Map(
       typeName: "istio.networking.v1beta1.ProxyConfig",
       codec: ProxyConfig,
       validate: validateProxyConfig,
+    }),
+    // Istio serves EnvoyFilter as v1alpha3 only.
+    define({
+      ...networking("EnvoyFilter", "envoyfilters"),
+      versions: ["v1alpha3"],
+      codec: EnvoyFilter,
+      validate: validateEnvoyFilter,
     }),
   ].map((info) => [info.kind, info]),
 );

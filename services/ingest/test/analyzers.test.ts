@@ -405,3 +405,54 @@ describe("gateway analyzers", () => {
     ]);
   });
 });
+
+describe("EnvoyFilter analyzers", () => {
+  const envoyFilter = (configPatches: unknown[]) =>
+    resource("EnvoyFilter", "ef", { configPatches }, "istio-system");
+
+  it("warns of patches Sextant stores but never applies: bootstrap, extension config, waypoints", () => {
+    const filter = envoyFilter([
+      { applyTo: "BOOTSTRAP", patch: { operation: "MERGE", value: {} } },
+      { applyTo: "EXTENSION_CONFIG", patch: { operation: "ADD", value: { name: "x" } } },
+      { applyTo: "HTTP_FILTER", match: { context: "WAYPOINT" }, patch: { operation: "REMOVE" } },
+      { applyTo: "CLUSTER", patch: { operation: "MERGE", value: {} } },
+    ]);
+    const messages = run([filter]).get(configKey(filter)) ?? [];
+    assert.deepEqual(
+      messages.map((m) => [m.code, m.field, m.severity]),
+      [0, 1, 2].map((i) => ["SXT0020", `spec.configPatches[${i}]`, Severity.SEVERITY_WARNING]),
+    );
+    assert.match(messages[0]?.message ?? "", /bootstrap/);
+  });
+
+  it("warns of HTTP filters that land after the router, which Envoy rejects, and not of those before it", () => {
+    const hcm = "envoy.filters.network.http_connection_manager";
+    const value = { name: "envoy.filters.http.grpc_web" };
+    const filter = envoyFilter([
+      { applyTo: "HTTP_FILTER", patch: { operation: "ADD", value } },
+      {
+        applyTo: "HTTP_FILTER",
+        match: {
+          listener: {
+            filterChain: { filter: { name: hcm, subFilter: { name: "envoy.filters.http.router" } } },
+          },
+        },
+        patch: { operation: "INSERT_AFTER", value },
+      },
+      {
+        applyTo: "HTTP_FILTER",
+        match: {
+          listener: {
+            filterChain: { filter: { name: hcm, subFilter: { name: "envoy.filters.http.router" } } },
+          },
+        },
+        patch: { operation: "INSERT_BEFORE", value },
+      },
+      { applyTo: "HTTP_FILTER", patch: { operation: "INSERT_FIRST", value } },
+    ]);
+    assert.deepEqual(codes(run([filter]), filter), [
+      ["SXT0021", "spec.configPatches[0].patch.operation"],
+      ["SXT0021", "spec.configPatches[1].patch.operation"],
+    ]);
+  });
+});

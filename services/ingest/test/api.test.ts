@@ -180,6 +180,38 @@ describe("ingest HTTP API", () => {
     assert.equal((await get(`${ingest.url}/v1/config/ProxyConfig/prod/threads`)).status, 404);
   });
 
+  it("stores an EnvoyFilter (v1alpha3) with its patch value as written, and deletes it", async () => {
+    const envoyFilter = `apiVersion: networking.istio.io/v1alpha3
+kind: EnvoyFilter
+metadata: {name: add-cors, namespace: default}
+spec:
+  workloadSelector: {labels: {app: reviews}}
+  configPatches:
+    - applyTo: HTTP_FILTER
+      match: {context: SIDECAR_INBOUND, listener: {filterChain: {filter: {name: envoy.filters.network.http_connection_manager, subFilter: {name: envoy.filters.http.router}}}}}
+      patch:
+        operation: INSERT_BEFORE
+        value: {name: envoy.filters.http.cors, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}
+`;
+    const applied = await post(`${ingest.url}/v1/apply`, envoyFilter);
+    assert.equal(applied.status, 200, JSON.stringify(applied.json));
+    assert.equal(applied.json.resources[0].result, "created");
+    const url = `${ingest.url}/v1/config/EnvoyFilter/default/add-cors`;
+    const stored = (await get(url)).json;
+    assert.equal(stored.apiVersion, "networking.istio.io/v1alpha3");
+    assert.deepEqual(stored.spec.configPatches[0].patch.value, {
+      name: "envoy.filters.http.cors",
+      typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors" },
+    });
+    const wrongVersion = await post(
+      `${ingest.url}/v1/apply`,
+      envoyFilter.replace("v1alpha3", "v1").replace("add-cors", "other"),
+    );
+    assert.equal(wrongVersion.status, 400, "Istio serves EnvoyFilter at v1alpha3 only");
+    assert.equal((await fetch(url, { method: "DELETE" })).status, 200);
+    assert.equal((await get(url)).status, 404);
+  });
+
   it("serialises concurrent applies of one resource so that no update is lost", async () => {
     const applies = 16;
     const results = await Promise.all(

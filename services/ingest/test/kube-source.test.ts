@@ -56,6 +56,15 @@ const ISTIO_CRDS: ResourceDefinition[] = [
     namespaced: true,
     subresources: { status: {} },
   },
+  // Istio serves EnvoyFilter at v1alpha3 only.
+  {
+    group: "networking.istio.io",
+    versions: ["v1alpha3"],
+    kind: "EnvoyFilter",
+    plural: "envoyfilters",
+    namespaced: true,
+    subresources: { status: {} },
+  },
 ];
 
 /** Bookinfo samples with no name used twice, created in the cluster before ingest starts. */
@@ -222,6 +231,28 @@ describe("Kubernetes source", () => {
 
     await api.deleteNamespacedCustomObject({ ...VS, name: "follow" });
     await eventually(async () => !(await stored("VirtualService", "follow")), { message: "deleted" });
+  });
+
+  it("stores an EnvoyFilter created at v1alpha3, the only version Istio serves it at", async () => {
+    server.apply({
+      apiVersion: "networking.istio.io/v1alpha3",
+      kind: "EnvoyFilter",
+      metadata: { name: "header", namespace: "default" },
+      spec: {
+        configPatches: [
+          {
+            applyTo: "ROUTE_CONFIGURATION",
+            patch: {
+              operation: "MERGE",
+              value: { response_headers_to_add: [{ header: { key: "x", value: "y" } }] },
+            },
+          },
+        ],
+      },
+    });
+    const created = await eventually(() => stored("EnvoyFilter", "header"), { message: "stored" });
+    assert.equal(created.apiVersion, "networking.istio.io/v1alpha3");
+    assert.equal(created.spec.configPatches[0].applyTo, "ROUTE_CONFIGURATION");
   });
 
   it("does not store an invalid object and writes its errors to its status, as Istio does", async () => {

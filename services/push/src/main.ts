@@ -18,6 +18,7 @@ import { xdsServerRunner } from "./server/xds-server-runner.js";
 import { pushSettings } from "./settings.js";
 import { ChangeTracer } from "./status/change-tracer.js";
 import { ProxyStatusReporter } from "./status/proxy-status.js";
+import { EnvoyFilterFailures } from "./translate/envoyfilter/failures.js";
 import { sdsCertificateErrors } from "./translate/sds/secrets.js";
 import { XDS_TYPES } from "./xds-types.js";
 
@@ -70,6 +71,8 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
     meshConfig?.onChange((mesh) => inputs.setMeshConfig(mesh));
     // The SDS generator's refusals, counted under istiod's name.
     metrics.registerMetric(sdsCertificateErrors);
+    // EnvoyFilter patches push refused (the unpatched resource was sent): logged, counted, /debug/envoyfilterz.
+    const envoyFilterFailures = new EnvoyFilterFailures(metrics, logger);
     const discovery = new DiscoveryServer({
       logger,
       metrics: new XdsMetrics(metrics),
@@ -79,6 +82,7 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       events: status,
       tracer,
       concurrency: settings.PUSH_CONCURRENCY,
+      envoyFilterFailures,
     });
     // The debug routes show every proxy's config: bearer-authenticated, the `debug` verb.
     const debugAuth = createApiAuth(settings, logger);
@@ -90,6 +94,10 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       ),
     ))
       http.route(path, debugRoute(debugAuth.chain, route));
+    http.route(
+      "/debug/envoyfilterz",
+      debugRoute(debugAuth.chain, () => envoyFilterFailures.recent()),
+    );
     const identity = identityRunner(settings, () => nats.bus, logger);
     const mtls: Runner[] = settings.XDS_TLS_ENABLED
       ? [

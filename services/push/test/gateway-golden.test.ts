@@ -18,6 +18,7 @@ import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
 import { XDS_TYPES } from "../src/xds-types.js";
+import { envoyFilterPatcher, failuresGolden } from "./envoy-filter-patching.js";
 import {
   type Codec,
   caseConfig,
@@ -157,10 +158,12 @@ function renderCase(
   const proxy = parseProxy(routerNode(proxyPod, testCase.proxyMetadata) as never);
   assert.equal(proxy.kind, "router");
   const context = { push, proxy, cache };
+  // What GeneratedResources does after the generators: the proxy's EnvoyFilters.
+  const envoyFilters = envoyFilterPatcher(push, proxy);
   const generate = (type: GoldenType, names: WatchedNames) => {
     const generator = XDS_TYPES.generator("router", TYPES[type]);
     assert.ok(generator, `no router generator for ${type}`);
-    return generator.generate(context, names);
+    return envoyFilters.patch(type, generator.generate(context, names), names);
   };
   const dumped = (resources: GeneratedResource[]) =>
     resources.map((r) => dumpAny(r.resource, codecs, { emptyAnys: true }));
@@ -200,6 +203,8 @@ function renderCase(
       { aliasDuplicateObjects: false },
     );
   }
+  const refused = failuresGolden(envoyFilters.failures);
+  if (refused) out.envoyfilter = refused;
   return { out, violations, inconsistent, generated, codecs };
 }
 

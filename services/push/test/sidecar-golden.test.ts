@@ -18,6 +18,7 @@ import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
 import type { GenerationContext } from "../src/translate/generator.js";
 import { NAME_TABLE_TYPE_URL } from "../src/translate/sidecar/name-table.js";
 import { XDS_TYPES } from "../src/xds-types.js";
+import { envoyFilterPatcher, failuresGolden } from "./envoy-filter-patching.js";
 import {
   type Codec,
   caseConfig,
@@ -179,10 +180,14 @@ function renderCase(
   const proxy = parseProxy(sidecarNode(proxyPod, testCase.proxyMetadata) as never);
   assert.equal(proxy.kind, "sidecar");
   const context = { push, proxy, cache };
+  // What GeneratedResources does after the generators: the proxy's EnvoyFilters.
+  const envoyFilters = envoyFilterPatcher(push, proxy);
+  const generate = (type: GoldenType, names: WatchedNames) =>
+    envoyFilters.patch(type, generators[type](context, names), names);
 
   const generated: Record<GoldenType, GeneratedResource[]> = {
-    listeners: generators.listeners(context, "*"),
-    clusters: generators.clusters(context, "*"),
+    listeners: generate("listeners", "*"),
+    clusters: generate("clusters", "*"),
     routes: [],
     endpoints: [],
   };
@@ -190,7 +195,7 @@ function renderCase(
     resources.map((r) => dumpAny(r.resource, codecs, { emptyAnys: true }));
   // As Envoy: RDS for the route configs the listeners' HCMs name, EDS for the EDS clusters.
   const routeNames = new Set(collectStrings(dumped(generated.listeners), "routeConfigName"));
-  generated.routes = generators.routes(context, routeNames);
+  generated.routes = generate("routes", routeNames);
   const edsNames = new Set(
     dumped(generated.clusters)
       .filter((c) => (c as { type?: string }).type === "EDS")
@@ -199,7 +204,7 @@ function renderCase(
         return cluster.edsClusterConfig?.serviceName || cluster.name;
       }),
   );
-  generated.endpoints = generators.endpoints(context, edsNames);
+  generated.endpoints = generate("endpoints", edsNames);
   inconsistent?.push(
     ...inconsistencies(
       generated,
@@ -220,6 +225,8 @@ function renderCase(
       { aliasDuplicateObjects: false },
     );
   }
+  const refused = failuresGolden(envoyFilters.failures);
+  if (refused) out.envoyfilter = refused;
   if (testCase.nameTable) {
     // The agent asks for the table by wildcard, on the same stream.
     const nameTable = XDS_TYPES.generator("sidecar", NAME_TABLE_TYPE_URL)?.generate(context, "*") ?? [];

@@ -7,6 +7,7 @@ import {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { Destination } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { decodeStoredOfKind } from "@sextant/validation";
+import { analyzeEnvoyFilters } from "./envoy-filter-analyzers.js";
 import { type AnalysisWorkload, analyzeGateways, type CredentialIndex } from "./gateway-analyzers.js";
 import { ignoredFields } from "./ignored-fields.js";
 
@@ -196,6 +197,10 @@ export function analyze(input: AnalysisInput): AnalysisResult {
       );
     }
   }
+
+  // EnvoyFilter patches stored but never applied, and those Envoy always rejects.
+  for (const finding of analyzeEnvoyFilters(decodeStoredOfKind(input.resources, "EnvoyFilter")))
+    report(finding.resource, finding.code, finding.field, finding.message, Severity.SEVERITY_WARNING);
   return result;
 }
 

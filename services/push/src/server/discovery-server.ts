@@ -8,6 +8,7 @@ import type { XdsCache } from "../cache/xds-cache.js";
 import { InvalidNodeError, type MeshProxy, parseProxy } from "../model/proxy.js";
 import type { PushContext } from "../model/push-context.js";
 import type { PushChange } from "../model/types.js";
+import type { EnvoyFilterFailures } from "../translate/envoyfilter/failures.js";
 import type { Connection, StreamCallbacks, WatchState } from "./connection.js";
 import { DeltaConnection } from "./delta-connection.js";
 import { GeneratedResources } from "./generated-resources.js";
@@ -54,6 +55,8 @@ export interface DiscoveryServerOptions {
   /** Follows config changes to every proxy's answer (status/change-tracer.ts); none in some tests. */
   tracer?: StreamTracer;
   concurrency: number;
+  /** Where refused EnvoyFilter patches are reported (translate/envoyfilter/failures.ts); none in some tests. */
+  envoyFilterFailures?: EnvoyFilterFailures;
 }
 
 /** What a change's trace learns from the streams: each response, ACK and NACK, and each push decided. */
@@ -83,7 +86,13 @@ export class DiscoveryServer {
     this.#queue = new PushQueue(options.concurrency, (id, change, startedAt) =>
       this.pushTo(id, change, startedAt),
     );
-    this.#resources = new GeneratedResources(options.types, options.cache, options.context, options.logger);
+    this.#resources = new GeneratedResources(
+      options.types,
+      options.cache,
+      options.context,
+      options.logger,
+      options.envoyFilterFailures,
+    );
     // What connections of either variant report to the server.
     this.#callbacks = {
       logger: options.logger,

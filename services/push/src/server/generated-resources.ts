@@ -3,6 +3,8 @@ import type { XdsCache } from "../cache/xds-cache.js";
 import type { MeshProxy } from "../model/proxy.js";
 import type { PushContext } from "../model/push-context.js";
 import type { GeneratedResource, PushChange, WatchedNames } from "../model/types.js";
+import { applyEnvoyFilters, patchesType } from "../translate/envoyfilter/apply.js";
+import type { EnvoyFilterFailures } from "../translate/envoyfilter/failures.js";
 import { isWildcard, namedOf, type ResourceSource, WILDCARD } from "./connection.js";
 import type { XdsTypeTable } from "./xds-type-table.js";
 
@@ -21,6 +23,8 @@ export class GeneratedResources implements ResourceSource {
     /** The current snapshot; undefined until the initial sync is done. */
     private readonly context: () => PushContext | undefined,
     private readonly logger?: Pick<Logger, "warn">,
+    /** Where refused EnvoyFilter patches are reported; none in some tests. */
+    private readonly envoyFilterFailures?: EnvoyFilterFailures,
   ) {}
 
   serves(proxy: MeshProxy, typeUrl: string): boolean {
@@ -42,8 +46,17 @@ export class GeneratedResources implements ResourceSource {
     );
   }
 
-  /** The wildcard's resources, then those named, each name once. */
+  /** The wildcard's resources, then those named, each name once; the proxy's EnvoyFilters applied. */
   generate(proxy: MeshProxy, typeUrl: string, names: WatchedNames): GeneratedResource[] | undefined {
+    const resources = this.#generate(proxy, typeUrl, names);
+    const push = this.context();
+    if (!resources || !push || !patchesType(typeUrl)) return resources;
+    const outcome = applyEnvoyFilters(push, proxy, typeUrl, resources, isWildcard(names));
+    for (const failure of outcome.failures) this.envoyFilterFailures?.record(failure);
+    return outcome.resources;
+  }
+
+  #generate(proxy: MeshProxy, typeUrl: string, names: WatchedNames): GeneratedResource[] | undefined {
     const generator = this.types.generator(proxy.kind, typeUrl);
     const push = this.context();
     if (!generator || !push) return undefined;

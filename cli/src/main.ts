@@ -17,7 +17,11 @@ import { registerVersion } from "./commands/version.js";
 /** Builds the program; tests run it in-process with their own output. */
 export function buildProgram(): Command {
   const program = new Command("sextantctl")
-    .description("The command line for a Sextant mesh: istioctl's everyday commands.")
+    .description(
+      "The command line for a Sextant mesh: istioctl's everyday commands.\n" +
+        "Each connection setting comes from its flag, else its SEXTANT_* variable, else the config file\n" +
+        "($SEXTANT_CONFIG, else $XDG_CONFIG_HOME/sextant/config.yaml or ~/.config/sextant/config.yaml).",
+    )
     .option("--ingest <url>", "ingest's API (env SEXTANT_INGEST; default http://127.0.0.1:8080)")
     .option("--push <url>", "push's HTTP port (env SEXTANT_PUSH; default http://127.0.0.1:15014)")
     .option("--token <token>", "bearer token (env SEXTANT_TOKEN)")

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // sextantctl's composition root: the program, its global flags, and one
 // module per command under src/commands/ (each exports a register function).
+import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { Command } from "commander";
 import { registerAnalyze } from "./commands/analyze.js";
@@ -40,6 +41,7 @@ export function buildProgram(): Command {
   return program;
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+// npm installs the bin as a symlink: the module's URL is the real path, argv[1] the link.
+if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
   await buildProgram().parseAsync(process.argv);
 }

@@ -33,7 +33,7 @@ const CONFIG_KEYS = ["ingest", "push", "token", "tokenFile"] as const;
  * XDG config directory ($XDG_CONFIG_HOME, which the XDG Base Directory spec
  * says to ignore unless absolute, else ~/.config).
  */
-export function configPath(env: NodeJS.ProcessEnv = process.env): string {
+export function configFilePath(env: NodeJS.ProcessEnv = process.env): string {
   if (env.SEXTANT_CONFIG) return env.SEXTANT_CONFIG;
   const xdg = env.XDG_CONFIG_HOME;
   const base = xdg && isAbsolute(xdg) ? xdg : join(env.HOME || homedir(), ".config");
@@ -46,7 +46,7 @@ export function configPath(env: NodeJS.ProcessEnv = process.env): string {
  * relative tokenFile is taken from the file's directory, as kubeconfig does.
  */
 export function readConfigFile(env: NodeJS.ProcessEnv = process.env): ConnectionFlags {
-  const path = configPath(env);
+  const path = configFilePath(env);
   if (!existsSync(path)) {
     if (env.SEXTANT_CONFIG)
       throw new CommandError(
@@ -80,7 +80,7 @@ export function readConfigFile(env: NodeJS.ProcessEnv = process.env): Connection
 /**
  * Resolves the connection, each setting from the first source that has it:
  * the flags, then the environment (SEXTANT_INGEST, SEXTANT_PUSH, SEXTANT_TOKEN,
- * SEXTANT_TOKEN_FILE), then the config file ({@link configPath}), then the
+ * SEXTANT_TOKEN_FILE), then the config file ({@link configFilePath}), then the
  * local mesh (ports 8080 and 15014 on 127.0.0.1, and the admin token in
  * .sextant/ of the working directory when it exists). A token and a token
  * file from the same source: the token wins.

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { configPath, resolveConnection } from "../src/connection.js";
+import { configFilePath, resolveConnection } from "../src/connection.js";
 
 describe("how sextantctl finds the mesh", () => {
   let home = "";
@@ -27,14 +27,14 @@ describe("how sextantctl finds the mesh", () => {
   }
 
   it("reads the config file from XDG_CONFIG_HOME, else ~/.config, else SEXTANT_CONFIG's path", () => {
-    assert.equal(configPath({ HOME: "/home/a" }), "/home/a/.config/sextant/config.yaml");
-    assert.equal(configPath({ HOME: "/home/a", XDG_CONFIG_HOME: "/xdg" }), "/xdg/sextant/config.yaml");
+    assert.equal(configFilePath({ HOME: "/home/a" }), "/home/a/.config/sextant/config.yaml");
+    assert.equal(configFilePath({ HOME: "/home/a", XDG_CONFIG_HOME: "/xdg" }), "/xdg/sextant/config.yaml");
     // The XDG spec: a relative XDG_CONFIG_HOME is invalid and ignored.
     assert.equal(
-      configPath({ HOME: "/home/a", XDG_CONFIG_HOME: "rel" }),
+      configFilePath({ HOME: "/home/a", XDG_CONFIG_HOME: "rel" }),
       "/home/a/.config/sextant/config.yaml",
     );
-    assert.equal(configPath({ HOME: "/home/a", SEXTANT_CONFIG: "/etc/s.yaml" }), "/etc/s.yaml");
+    assert.equal(configFilePath({ HOME: "/home/a", SEXTANT_CONFIG: "/etc/s.yaml" }), "/etc/s.yaml");
   });
 
   it("with nothing set, uses the local mesh and the demo's .sextant/ token", () => {

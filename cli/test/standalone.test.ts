@@ -1,10 +1,15 @@
 import assert from "node:assert/strict";
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFile as execFileCallback, execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+const execFile = promisify(execFileCallback);
 
 const cli = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -24,9 +29,15 @@ describe("sextantctl installed from its packed tarball", () => {
   };
   let tarball = "";
 
-  /** Runs the installed sextantctl in `work`. */
-  function sextantctl(...args: string[]) {
-    return spawnSync(join(prefix, "bin", "sextantctl"), args, { cwd: work, env, encoding: "utf8" });
+  /** Runs the installed sextantctl in `work` (asynchronously: a test's own server must answer it). */
+  async function sextantctl(...args: string[]): Promise<{ stdout: string; stderr: string; status: number }> {
+    try {
+      const { stdout, stderr } = await execFile(join(prefix, "bin", "sextantctl"), args, { cwd: work, env });
+      return { stdout, stderr, status: 0 };
+    } catch (error) {
+      const { stdout, stderr, code } = error as { stdout: string; stderr: string; code: number };
+      return { stdout, stderr, status: code };
+    }
   }
 
   before(() => {
@@ -61,14 +72,39 @@ describe("sextantctl installed from its packed tarball", () => {
     assert.deepEqual(manifest.bin, { sextantctl: "./dist/sextantctl.mjs" });
   });
 
-  it("prints its version", () => {
-    const run = sextantctl("--ingest", "http://127.0.0.1:1", "--push", "http://127.0.0.1:1", "version");
-    assert.equal(run.stderr, "");
-    assert.match(run.stdout, /^client version: 0\.0\.0$/m);
+  it("prints its version and each service's, as ingest lists them", async () => {
+    // A stand-in for ingest's GET /v1/members: this test is about the install, version.test.ts about the services.
+    const ingest = createServer((request, response) => {
+      response.setHeader("content-type", "application/json");
+      if (request.url !== "/v1/members" || request.headers.authorization !== "Bearer t0ken")
+        return void response.writeHead(404).end("{}");
+      const member = (service: string, instance: string) => ({
+        service,
+        version: "0.0.0",
+        instance,
+        started: "",
+      });
+      response.end(JSON.stringify({ members: [member("push", "push-0"), member("ingest", "ingest-0")] }));
+    });
+    await new Promise<void>((resolve) => ingest.listen(0, "127.0.0.1", resolve));
+    try {
+      const url = `http://127.0.0.1:${(ingest.address() as AddressInfo).port}`;
+      // Through the config file in the fresh HOME, as an operator's install would find the mesh.
+      mkdirSync(join(root, ".config", "sextant"), { recursive: true });
+      writeFileSync(join(root, ".config", "sextant", "config.yaml"), `ingest: ${url}\ntoken: t0ken\n`);
+      const run = await sextantctl("version");
+      assert.equal(run.stderr, "");
+      assert.equal(
+        run.stdout,
+        "client version: 0.0.0\nSERVICE   VERSION   REPLICAS\ningest    0.0.0     1\npush      0.0.0     1\n",
+      );
+    } finally {
+      ingest.close();
+    }
   });
 
-  it("analyzes files offline, reading the proto descriptors it ships for validation", () => {
-    const run = sextantctl("analyze", "-n", "bookinfo", "-f", "broken.yaml");
+  it("analyzes files offline, reading the proto descriptors it ships for validation", async () => {
+    const run = await sextantctl("analyze", "-n", "bookinfo", "-f", "broken.yaml");
     assert.equal(run.status, 1);
     assert.equal(
       run.stdout,
@@ -82,8 +118,8 @@ describe("sextantctl installed from its packed tarball", () => {
     assert.equal(run.stderr, "Error: Analyzers found issues when analyzing namespace: bookinfo.\n");
   });
 
-  it("injects a sidecar offline, with the injection template it ships", () => {
-    const run = sextantctl("kube-inject", "-f", "pod.yaml");
+  it("injects a sidecar offline, with the injection template it ships", async () => {
+    const run = await sextantctl("kube-inject", "-f", "pod.yaml");
     assert.equal(run.stderr, "");
     assert.equal(run.status, 0);
     assert.match(run.stdout, /^ {4}- name: istio-proxy$/m);

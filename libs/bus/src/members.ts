@@ -36,11 +36,12 @@ export class MemberRecorder {
     private readonly bus: () => Bus,
     private readonly member: { service: string; version: string; instance: string },
     private readonly logger: Logger,
+    private readonly refreshMs = MEMBER_REFRESH_MS,
   ) {
     this.#key = encodeKey(member.service, member.instance);
   }
 
-  /** Writes the record, then rewrites it every {@link MEMBER_REFRESH_MS}. */
+  /** Writes the record, then rewrites it every refreshMs (default {@link MEMBER_REFRESH_MS}). */
   async start(): Promise<void> {
     await this.#write();
     this.#timer = setInterval(() => {
@@ -48,7 +49,7 @@ export class MemberRecorder {
         // NATS away: the connection reconnects, and the next refresh writes again.
         this.logger.warn({ err: error.message }, "could not refresh the membership record"),
       );
-    }, MEMBER_REFRESH_MS);
+    }, this.refreshMs);
     this.#timer.unref();
   }
 

@@ -56,10 +56,17 @@ export interface ProxyMesh {
   close(): Promise<void>;
 }
 
-/** Starts the mesh with `replicas` push replicas heartbeating their records every heartbeatMs. */
-export async function startProxyMesh(replicas: number, heartbeatMs: number): Promise<ProxyMesh> {
+/**
+ * Starts the mesh with `replicas` push replicas heartbeating their records
+ * every heartbeatMs; `env` is added to ingest's and push's environment.
+ */
+export async function startProxyMesh(
+  replicas: number,
+  heartbeatMs: number,
+  env: Record<string, string> = {},
+): Promise<ProxyMesh> {
   const nats = await startNatsServer();
-  const ingest = await startServiceProcess("ingest", { NATS_URL: nats.url, API_AUTH: "none" });
+  const ingest = await startServiceProcess("ingest", { NATS_URL: nats.url, API_AUTH: "none", ...env });
   const ingestUrl = `http://127.0.0.1:${ingest.httpPort}`;
   const discovery = await startServiceProcess("discovery", { NATS_URL: nats.url, INGEST_URL: ingestUrl });
   const apply = async (yaml: string) => {
@@ -83,6 +90,7 @@ export async function startProxyMesh(replicas: number, heartbeatMs: number): Pro
         STATUS_FLUSH_MS: "100",
         STATUS_HEARTBEAT_MS: String(heartbeatMs),
         REPLICA_ID: `push-${replica}`,
+        ...env,
       }),
     );
   }

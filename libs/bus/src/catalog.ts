@@ -67,6 +67,14 @@ export const Buckets = {
     "the trace of each resource's last change, key kind.namespace.name (ingest: stored) and kind.namespace.name.replica (push: built, sent, ACKed, NACKed per proxy); keys expire after an hour",
     { ttlMs: 60 * 60 * 1000 },
   ),
+  // Struct values (MemberRecord in members.ts): four strings per running
+  // process, read by ingest's GET /v1/version.
+  members: defineBucket(
+    "sextant-members",
+    Struct,
+    "the running control-plane processes, key service.instance: service, version, start time; written by each service about itself, refreshed every 10 s, keys expire after 30 s",
+    { ttlMs: 30_000 },
+  ),
 } as const;
 
 /** Sextant's event subjects: transient facts with no key/value home. */

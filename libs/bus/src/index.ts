@@ -13,6 +13,7 @@ export { encodeCanonical } from "./codec.js";
 export { Bus, type BusOptions, connectBus } from "./connection.js";
 export { type BusPolicy, busPolicy, UndeclaredUseError } from "./contract.js";
 export { decodeKey, encodeKey, keyPrefixFilter } from "./keys.js";
+export { listMembers, type MemberRecord } from "./members.js";
 export {
   Mirror,
   type MirrorChange,

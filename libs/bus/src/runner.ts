@@ -1,7 +1,15 @@
 import type { Logger, ReadinessGate } from "@sextant/observability";
-import { type Runner, readNatsClientSettings, type ServiceContract } from "@sextant/runtime";
+import {
+  baseSettings,
+  type Runner,
+  readNatsClientSettings,
+  SEXTANT_VERSION,
+  type ServiceContract,
+} from "@sextant/runtime";
+import { Buckets } from "./catalog.js";
 import { Bus } from "./connection.js";
 import { busPolicy, declaredBuckets } from "./contract.js";
+import { MemberRecorder } from "./members.js";
 
 /** Options of {@link busRunner}. */
 export interface BusRunnerOptions {
@@ -19,6 +27,8 @@ export interface BusRunnerOptions {
   contract: ServiceContract;
   /** Stream replicas of the buckets it creates; default NATS_KV_REPLICAS. */
   replicas?: number;
+  /** This process's name in its membership record; default REPLICA_ID (as baseSettings reads it). */
+  instance?: string;
   /** NATS credentials; default NATS_USER and NATS_PASSWORD (unset: no authentication). */
   user?: string;
   password?: string;
@@ -52,6 +62,19 @@ export function busRunner(options: BusRunnerOptions): BusRunner {
   const policy = busPolicy(options.service, options.contract);
   const buckets = declaredBuckets(policy);
   let bus: Bus | undefined;
+  // A service that declares it writes sextant-members records itself there
+  // while connected (REPLICA_ID as every service reads it: baseSettings).
+  const member = policy.contract.writes.includes(Buckets.members.name)
+    ? new MemberRecorder(
+        () => bus as Bus,
+        {
+          service: options.service,
+          version: SEXTANT_VERSION,
+          instance: options.instance ?? baseSettings.shape.REPLICA_ID.parse(process.env.REPLICA_ID),
+        },
+        options.logger,
+      )
+    : undefined;
   return {
     name: "nats",
     get bus() {
@@ -73,6 +96,7 @@ export function busRunner(options: BusRunnerOptions): BusRunner {
         policy,
       });
       for (const spec of buckets) await bus.bucket(spec);
+      await member?.start();
       options.readiness.done("nats");
       options.logger.info(
         { url: options.url, user, tls: tlsCaFile !== undefined, buckets: buckets.map((spec) => spec.name) },
@@ -80,6 +104,7 @@ export function busRunner(options: BusRunnerOptions): BusRunner {
       );
     },
     async close() {
+      await member?.stop();
       await bus?.close();
     },
   };

@@ -30,3 +30,4 @@ export {
   type ServiceSettingsSchema,
   SettingsError,
 } from "./settings.js";
+export { SEXTANT_VERSION } from "./version.js";

@@ -6,7 +6,8 @@ import { DEFAULT_PORTS, type ServiceContract } from "@sextant/runtime";
 export const caContract = {
   buckets: {
     // trust/trust-bundle.ts writes the root; trust/trust-bundle-feed.ts follows it.
-    write: [Buckets.trust],
+    // @sextant/bus's runner: this replica's membership record (sextantctl version).
+    write: [Buckets.trust, Buckets.members],
   },
   ports: {
     grpc: {

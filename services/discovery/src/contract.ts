@@ -14,6 +14,8 @@ export const discoveryContract = {
       Buckets.leases,
       Buckets.credentials,
       Buckets.credentialIndex,
+      // @sextant/bus's runner: this replica's membership record (sextantctl version).
+      Buckets.members,
     ],
     // serviceentry/config-source.ts: ServiceEntry, WorkloadEntry, WorkloadGroup;
     // credentials/credential-publisher.ts: Gateway, DestinationRule (their credentialName).

@@ -7,7 +7,8 @@ export const ingestContract = {
   buckets: {
     // store/config-store.ts; analysis/analysis-runner.ts writes analysis messages.
     // trace/change-traces.ts writes each change's trace.
-    write: [Buckets.config, Buckets.configStatus, Buckets.traces],
+    // @sextant/bus's runner: this replica's membership record; api/members-route.ts lists every replica's.
+    write: [Buckets.config, Buckets.configStatus, Buckets.traces, Buckets.members],
     // analysis/analysis-runner.ts: the registry the analyzers check hosts against,
     // the workloads (endpoints) Gateway selectors must pick, and which Secrets credentialNames find.
     // trace/change-traces.ts: the connected proxies a change's trace reports on.

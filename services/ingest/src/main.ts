@@ -1,7 +1,7 @@
 // The ingest service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
 import { createApiAuth } from "@sextant/auth";
-import { busRunner } from "@sextant/bus";
+import { busRunner, listMembers } from "@sextant/bus";
 import { loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { AnalysisRunner } from "./analysis/analysis-runner.js";
@@ -87,6 +87,7 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
           store,
           logger,
           maxBodyBytes: settings.MAX_BODY_BYTES,
+          members: () => listMembers(nats.bus),
           analysis: async () => ({
             messages: await analysisReport(store),
             sources: [...(files?.errors() ?? []), ...(kubernetes?.errors() ?? [])],

@@ -5,6 +5,7 @@ import { after, before, describe, it } from "node:test";
 import { Buckets, Subjects } from "@sextant/bus";
 import { configKey, credentialKey } from "@sextant/model";
 import { CredentialPresence, EndpointShard, NackEvent } from "@sextant/proto";
+import { SEXTANT_VERSION } from "@sextant/runtime";
 import { bookinfoNetworkingDir, eventually, metricValue } from "@sextant/testing";
 import {
   get,
@@ -87,6 +88,16 @@ describe("ingest HTTP API", () => {
     await fetch(`${ingest.url}/v1/config/VirtualService/default/traced`, { method: "DELETE" });
     const deleted = (await get(url)).json;
     assert.deepEqual([deleted.stored.deleted, deleted.stored.generation], [true, 2]);
+  });
+
+  it("lists the running service processes, itself among them, at GET /v1/members", async () => {
+    const { status, json } = await get(`${ingest.url}/v1/members`);
+    assert.equal(status, 200);
+    const self = json.members.filter((member: { service: string }) => member.service === "ingest");
+    assert.equal(self.length, 1);
+    assert.equal(self[0].version, SEXTANT_VERSION);
+    assert.equal(self[0].instance, ingest.service.settings.REPLICA_ID);
+    assert.ok(Date.parse(self[0].started) <= Date.parse(self[0].refreshed));
   });
 
   it("stores nothing when any document is invalid, and lists every error", async () => {

@@ -121,6 +121,19 @@ describe("ingest's config API with a token file", () => {
     assert.equal((await fetch(`${base}/metrics`)).status, 200);
   });
 
+  it("lists the running services to any valid token, one limited to a namespace too, and to no one else", async () => {
+    for (const token of [ADMIN, TEAM_A]) {
+      const { status, json } = await call(`${base}/v1/members`, { token });
+      assert.equal(status, 200);
+      assert.deepEqual(
+        json.members.map((member: { service: string }) => member.service),
+        ["ingest"],
+      );
+    }
+    assert.equal((await call(`${base}/v1/members`)).status, 401);
+    assert.equal((await call(`${base}/v1/members`, { token: "nobody" })).status, 401);
+  });
+
   const attacks: Array<{
     name: string;
     request: () => Promise<{ status: number; json: Json; headers: Headers }>;

@@ -7,7 +7,8 @@ export const pushContract = {
   buckets: {
     // status/proxy-status.ts (listed whole by /debug/proxy_status, main.ts, for every replica's proxies);
     // status/change-tracer.ts (what each change built and sent, and the answers)
-    write: [Buckets.proxyStatus, Buckets.traces],
+    // @sextant/bus's runner: this replica's membership record (sextantctl version).
+    write: [Buckets.proxyStatus, Buckets.traces, Buckets.members],
     // inputs/push-inputs.ts (credentials: the SDS secrets), and the trust bundle its mTLS identity follows
     // (@sextant/identity's bus trust source).
     read: [Buckets.config, Buckets.services, Buckets.endpoints, Buckets.credentials, Buckets.trust],

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
 import { type AccessRequest, type AuthChain, AuthUnavailableError, type Caller } from "@sextant/auth";
+import type { MemberRecord } from "@sextant/bus";
 import type { Logger } from "@sextant/observability";
 import type { ConfigResource } from "@sextant/proto";
 import { KINDS } from "@sextant/validation";
@@ -17,6 +18,7 @@ import {
   sendForbidden,
   sourceAddress,
 } from "./api-auth.js";
+import { membersRoute } from "./members-route.js";
 import { resolveKindName, toObject } from "./resources.js";
 
 /** What the HTTP API needs. */
@@ -28,6 +30,8 @@ export interface HttpApiOptions {
   maxBodyBytes: number;
   /** The analysis report for GET /v1/analyze: the resources' messages and the sources' errors. */
   analysis: () => Promise<{ messages: AnalysisReportEntry[]; sources: SourceErrors[] }>;
+  /** The running control-plane processes for GET /v1/members (sextant-members). */
+  members: () => Promise<MemberRecord[]>;
   /** Authenticates every /v1 request. */
   auth: AuthChain;
   /** Counts refusals and changes; logs each change. */
@@ -46,11 +50,12 @@ export interface HttpApiOptions {
  * | DELETE /v1/config/{kind}/{namespace}/{name} | deletes it, or 404 |
  * | GET /v1/analyze | validation, analysis and NACK messages |
  * | GET /v1/trace/{kind}/{namespace}/{name} | the last change's trace: stored, built, each proxy's answer; or 404 |
+ * | GET /v1/members | every running service process: service, version, instance, start time |
  *
  * Every request needs `Authorization: Bearer <token>` (401 without a known
  * one, 429 after too many failures from one address) and the verb on the
  * kind and namespace it touches (403 naming what was refused); listings
- * leave out what the caller may not `list`.
+ * leave out what the caller may not `list`. /v1/members needs the token only.
  */
 export function createHttpApi(options: HttpApiOptions): express.Express {
   const app = express();
@@ -190,6 +195,8 @@ export function createHttpApi(options: HttpApiOptions): express.Express {
     ).filter((source) => source.errors.length > 0);
     response.json({ messages: visibleMessages, sources: visibleSources });
   });
+
+  app.get("/v1/members", membersRoute(options.members));
 
   app.use((request, response) => {
     response.status(404).json({ error: `no route ${request.method} ${request.path}` });

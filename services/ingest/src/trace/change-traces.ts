@@ -11,7 +11,10 @@ import {
 } from "@sextant/model";
 import { Struct } from "@sextant/proto";
 
-const tracer = trace.getTracer("@sextant/ingest");
+// Asked for at each span, not once at load: this module's @opentelemetry/api
+// is the ES module build, the SDK registers itself through the CommonJS one,
+// and a tracer taken from the ES build before the SDK starts never reaches it.
+const tracer = () => trace.getTracer("@sextant/ingest");
 
 /** Where one proxy stands with a change. */
 export type ProxyTraceState = "ACKED" | "NACKED" | "SENT" | "UNCHANGED" | "PENDING";
@@ -53,7 +56,7 @@ export class ChangeTraces {
     ref: ConfigRefLike,
     change: { generation: number; deleted: boolean; changedBy: string },
   ): Promise<string> {
-    const span = tracer.startSpan("config.store", {
+    const span = tracer().startSpan("config.store", {
       attributes: {
         "sextant.config.key": configKey(ref),
         "sextant.config.generation": change.generation,

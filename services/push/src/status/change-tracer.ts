@@ -16,7 +16,10 @@ import { type Runner, SerialTasks } from "@sextant/runtime";
 import type { ConfigChangeRef } from "../inputs/push-inputs.js";
 import type { Connection } from "../server/connection.js";
 
-const tracer = trace.getTracer("@sextant/push");
+// Asked for at each span, not once at load: this module's @opentelemetry/api
+// is the ES module build, the SDK registers itself through the CommonJS one,
+// and a tracer taken from the ES build before the SDK starts never reaches it.
+const tracer = () => trace.getTracer("@sextant/push");
 
 /**
  * How many changes are followed at once. Each response and answer of every
@@ -231,7 +234,7 @@ export class ChangeTracer implements Runner {
       change?.traceId && change.spanId
         ? [{ context: { traceId: change.traceId, spanId: change.spanId, traceFlags: TraceFlags.SAMPLED } }]
         : [];
-    tracer
+    tracer()
       .startSpan(name, {
         links,
         attributes: { "sextant.proxy.id": connection.proxy.id, "xds.type_url": typeUrl, ...attributes },
@@ -258,7 +261,7 @@ export class ChangeTracer implements Runner {
       });
     }
     // From the burst's first change to the snapshot: the debounce and the build.
-    tracer
+    tracer()
       .startSpan("push.build", {
         startTime: startedAt,
         links,

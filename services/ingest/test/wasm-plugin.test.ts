@@ -1,0 +1,66 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { get, type IngestFixture, post, startIngest, startNatsWithClient } from "./harness.js";
+
+const plugin = (priority: number) => `apiVersion: extensions.istio.io/v1alpha1
+kind: WasmPlugin
+metadata:
+  name: header-adder
+  namespace: shop
+spec:
+  selector:
+    matchLabels:
+      app: reviews
+  url: file:///opt/plugins/header_adder.wasm
+  phase: AUTHZ
+  priority: ${priority}
+  pluginConfig:
+    header: x-added
+`;
+
+describe("ingest stores WasmPlugins (extensions.istio.io/v1alpha1)", () => {
+  let env: Awaited<ReturnType<typeof startNatsWithClient>>;
+  let ingest: IngestFixture;
+
+  before(async () => {
+    env = await startNatsWithClient();
+    ingest = await startIngest(env.nats.url);
+  });
+  after(async () => {
+    await ingest?.stop();
+    await env?.close();
+  });
+
+  it("applies, lists, reads, updates and deletes one", async () => {
+    const created = await post(`${ingest.url}/v1/apply`, plugin(10));
+    assert.equal(created.status, 200, JSON.stringify(created.json));
+    assert.equal(created.json.resources[0].result, "created");
+    const changed = await post(`${ingest.url}/v1/apply`, plugin(20));
+    assert.equal(changed.json.resources[0].result, "configured");
+
+    const listed = await get(`${ingest.url}/v1/config?kind=wasmplugins&namespace=shop`);
+    assert.deepEqual(
+      listed.json.items.map((item: { metadata: { name: string } }) => item.metadata.name),
+      ["header-adder"],
+    );
+    const one = await get(`${ingest.url}/v1/config/WasmPlugin/shop/header-adder`);
+    assert.equal(one.status, 200);
+    assert.equal(one.json.apiVersion, "extensions.istio.io/v1alpha1");
+    assert.equal(one.json.spec.phase, "AUTHZ");
+    assert.equal(one.json.spec.priority, 20);
+    assert.deepEqual(one.json.spec.pluginConfig, { header: "x-added" });
+
+    const url = `${ingest.url}/v1/config/WasmPlugin/shop/header-adder`;
+    assert.equal((await fetch(url, { method: "DELETE" })).status, 200);
+    assert.equal((await get(url)).status, 404);
+  });
+
+  it("rejects one that Istio rejects, naming the field", async () => {
+    const rejected = await post(
+      `${ingest.url}/v1/apply`,
+      plugin(1).replace("file:///opt/plugins/header_adder.wasm", "ftp://example.com/p.wasm"),
+    );
+    assert.equal(rejected.status, 400, JSON.stringify(rejected.json));
+    assert.ok(JSON.stringify(rejected.json).includes("spec.url"), JSON.stringify(rejected.json));
+  });
+});

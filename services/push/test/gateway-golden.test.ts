@@ -18,6 +18,7 @@ import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
 import { XDS_TYPES } from "../src/xds-types.js";
+import { renderExtensionConfigs } from "./extension-configs.js";
 import {
   type Codec,
   caseConfig,
@@ -63,6 +64,8 @@ interface GatewayCase extends Registry {
   config?: string;
   /** Node metadata the router adds to what the agent sends (e.g. UNPRIVILEGED_POD: "true"). */
   proxyMetadata?: Record<string, unknown>;
+  /** Also render the ECDS resources its listeners' filters name, as <case>.ecds.out.yaml. */
+  extensionConfigs?: boolean;
 }
 
 const registries = [
@@ -199,6 +202,11 @@ function renderCase(
       })),
       { aliasDuplicateObjects: false },
     );
+  }
+  if (testCase.extensionConfigs) {
+    const rendered = renderExtensionConfigs(context, dumped(generated.listeners), codecs);
+    violations.push(...rendered.violations);
+    out.ecds = rendered.yaml;
   }
   return { out, violations, inconsistent, generated, codecs };
 }

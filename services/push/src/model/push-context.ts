@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { credentialKey, hostMatches, resolveHost, type SecretRef } from "@sextant/model";
 import type { ConfigResource, Credential, Endpoint, Service } from "@sextant/proto";
+import type { WasmPlugin } from "@sextant/proto/gen/istio/extensions/v1alpha1/wasm";
 import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
 import type { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
@@ -64,6 +65,8 @@ export class PushContext {
   readonly sidecars: readonly TypedConfig<Sidecar>[];
   /** Gateways by namespace/name (router proxies merge those that select them: model/gateway.ts). */
   readonly gateways: readonly TypedConfig<Gateway>[];
+  /** WasmPlugins by namespace/name (model/wasm-plugin.ts selects them for a listener). */
+  readonly wasmPlugins: readonly TypedConfig<WasmPlugin>[];
   /** The Secrets' TLS material by namespace.name key: SDS serves it, unversioned by configVersion. */
   readonly #credentials: ReadonlyMap<string, Credential>;
   /** WorkloadGroups by namespace/name: auto-registration checks a proxy's identity against its group's. */
@@ -98,6 +101,7 @@ export class PushContext {
     this.authorizationPolicies = parts.authorizationPolicies;
     this.sidecars = parts.sidecars;
     this.gateways = parts.gateways;
+    this.wasmPlugins = parts.wasmPlugins;
     this.#credentials = parts.credentials;
     this.#workloadGroups = parts.workloadGroups;
     this.#autoAllocated = parts.autoAllocated;
@@ -159,6 +163,7 @@ export class PushContext {
       authorizationPolicies: typed("AuthorizationPolicy", () => []),
       sidecars: typed("Sidecar", () => []),
       gateways: typed("Gateway", () => []),
+      wasmPlugins: typed("WasmPlugin", () => []),
       credentials: inputs.credentials ?? new Map(),
       workloadGroups: new Map(
         typed("WorkloadGroup", () => []).map((group) => [`${group.ref.namespace}/${group.ref.name}`, group]),
@@ -198,6 +203,7 @@ export class PushContext {
       authorizationPolicies: this.authorizationPolicies,
       sidecars: this.sidecars,
       gateways: this.gateways,
+      wasmPlugins: this.wasmPlugins,
       credentials: this.#credentials,
       workloadGroups: this.#workloadGroups,
       autoAllocated: this.#autoAllocated,
@@ -376,6 +382,7 @@ interface ContextParts {
   authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
   sidecars: readonly TypedConfig<Sidecar>[];
   gateways: readonly TypedConfig<Gateway>[];
+  wasmPlugins: readonly TypedConfig<WasmPlugin>[];
   credentials: ReadonlyMap<string, Credential>;
   workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
   autoAllocated: ReadonlyMap<string, AutoAllocatedAddresses>;

@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { configKey } from "@sextant/model";
+import { type ConfigResource, Severity } from "@sextant/proto";
+import { AnalysisCodes, analyze } from "../src/analysis/analyzers.js";
 import { get, type IngestFixture, post, startIngest, startNatsWithClient } from "./harness.js";
 
 const plugin = (priority: number) => `apiVersion: extensions.istio.io/v1alpha1
@@ -62,5 +65,51 @@ describe("ingest stores WasmPlugins (extensions.istio.io/v1alpha1)", () => {
     );
     assert.equal(rejected.status, 400, JSON.stringify(rejected.json));
     assert.ok(JSON.stringify(rejected.json).includes("spec.url"), JSON.stringify(rejected.json));
+  });
+});
+
+describe("WasmPlugin analysis", () => {
+  const wasmPlugin = (name: string, spec: Record<string, unknown>): ConfigResource => ({
+    kind: "WasmPlugin",
+    apiVersion: "extensions.istio.io/v1alpha1",
+    namespace: "shop",
+    name,
+    labels: {},
+    annotations: {},
+    generation: 1,
+    revision: 0,
+    spec,
+  });
+  const messages = (...resources: ConfigResource[]) => {
+    const result = analyze({
+      resources,
+      registryHosts: new Set(),
+      workloads: [],
+      credentials: new Map(),
+      domainSuffix: "cluster.local",
+    });
+    return resources.map((r) => (result.get(configKey(r)) ?? []).map((m) => [m.code, m.severity, m.field]));
+  };
+
+  it("warns that a module to download never runs, and says what is accepted but ignored", () => {
+    const [oci, https, local, reload] = messages(
+      wasmPlugin("oci", { url: "registry.example.com/plugin:1", imagePullSecret: "pull" }),
+      wasmPlugin("https", { url: "https://example.com/p.wasm", failStrategy: "FAIL_OPEN" }),
+      wasmPlugin("local", { url: "file:///opt/p.wasm" }),
+      wasmPlugin("reload", { url: "file:///opt/p.wasm", failStrategy: "FAIL_RELOAD" }),
+    );
+    const info = Severity.SEVERITY_INFO;
+    const proxyless = [AnalysisCodes.WasmPluginIgnored, info, "spec"];
+    assert.deepEqual(oci, [
+      [AnalysisCodes.WasmModuleNotFetched, Severity.SEVERITY_WARNING, "spec.url"],
+      [AnalysisCodes.WasmPluginIgnored, info, "spec.imagePullSecret"],
+      proxyless,
+    ]);
+    assert.deepEqual(https, [
+      [AnalysisCodes.WasmModuleNotFetched, Severity.SEVERITY_WARNING, "spec.url"],
+      proxyless,
+    ]);
+    assert.deepEqual(local, [proxyless]);
+    assert.deepEqual(reload, [[AnalysisCodes.WasmPluginIgnored, info, "spec.failStrategy"], proxyless]);
   });
 });

@@ -1,6 +1,6 @@
 import type { ConfigRef } from "@sextant/proto";
 import {
-  PluginPhase,
+  type PluginPhase,
   PluginType,
   type WasmPlugin,
   type WasmPlugin_TrafficSelector,
@@ -163,11 +163,3 @@ function matchesMode(mode: WorkloadMode, listenerClass: ListenerClass): boolean 
   if (mode === WorkloadMode.UNDEFINED || mode === WorkloadMode.CLIENT_AND_SERVER) return true;
   return mode === (listenerClass === "inbound" ? WorkloadMode.SERVER : WorkloadMode.CLIENT);
 }
-
-/** The phases in the order their slots come in a filter chain. */
-export const PHASES = [
-  PluginPhase.AUTHN,
-  PluginPhase.AUTHZ,
-  PluginPhase.STATS,
-  PluginPhase.UNSPECIFIED_PHASE,
-] as const;

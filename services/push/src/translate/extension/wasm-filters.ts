@@ -73,6 +73,7 @@ export function listenerExtensions(
   };
 }
 
+/** Istio's PopAppend sequence: each phase's plugins in the slot before the Istio filters of that stage. */
 function placed<F>(
   plugins: PluginsByPhase,
   istio: IstioFilters<F>,

@@ -103,6 +103,42 @@ describe("sextantctl kube-inject", () => {
     assert.match(child.stderr, /required option '-f, --filename <path\.\.\.>' not specified/);
   });
 
+  it("merges the ProxyConfigs among the files as the webhook merges the stored ones; an invalid one exits 1", async () => {
+    const proxyConfig = (name: string, spec: Json, namespace = "shop") => ({
+      apiVersion: "networking.istio.io/v1beta1",
+      kind: "ProxyConfig",
+      metadata: { name, namespace },
+      spec,
+    });
+    const pod = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "web-0", namespace: "shop", labels: { app: "web" } },
+      spec: { containers: [{ name: "app", image: "example/web:1" }] },
+    };
+    const [namespaceWide, injected] = await kubeInject(
+      "proxyconfig.yaml",
+      proxyConfig("shop", { concurrency: 2, image: { imageType: "debug" } }),
+      pod,
+      proxyConfig("web", { selector: { matchLabels: { app: "web" } }, environmentVariables: { A: "b" } }),
+    );
+    assert.equal(namespaceWide.kind, "ProxyConfig", "ProxyConfigs pass through");
+    const proxy = injected.spec.containers.find((c: Json) => c.name === "istio-proxy");
+    assert.match(proxy.image, /-debug$/);
+    const env = (name: string) => proxy.env.find((e: Json) => e.name === name)?.value;
+    assert.equal(JSON.parse(env("PROXY_CONFIG")).concurrency, 2);
+    assert.equal(env("A"), "b");
+
+    const path = join(directory, "bad-proxyconfig.yaml");
+    writeFileSync(
+      path,
+      [proxyConfig("bad", { concurrency: -1 }), pod].map((o) => stringify(o)).join("---\n"),
+    );
+    const run = await runCli(["kube-inject", "-f", path]);
+    assert.equal(run.exitCode, 1);
+    assert.match(run.stderr, /ProxyConfig shop\/bad is invalid: spec.concurrency/);
+  });
+
   it("a pod whose injection annotations are invalid: the webhook's refusal, at its file, exit 1", async () => {
     const path = join(directory, "refused.yaml");
     writeFileSync(path, stringify(goldenPod("refused-bad-annotations")));

@@ -76,6 +76,7 @@ const PRESENTATION: Readonly<Record<string, { shortNames: string[]; columns: Pri
     ],
   },
   Gateway: { shortNames: ["gw"], columns: [] },
+  ProxyConfig: { shortNames: [], columns: [] },
   ServiceEntry: {
     shortNames: ["se"],
     columns: [
@@ -290,7 +291,8 @@ function oneofConstraints(schema: MessageSchema): JsonSchema {
 
 /** The CustomResourceDefinition of one kind: every version Istio serves, one schema for all. */
 export function customResourceDefinition(info: KindInfo, registry: SchemaRegistry = schemaRegistry()) {
-  const storage = STORAGE_VERSIONS[info.group];
+  // A kind served in one version only (ProxyConfig: v1beta1) stores that one.
+  const storage = info.versions.length === 1 ? info.versions[0] : STORAGE_VERSIONS[info.group];
   if (!storage || !info.versions.includes(storage)) {
     throw new Error(`no storage version for ${info.group} among ${info.versions.join(", ")}`);
   }

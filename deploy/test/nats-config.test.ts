@@ -72,7 +72,8 @@ const who = (check: (service: NatsService) => boolean) => NATS_SERVICES.filter(c
 
 /** Who writes each bucket and who reads it (ARCHITECTURE.md's table): the spec the permissions must meet. */
 const BUCKET_ACCESS: Record<string, { writers: NatsService[]; readers: NatsService[] }> = {
-  [Buckets.config.name]: { writers: ["ingest"], readers: ["discovery", "push"] },
+  // webhook: the stored ProxyConfigs it merges into injected pods.
+  [Buckets.config.name]: { writers: ["ingest"], readers: ["discovery", "push", "webhook"] },
   [Buckets.configStatus.name]: { writers: ["ingest"], readers: [] },
   [Buckets.services.name]: { writers: ["discovery"], readers: ["ingest", "push"] },
   [Buckets.endpoints.name]: { writers: ["discovery"], readers: ["ingest", "push"] },
@@ -201,8 +202,8 @@ describe("NATS permissions are least privilege", () => {
     );
   });
 
-  it("only the services whose contract names a bucket or a subject have a NATS user: not webhook, not the agent", () => {
-    assert.deepEqual([...NATS_SERVICES].sort(), ["ca", "discovery", "ingest", "push"]);
+  it("only the services whose contract names a bucket or a subject have a NATS user: not the agent", () => {
+    assert.deepEqual([...NATS_SERVICES].sort(), ["ca", "discovery", "ingest", "push", "webhook"]);
   });
 });
 

@@ -417,7 +417,7 @@ describe("compose.yaml", () => {
         "service_healthy",
         `${name}: ${JSON.stringify(deps)}`,
       );
-      // A service given NATS_URL waits for NATS; one without (the webhook) does not depend on it.
+      // A service given NATS_URL waits for NATS; one without does not depend on it.
       const usesNats = "NATS_URL" in environmentOf(service(name));
       assert.equal(deps.nats, usesNats ? "service_healthy" : undefined, `${name} and NATS`);
     }

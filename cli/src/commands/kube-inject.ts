@@ -1,4 +1,11 @@
-import { AnnotationError, defaultInjectionConfig, injectPod, type PodJson } from "@sextant/webhook/inject";
+import {
+  AnnotationError,
+  defaultInjectionConfig,
+  injectPod,
+  type PodJson,
+  type ProxyConfigResource,
+  proxyConfigsOf,
+} from "@sextant/webhook/inject";
 import type { Command } from "commander";
 import { stringify } from "yaml";
 import { action, CommandError, ExitCode, exitOnUsageError } from "../ingest-client.js";
@@ -22,7 +29,8 @@ const TEMPLATE_PATHS: Readonly<Record<string, readonly string[]>> = {
  * `sextantctl kube-inject -f FILE`: the webhook's injection (the same pure
  * function) applied offline to Pods and the pod templates of Deployments,
  * StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and
- * CronJobs; other documents pass through unchanged.
+ * CronJobs; other documents pass through unchanged. ProxyConfigs among the
+ * files are merged as the webhook merges the stored ones.
  */
 export function registerKubeInject(program: Command): void {
   program
@@ -41,9 +49,18 @@ export function registerKubeInject(program: Command): void {
         if (documents.length === 0)
           throw new CommandError("no objects passed to kube-inject", ExitCode.usage);
         const config = defaultInjectionConfig({ revision: flags.revision });
+        let proxyConfigs: ProxyConfigResource[];
+        try {
+          proxyConfigs = proxyConfigsOf(
+            documents.map((d) => d.value),
+            "default",
+          );
+        } catch (error) {
+          throw new CommandError((error as Error).message);
+        }
         const output = documents.map(({ value, file, line }) => {
           try {
-            return stringify(injectObject(value as Json, config));
+            return stringify(injectObject(value as Json, config, proxyConfigs));
           } catch (error) {
             if (!(error instanceof AnnotationError)) throw error;
             const object = value as Json;
@@ -58,10 +75,14 @@ export function registerKubeInject(program: Command): void {
 }
 
 /** One document with its pod (or pod template) injected; documents without one are returned as they are. */
-function injectObject(object: Json, config: ReturnType<typeof defaultInjectionConfig>): Json {
+function injectObject(
+  object: Json,
+  config: ReturnType<typeof defaultInjectionConfig>,
+  proxyConfigs: readonly ProxyConfigResource[],
+): Json {
   if (typeof object !== "object" || object === null) return object;
   const namespace: string = object.metadata?.namespace || "default";
-  if (object.kind === "Pod") return injectPod(object as PodJson, { namespace }, config).pod;
+  if (object.kind === "Pod") return injectPod(object as PodJson, { namespace, proxyConfigs }, config).pod;
   const path = TEMPLATE_PATHS[object.kind];
   if (!path) return object;
   const result = structuredClone(object);
@@ -80,7 +101,7 @@ function injectObject(object: Json, config: ReturnType<typeof defaultInjectionCo
       ],
     },
   };
-  const injected = injectPod(pod, { namespace }, config).pod;
+  const injected = injectPod(pod, { namespace, proxyConfigs }, config).pod;
   const { ownerReferences: _, ...metadata } = injected.metadata ?? {};
   parent[path.at(-1)!] = { ...injected, metadata };
   return result;

@@ -6,12 +6,14 @@ import { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
 import { VirtualService } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { WorkloadEntry } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_entry";
 import { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_group";
+import { ProxyConfig } from "@sextant/proto/gen/istio/networking/v1beta1/proxy_config";
 import { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
 import { RequestAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/request_authentication";
 import type { SpecValidator } from "./rules/context.js";
 import { validateDestinationRule } from "./rules/destination_rule.js";
 import { validateGateway } from "./rules/gateway.js";
+import { validateProxyConfig } from "./rules/proxy-config.js";
 import {
   validateAuthorizationPolicy,
   validatePeerAuthentication,
@@ -41,6 +43,7 @@ export interface ConfigSpecs {
   AuthorizationPolicy: AuthorizationPolicy;
   RequestAuthentication: RequestAuthentication;
   WasmPlugin: WasmPlugin;
+  ProxyConfig: ProxyConfig;
 }
 
 /** A supported kind's name. */
@@ -146,6 +149,16 @@ export const KINDS: ReadonlyMap<string, KindInfo> = new Map(
       typeName: "istio.extensions.v1alpha1.WasmPlugin",
       codec: WasmPlugin,
       validate: validateWasmPlugin,
+    }),
+    // Istio serves ProxyConfig as networking.istio.io/v1beta1 only.
+    define({
+      kind: "ProxyConfig",
+      plural: "proxyconfigs",
+      group: NETWORKING_GROUP,
+      versions: ["v1beta1"],
+      typeName: "istio.networking.v1beta1.ProxyConfig",
+      codec: ProxyConfig,
+      validate: validateProxyConfig,
     }),
   ].map((info) => [info.kind, info]),
 );

@@ -141,6 +141,11 @@ describe("PROXY_CONFIG for Envoy", () => {
     assert.equal(decide(8, { PROXY_CONFIG: '{"concurrency":4}' }, true), 8, "--concurrency wins");
     assert.equal(decide(0, {}, false), undefined, "a router uses every core");
     assert.equal(decide(0, { ISTIO_CPU_LIMIT: "7" }, false), 7, "or its CPU limit's");
+    assert.equal(
+      decide(0, { PROXY_CONFIG: '{"concurrency":0}', ISTIO_CPU_LIMIT: "7" }, true),
+      undefined,
+      "an explicit 0 is every core, over the CPU limit and the sidecar default (Istio's)",
+    );
   });
 
   test("terminationDrainDuration: PROXY_CONFIG's when it sets one, else TERMINATION_DRAIN_DURATION_SECONDS, else 5 s", () => {

@@ -258,7 +258,12 @@ describe("agent proxy sidecar, with the Envoy test double", () => {
           ENVOY_BOOTSTRAP_FILE: bootstrapPath,
           // PROXY_CONFIG's terminationDrainDuration wins over Istio's variable. It is longer than the
           // runtime's usual 10 s stop deadline, which `agent proxy` must extend to pass Envoy's status on.
-          PROXY_CONFIG: JSON.stringify({ terminationDrainDuration: "11s", proxyAdminPort: adminPort }),
+          // Its concurrency (a ProxyConfig's, merged by the injector) is Envoy's --concurrency.
+          PROXY_CONFIG: JSON.stringify({
+            terminationDrainDuration: "11s",
+            proxyAdminPort: adminPort,
+            concurrency: 3,
+          }),
           TERMINATION_DRAIN_DURATION_SECONDS: "60",
           ISTIO_KUBE_APP_PROBERS: JSON.stringify(probers),
           ISTIO_PROMETHEUS_ANNOTATIONS: JSON.stringify({
@@ -314,7 +319,7 @@ describe("agent proxy sidecar, with the Envoy test double", () => {
       "--component-log-level",
       "misc:error",
       "--concurrency",
-      "2",
+      "3",
     ]);
     const bootstrap = JSON.parse(readFileSync(bootstrapPath, "utf8"));
     assert.equal(bootstrap.node.id, "sidecar~127.0.0.1~web-0.shop~shop.svc.cluster.local");

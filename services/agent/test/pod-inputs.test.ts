@@ -199,7 +199,7 @@ describe("agent settings from an injected pod", () => {
     });
   });
 
-  test("concurrency is PROXY_CONFIG's, else the CPU limit's whole cores", () => {
+  test("concurrency is PROXY_CONFIG's (0 included: every core), else the CPU limit's whole cores", () => {
     assert.equal(parse({ ISTIO_CPU_LIMIT: "3" }).PROXY_CONFIG.concurrency, 3);
     assert.equal(
       parse({ ISTIO_CPU_LIMIT: "3", PROXY_CONFIG: '{"concurrency":2}' }).PROXY_CONFIG.concurrency,
@@ -207,7 +207,7 @@ describe("agent settings from an injected pod", () => {
     );
     assert.equal(
       parse({ ISTIO_CPU_LIMIT: "3", PROXY_CONFIG: '{"concurrency":0}' }).PROXY_CONFIG.concurrency,
-      3,
+      0,
     );
     assert.equal(parse({}).PROXY_CONFIG.concurrency, undefined);
   });

@@ -159,6 +159,27 @@ describe("ingest HTTP API", () => {
     assert.equal((await get(`${ingest.url}/v1/config?kind=Bogus`)).status, 400);
   });
 
+  it("applies, reads and deletes a ProxyConfig (networking.istio.io/v1beta1 only)", async () => {
+    const proxyConfig = (apiVersion: string, concurrency: number) =>
+      `apiVersion: ${apiVersion}\nkind: ProxyConfig\nmetadata: {name: threads, namespace: prod}\nspec: {concurrency: ${concurrency}, image: {imageType: distroless}}\n`;
+    const refused = await post(`${ingest.url}/v1/apply`, proxyConfig("networking.istio.io/v1", 2));
+    assert.equal(refused.status, 400);
+    assert.equal(
+      (await post(`${ingest.url}/v1/apply`, proxyConfig("networking.istio.io/v1beta1", -1))).status,
+      400,
+    );
+    assert.equal(
+      (await post(`${ingest.url}/v1/apply`, proxyConfig("networking.istio.io/v1beta1", 2))).status,
+      200,
+    );
+    const one = await get(`${ingest.url}/v1/config/ProxyConfig/prod/threads`);
+    assert.equal(one.status, 200);
+    assert.deepEqual(one.json.spec, { concurrency: 2, image: { imageType: "distroless" } });
+    const deleted = await fetch(`${ingest.url}/v1/config/ProxyConfig/prod/threads`, { method: "DELETE" });
+    assert.equal(deleted.status, 200);
+    assert.equal((await get(`${ingest.url}/v1/config/ProxyConfig/prod/threads`)).status, 404);
+  });
+
   it("serialises concurrent applies of one resource so that no update is lost", async () => {
     const applies = 16;
     const results = await Promise.all(

@@ -55,6 +55,15 @@ const ISTIO_CRDS: ResourceDefinition[] = [
     namespaced: true,
     subresources: { status: {} },
   },
+  // Istio serves ProxyConfig in v1beta1 only.
+  {
+    group: "networking.istio.io",
+    versions: ["v1beta1"],
+    kind: "ProxyConfig",
+    plural: "proxyconfigs",
+    namespaced: true,
+    subresources: { status: {} },
+  },
 ];
 
 /** Bookinfo samples with no name used twice, created in the cluster before ingest starts. */
@@ -187,6 +196,18 @@ describe("Kubernetes source", () => {
       reviews.spec.subsets.map((subset: { name: string }) => subset.name),
       ["v1", "v2", "v3"],
     );
+  });
+
+  it("stores a ProxyConfig, which the cluster serves at v1beta1 only", async () => {
+    server.apply({
+      apiVersion: "networking.istio.io/v1beta1",
+      kind: "ProxyConfig",
+      metadata: { name: "threads", namespace: "default" },
+      spec: { concurrency: 2, environmentVariables: { A: "b" } },
+    });
+    const pc = await eventually(() => stored("ProxyConfig", "threads"), { message: "ProxyConfig stored" });
+    assert.equal(pc.apiVersion, "networking.istio.io/v1beta1");
+    assert.deepEqual(pc.spec, { concurrency: 2, environmentVariables: { A: "b" } });
   });
 
   it("follows creates, updates and deletes made through the API server", async () => {

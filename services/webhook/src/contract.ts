@@ -1,8 +1,13 @@
-// webhook's contract (see ServiceContract): it uses no bucket and no subject,
-// so it does not connect to NATS and has no NATS user.
+// webhook's contract (see ServiceContract): what deploy/'s NATS permissions,
+// ARCHITECTURE.md's table and the bus's run-time checks are derived from.
+import { Buckets } from "@sextant/bus";
 import { DEFAULT_PORTS, type ServiceContract } from "@sextant/runtime";
 
 export const webhookContract = {
+  buckets: {
+    // proxyconfigs/proxy-config-store.ts: the stored ProxyConfigs, which injection merges (read only).
+    read: [Buckets.config],
+  },
   ports: {
     https: {
       port: DEFAULT_PORTS.webhook.https,

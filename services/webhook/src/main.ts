@@ -1,5 +1,6 @@
 // The webhook service's composition root: its settings and its runners, in start order.
 import { pathToFileURL } from "node:url";
+import { busRunner } from "@sextant/bus";
 import { kubernetesAvailable, loadKubeConfig } from "@sextant/kube";
 import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { WebhookMetrics } from "./admission/metrics.js";
@@ -8,6 +9,7 @@ import { webhookContract } from "./contract.js";
 import { defaultInjectionConfig } from "./inject/inject.js";
 import { loadTemplate } from "./inject/template.js";
 import { NodeVersions } from "./nodes/node-versions.js";
+import { ProxyConfigStore } from "./proxyconfigs/proxy-config-store.js";
 import { createAdmissionApp } from "./server/app.js";
 import { HttpsServerRunner } from "./server/https-runner.js";
 import { webhookSettings } from "./settings.js";
@@ -18,6 +20,15 @@ export const webhookService: ServiceDefinition<typeof webhookSettings> = {
   contract: webhookContract,
   settings: webhookSettings,
   runners: ({ settings, logger, readiness, metrics }) => {
+    const nats = busRunner({
+      url: settings.NATS_URL,
+      name: `webhook-${settings.REPLICA_ID}`,
+      logger,
+      readiness,
+      service: "webhook",
+      contract: webhookContract,
+    });
+    const proxyConfigs = new ProxyConfigStore({ bus: () => nats.bus, logger, readiness });
     const injection = defaultInjectionConfig({
       // Read at start, so a broken template stops the service instead of failing every pod.
       template: loadTemplate(settings.INJECTION_TEMPLATE_FILE),
@@ -54,6 +65,7 @@ export const webhookService: ServiceDefinition<typeof webhookSettings> = {
                 logger,
                 maxBodyBytes: settings.MAX_BODY_BYTES,
                 ...(nodes ? { nodes: () => nodes.current() } : {}),
+                proxyConfigs: () => proxyConfigs.current(),
               }),
             logger,
             readiness,
@@ -74,6 +86,9 @@ export const webhookService: ServiceDefinition<typeof webhookSettings> = {
           })
         : undefined;
     return [
+      // Connects to NATS (sextant-config, read only), then follows the stored ProxyConfigs before /inject serves.
+      nats,
+      proxyConfigs,
       // The nodes' kubelet versions, listed before /inject serves (native-sidecar auto mode).
       ...(nodes ? [nodes] : []),
       // /inject and /validate over HTTPS on HTTPS_PORT, with the certificate reloaded when its files change.

@@ -19,8 +19,8 @@ const SIDECAR_CONCURRENCY = 2;
 /**
  * Envoy's worker threads, as pilot-agent decides them: --concurrency when
  * set, else PROXY_CONFIG's (which the settings fill from ISTIO_CPU_LIMIT
- * when it has none), else 2 for a sidecar; a router's default is unset, so
- * Envoy uses every core.
+ * when it has none; 0 means every core), else 2 for a sidecar; a router's
+ * default is unset, so Envoy uses every core.
  */
 export function workerThreads(inputs: {
   flag: number;
@@ -28,6 +28,7 @@ export function workerThreads(inputs: {
   sidecar: boolean;
 }): number | undefined {
   if (inputs.flag > 0) return inputs.flag;
-  if (inputs.configured !== undefined) return inputs.configured;
+  // An explicit 0 is Istio's "a worker per core": no --concurrency, Envoy's own default.
+  if (inputs.configured !== undefined) return inputs.configured === 0 ? undefined : inputs.configured;
   return inputs.sidecar ? SIDECAR_CONCURRENCY : undefined;
 }

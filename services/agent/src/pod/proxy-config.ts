@@ -106,7 +106,8 @@ export function parseProxyConfig(text: string | undefined): ProxyConfigResult {
       drainDurationMs: value.drainDuration,
       proxyAdminPort: value.proxyAdminPort,
       statusPort: value.statusPort,
-      concurrency: value.concurrency || undefined,
+      // 0 is kept: Istio's "one worker per core", not "unset" (which falls back to the CPU limit).
+      concurrency: value.concurrency,
       proxyMetadata: value.proxyMetadata,
       holdApplicationUntilProxyStarts: value.holdApplicationUntilProxyStarts,
       raw: raw as Record<string, unknown>,

@@ -34,8 +34,10 @@ export interface WatchedKind {
  * silently left unwatched.
  */
 export function watchedKinds(): WatchedKind[] {
-  return [...KINDS.values()].map(({ kind, group, plural }) => {
-    const version = WATCHED_VERSIONS[group];
+  return [...KINDS.values()].map(({ kind, group, plural, versions }) => {
+    // A kind its group's version does not serve (ProxyConfig: v1beta1 only) is watched at its newest.
+    const groupVersion = WATCHED_VERSIONS[group];
+    const version = groupVersion && !versions.includes(groupVersion) ? versions[0] : groupVersion;
     if (!version) throw new Error(`the Kubernetes source does not know how to watch ${kind}`);
     return { kind, group, version, plural, path: `/apis/${group}/${version}/${plural}` };
   });

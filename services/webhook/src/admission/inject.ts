@@ -1,6 +1,7 @@
 import { AnnotationError } from "../inject/annotations.js";
 import { type InjectionConfig, injectPod, type PodJson } from "../inject/inject.js";
 import type { NodeVersion } from "../inject/native.js";
+import type { ProxyConfigResource } from "../inject/proxy-configs.js";
 import type { WebhookMetrics } from "./metrics.js";
 import { type AdmissionRequest, type AdmissionResponse, deny } from "./review.js";
 
@@ -20,6 +21,8 @@ export function admitInjection(
     namespaceLabels?: NamespaceLabels | undefined;
     /** The cluster's nodes for native-sidecar `auto` mode; undefined when unknown. */
     nodes?: (() => readonly NodeVersion[] | undefined) | undefined;
+    /** The stored ProxyConfig resources, as the webhook last read them. */
+    proxyConfigs?: (() => readonly ProxyConfigResource[]) | undefined;
   } = {},
 ): AdmissionResponse {
   const { uid, kind } = request;
@@ -42,7 +45,12 @@ export function admitInjection(
   try {
     const result = injectPod(
       pod as PodJson,
-      { namespace, namespaceLabels: options.namespaceLabels?.(namespace), nodes: options.nodes?.() },
+      {
+        namespace,
+        namespaceLabels: options.namespaceLabels?.(namespace),
+        nodes: options.nodes?.(),
+        proxyConfigs: options.proxyConfigs?.(),
+      },
       config,
     );
     if (!result.decision.inject) {

@@ -3,6 +3,7 @@ import { isIP } from "node:net";
 /** Istio's per-pod annotations that the injector honours. */
 export const Annotations = {
   proxyImage: "sidecar.istio.io/proxyImage",
+  proxyImageType: "sidecar.istio.io/proxyImageType",
   proxyCPU: "sidecar.istio.io/proxyCPU",
   proxyMemory: "sidecar.istio.io/proxyMemory",
   proxyCPULimit: "sidecar.istio.io/proxyCPULimit",
@@ -42,7 +43,6 @@ export const REFUSED_ANNOTATIONS: Readonly<Record<string, string>> = {
   "traffic.sidecar.istio.io/kubevirtInterfaces": "KubeVirt interface rerouting is not supported",
   "istio.io/reroute-virtual-interfaces": "virtual interface rerouting is not supported",
   "sidecar.istio.io/capNetBindService": "NET_BIND_SERVICE for the proxy is not supported",
-  "sidecar.istio.io/proxyImageType": "there is one proxy image type; set sidecar.istio.io/proxyImage instead",
   "sidecar.istio.io/enableCoreDump": "the core-dump init container (privileged, SYS_ADMIN) is not injected",
 };
 

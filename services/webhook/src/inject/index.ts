@@ -15,6 +15,13 @@ export {
 } from "./inject.js";
 export { type NativeSidecarMode, type NodeVersion, nativeSidecarDefault } from "./native.js";
 export {
+  DEFAULT_ROOT_NAMESPACE,
+  effectiveProxyConfig,
+  type ProxyConfigResource,
+  type ProxyConfigScope,
+  proxyConfigsOf,
+} from "./proxy-configs.js";
+export {
   IGNORED_NAMESPACES,
   INJECT_KEY,
   injectionRequired,

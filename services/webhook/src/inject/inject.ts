@@ -5,7 +5,13 @@ import { type NativeSidecarMode, type NodeVersion, nativeSidecarDefault } from "
 import { mergeContainer } from "./overrides.js";
 import { APP_PROBERS_ENV, rewriteAppProbes } from "./probes.js";
 import { mergePrometheus, PROMETHEUS_ENV } from "./prometheus.js";
-import { defaultProxyConfig, parseProxyConfig } from "./proxy-config.js";
+import { defaultProxyConfig, type ProxyConfigJson, parseProxyConfig } from "./proxy-config.js";
+import {
+  DEFAULT_ROOT_NAMESPACE,
+  effectiveProxyConfig,
+  imageOfType,
+  type ProxyConfigResource,
+} from "./proxy-configs.js";
 import { compareQuantities } from "./quantity.js";
 import { injectionRequired, type SelectionDecision, STATUS_ANNOTATION } from "./selection.js";
 import { type InjectionTemplate, loadTemplate, render, type TemplateValue } from "./template.js";
@@ -37,6 +43,8 @@ export interface InjectionConfig {
   rewriteAppProbes: boolean;
   /** Point Prometheus at the agent's merged metrics (Istio: meshConfig.enablePrometheusMerge, default true). */
   prometheusMerge: boolean;
+  /** The mesh's root namespace (Istio: meshConfig.rootNamespace): its ProxyConfig without a selector covers every pod. */
+  rootNamespace: string;
 }
 
 /** Istio's proxy resource defaults (global.proxy.resources). */
@@ -71,6 +79,7 @@ export function defaultInjectionConfig(overrides: Partial<InjectionConfig> = {})
     nativeSidecars: "auto",
     rewriteAppProbes: true,
     prometheusMerge: true,
+    rootNamespace: DEFAULT_ROOT_NAMESPACE,
     ...overrides,
   };
 }
@@ -107,6 +116,8 @@ export interface InjectionTarget {
   namespaceLabels?: Record<string, string> | undefined;
   /** The cluster's nodes, when known: native-sidecar `auto` mode needs them (see nativeSidecarDefault). */
   nodes?: readonly NodeVersion[] | undefined;
+  /** The stored ProxyConfig resources (every namespace's); none when unset. */
+  proxyConfigs?: readonly ProxyConfigResource[] | undefined;
 }
 
 /** The outcome of {@link injectPod}: the decision and, when injected, the new pod and the patch to it. */
@@ -159,14 +170,21 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
     );
   const gateway = templateNames[0] === "gateway";
 
-  const proxyConfig = defaultProxyConfig(config.discoveryAddress);
+  let annotatedProxyConfig: ProxyConfigJson | undefined;
   const proxyConfigText = read.raw(Annotations.proxyConfig);
   if (proxyConfigText !== undefined) {
     const parsed = parseProxyConfig(proxyConfigText);
     if ("problems" in parsed)
       for (const p of parsed.problems) read.refuse(`${Annotations.proxyConfig}: ${p}`);
-    else Object.assign(proxyConfig, parsed.config);
+    else annotatedProxyConfig = parsed.config;
   }
+  const proxyConfig = effectiveProxyConfig(
+    defaultProxyConfig(config.discoveryAddress),
+    { rootNamespace: config.rootNamespace, resources: target.proxyConfigs ?? [] },
+    { namespace, labels: metadata.labels ?? {} },
+    annotatedProxyConfig,
+  );
+  const proxyMetadata = (proxyConfig.proxyMetadata ?? {}) as Record<string, string>;
 
   const interceptionMode =
     read.oneOf(Annotations.interceptionMode, ["REDIRECT", "TPROXY", "NONE"]) ??
@@ -195,7 +213,15 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
   const userVolumes = read.jsonObjects(Annotations.userVolume) ?? {};
   const userMounts = read.jsonObjects(Annotations.userVolumeMount) ?? {};
   const values: Record<string, TemplateValue> = {
-    proxyImage: read.word(Annotations.proxyImage) ?? config.proxyImage,
+    // The image type (the annotation's, else the proxy config's) suffixes the configured image's tag; an
+    // annotated image is taken as it is (as Istio).
+    proxyImage:
+      read.word(Annotations.proxyImage) ??
+      imageOfType(
+        config.proxyImage,
+        read.word(Annotations.proxyImageType) ??
+          (proxyConfig.image as { imageType?: string } | undefined)?.imageType,
+      ),
     namespace,
     domainSuffix: config.domainSuffix,
     trustDomain: config.trustDomain,
@@ -251,6 +277,7 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
     if (interceptionMode === "TPROXY") proxy.securityContext = render(template.tproxySecurityContext, values);
     if (native) proxy = { ...proxy, ...render(template.nativeSidecar, values) };
   }
+  withProxyMetadataEnv(proxy, proxyMetadata);
   proxy.volumeMounts = [
     ...((proxy.volumeMounts as unknown[]) ?? []),
     ...Object.entries(userMounts).map(([name, mount]) => ({ name, ...mount })),
@@ -259,6 +286,7 @@ function buildInjectedPod(original: PodJson, target: InjectionTarget, config: In
 
   const captures = !gateway && interceptionMode !== "NONE";
   let init = captures ? (render(template.initContainer, values) as Container) : undefined;
+  if (init) withProxyMetadataEnv(init, proxyMetadata);
   if (init && initOverride) init = mergeContainer(init, initOverride) as Container;
   const overrideUser = (proxyOverride?.securityContext as { runAsUser?: unknown } | undefined)?.runAsUser;
   if (typeof overrideUser === "number") {
@@ -361,6 +389,22 @@ function proxyResources(read: AnnotationReader): Record<string, Record<string, s
       );
   }
   return out;
+}
+
+/**
+ * The effective ProxyConfig's proxyMetadata (a ProxyConfig's
+ * environmentVariables) as environment variables of the container, in key
+ * order, after the template's, as Istio's template adds them to istio-proxy
+ * and istio-init. One the template already sets is replaced rather than
+ * repeated (Kubernetes would take the later of the two anyway).
+ */
+function withProxyMetadataEnv(container: Container, proxyMetadata: Record<string, string>): void {
+  const names = Object.keys(proxyMetadata).sort();
+  if (names.length === 0) return;
+  const env = ((container.env as Array<{ name: string }> | undefined) ?? []).filter(
+    (e) => !Object.hasOwn(proxyMetadata, e.name),
+  );
+  container.env = [...env, ...names.map((name) => ({ name, value: proxyMetadata[name] }))];
 }
 
 /** userVolumeMount must name a volume the pod will have, and userVolume must not reuse a volume's name. */

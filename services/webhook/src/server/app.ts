@@ -12,6 +12,7 @@ import {
 import { admitValidation } from "../admission/validate.js";
 import type { InjectionConfig } from "../inject/inject.js";
 import type { NodeVersion } from "../inject/native.js";
+import type { ProxyConfigResource } from "../inject/proxy-configs.js";
 
 /** What the admission app needs. */
 export interface AdmissionAppOptions {
@@ -23,6 +24,8 @@ export interface AdmissionAppOptions {
   namespaceLabels?: NamespaceLabels;
   /** The cluster's nodes, for native-sidecar `auto` mode. */
   nodes?: () => readonly NodeVersion[] | undefined;
+  /** The stored ProxyConfigs, merged into each injected pod's proxy config. */
+  proxyConfigs?: () => readonly ProxyConfigResource[];
 }
 
 /**
@@ -78,6 +81,7 @@ export function createAdmissionApp(options: AdmissionAppOptions): express.Expres
         metrics,
         namespaceLabels: options.namespaceLabels,
         nodes: options.nodes,
+        proxyConfigs: options.proxyConfigs,
       }),
     ),
   );

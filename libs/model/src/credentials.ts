@@ -46,11 +46,21 @@ export function parseSecretResourceName(resourceName: string, proxyNamespace: st
   return ref.namespace && ref.name ? ref : undefined;
 }
 
-/** The credentialNames of a Gateway's servers (structurally: the Gateway spec). */
+/** The Secrets a Gateway's servers name: credentialName, credentialNames, caCertCredentialName (structurally: the Gateway spec). */
 export function gatewayCredentialNames(spec: {
-  readonly servers: ReadonlyArray<{ readonly tls?: { readonly credentialName: string } | undefined }>;
+  readonly servers: ReadonlyArray<{
+    readonly tls?:
+      | {
+          readonly credentialName: string;
+          readonly credentialNames?: readonly string[];
+          readonly caCertCredentialName?: string;
+        }
+      | undefined;
+  }>;
 }): string[] {
-  return spec.servers.map((server) => server.tls?.credentialName ?? "").filter(Boolean);
+  return spec.servers
+    .flatMap(({ tls }) => [tls?.credentialName, ...(tls?.credentialNames ?? []), tls?.caCertCredentialName])
+    .filter((name): name is string => Boolean(name));
 }
 
 interface TlsPolicy {

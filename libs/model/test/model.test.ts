@@ -127,9 +127,16 @@ describe("credential names, as istiod's ToResourceName and ParseResourceName", (
   it("lists the credentialNames of Gateway servers and of DestinationRule policies, port levels and subsets", () => {
     assert.deepEqual(
       gatewayCredentialNames({
-        servers: [{ tls: { credentialName: "a" } }, {}, { tls: { credentialName: "" } }],
+        servers: [
+          { tls: { credentialName: "a" } },
+          {},
+          { tls: { credentialName: "" } },
+          {
+            tls: { credentialName: "", credentialNames: ["rsa", "ecdsa"], caCertCredentialName: "ca-cacert" },
+          },
+        ],
       }),
-      ["a"],
+      ["a", "rsa", "ecdsa", "ca-cacert"],
     );
     assert.deepEqual(
       destinationRuleCredentialNames({

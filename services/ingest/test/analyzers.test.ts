@@ -310,11 +310,98 @@ describe("gateway analyzers", () => {
       assert.equal(run([web]).size, 0, JSON.stringify([...run([web])]));
     });
 
+    it("checks each of credentialNames on its own field; MUTUAL needs the first one's CA unless caCertCredentialName", () => {
+      const server = (tls: Record<string, unknown>) => ({
+        port: { number: 443, name: "https", protocol: "HTTPS" },
+        hosts: ["web.example.com"],
+        tls,
+      });
+      const web = gateway("web", [
+        server({ mode: "SIMPLE", credentialNames: ["rsa", "ecdsa"] }),
+        server({ mode: "MUTUAL", credentialNames: ["rsa", "ecdsa"] }),
+        server({ mode: "MUTUAL", credentialNames: ["rsa"], caCertCredentialName: "clients-cacert" }),
+      ]);
+      const result = run([web], index(["istio-system", "rsa", present(true, false)]));
+      assert.deepEqual(codes(result, web), [
+        ["IST0101", "spec.servers[0].tls.credentialNames[1]"],
+        ["SXT0003", "spec.servers[1].tls.credentialNames[0]"],
+        ["IST0101", "spec.servers[1].tls.credentialNames[1]"],
+      ]);
+    });
+
+    it("warns that tlsCertificates (files the agent does not serve) are ignored (SXT0004)", () => {
+      const files = gateway("files", [
+        {
+          port: { number: 443, name: "https", protocol: "HTTPS" },
+          hosts: ["web.example.com"],
+          tls: { mode: "SIMPLE", tlsCertificates: [{ serverCertificate: "/a.crt", privateKey: "/a.key" }] },
+        },
+      ]);
+      const result = run([files]);
+      assert.deepEqual(codes(result, files), [
+        [AnalysisCodes.FieldIgnored, "spec.servers[0].tls.tlsCertificates"],
+      ]);
+      assert.equal(result.get(configKey(files))?.[0]?.severity, Severity.SEVERITY_WARNING);
+    });
+
     it("says only that the selector finds nothing when no workload is selected", () => {
       const lost = gateway("lost", [https("SIMPLE", "web-cred")], { app: "nowhere" });
       assert.deepEqual(codes(run([lost]), lost), [
         [AnalysisCodes.ReferencedResourceNotFound, "spec.selector"],
       ]);
     });
+  });
+
+  it("warns that RequestAuthentication spaceDelimitedClaims has no effect (SXT0004), and is silent without it", () => {
+    const jwt = (spaceDelimitedClaims: string[]) =>
+      resource("RequestAuthentication", "jwt", {
+        jwtRules: [{ issuer: "https://example.com", spaceDelimitedClaims }],
+      });
+    const withClaims = jwt(["roles"]);
+    assert.deepEqual(codes(run([withClaims]), withClaims), [
+      [AnalysisCodes.FieldIgnored, "spec.jwtRules[0].spaceDelimitedClaims"],
+    ]);
+    assert.equal(run([jwt([])]).size, 0);
+  });
+
+  it("warns of the other accepted fields without effect: proxyProtocol, tunnel, retryRemoteLocalities, egressProxy (SXT0004)", () => {
+    const rule = resource("DestinationRule", "reviews", {
+      host: "reviews",
+      trafficPolicy: { proxyProtocol: { version: "V2" } },
+      subsets: [
+        {
+          name: "v1",
+          labels: { version: "v1" },
+          trafficPolicy: { tunnel: { targetHost: "x", targetPort: 80 } },
+        },
+      ],
+    });
+    const routes = resource("VirtualService", "reviews", {
+      hosts: ["reviews"],
+      http: [
+        {
+          route: [{ destination: { host: "reviews" } }],
+          retries: { attempts: 2, retryRemoteLocalities: false },
+        },
+        {
+          route: [{ destination: { host: "reviews" } }],
+          retries: { attempts: 2, retryRemoteLocalities: true },
+        },
+      ],
+    });
+    const sidecar = resource("Sidecar", "default", {
+      outboundTrafficPolicy: { mode: "ALLOW_ANY", egressProxy: { host: "egress", port: { number: 80 } } },
+    });
+    const result = run([rule, routes, sidecar]);
+    assert.deepEqual(codes(result, rule), [
+      [AnalysisCodes.FieldIgnored, "spec.trafficPolicy.proxyProtocol"],
+      [AnalysisCodes.FieldIgnored, "spec.subsets[0].trafficPolicy.tunnel"],
+    ]);
+    assert.deepEqual(codes(result, routes), [
+      [AnalysisCodes.FieldIgnored, "spec.http[1].retries.retryRemoteLocalities"],
+    ]);
+    assert.deepEqual(codes(result, sidecar), [
+      [AnalysisCodes.FieldIgnored, "spec.outboundTrafficPolicy.egressProxy"],
+    ]);
   });
 });

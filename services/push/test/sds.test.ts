@@ -77,6 +77,10 @@ describe("SDS: credentialName Secrets served by name, to the proxies config enti
       privateKey: Buffer.from("KEY-1"),
     });
     await putCredential("istio-system", "web-cred-cacert", { caCertificate: Buffer.from("CLIENT-CA") });
+    await putCredential("istio-system", "web-ecdsa", {
+      certificateChain: Buffer.from("ECDSA-CHAIN"),
+      privateKey: Buffer.from("ECDSA-KEY"),
+    });
     await putCredential("istio-system", "unnamed-here", {
       certificateChain: Buffer.from("X"),
       privateKey: Buffer.from("Y"),
@@ -108,6 +112,11 @@ describe("SDS: credentialName Secrets served by name, to the proxies config enti
             port: { number: 8443, name: "https-other", protocol: "HTTPS" },
             hosts: ["other.example.com"],
             tls: { mode: "SIMPLE", credentialName: "default/client-cred" },
+          },
+          {
+            port: { number: 9443, name: "https-dual", protocol: "HTTPS" },
+            hosts: ["dual.example.com"],
+            tls: { mode: "SIMPLE", credentialNames: ["web-cred", "web-ecdsa"] },
           },
         ],
       },
@@ -147,6 +156,12 @@ describe("SDS: credentialName Secrets served by name, to the proxies config enti
     assert.equal(text(certificate?.privateKey?.inlineBytes), "KEY-1");
     const validation = secrets.get("kubernetes://web-cred-cacert")?.validationContext;
     assert.equal(text(validation?.trustedCa?.inlineBytes), "CLIENT-CA", "from the -cacert Secret");
+  });
+
+  it("serves each Secret of a server's credentialNames (an RSA and an ECDSA certificate)", async () => {
+    const response = await ask(connect(), routerNode("istio-system", INGRESS), ["kubernetes://web-ecdsa"]);
+    const certificate = secretsOf(response).get("kubernetes://web-ecdsa")?.tlsCertificate;
+    assert.equal(text(certificate?.certificateChain?.inlineBytes), "ECDSA-CHAIN");
   });
 
   it("shows the secrets in /debug/config_dump without the private key", async () => {

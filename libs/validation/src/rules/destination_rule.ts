@@ -21,6 +21,7 @@ import {
   requireString,
 } from "./common.js";
 import type { RuleContext } from "./context.js";
+import { checkLoadBalancerNewFields, checkRetryBudget } from "./new-fields.js";
 
 /** Istio's DestinationRule rules. */
 export function validateDestinationRule(dr: DestinationRule, ctx: RuleContext): void {
@@ -63,7 +64,8 @@ function checkTrafficPolicy(issues: Issues, p: string, tp: TrafficPolicy, allowP
     !tp.tls &&
     tp.portLevelSettings.length === 0 &&
     !tp.tunnel &&
-    !tp.proxyProtocol
+    !tp.proxyProtocol &&
+    !tp.retryBudget
   ) {
     issues.error(p, "trafficPolicy must set at least one field");
   }
@@ -71,6 +73,7 @@ function checkTrafficPolicy(issues: Issues, p: string, tp: TrafficPolicy, allowP
   if (tp.connectionPool) checkConnectionPool(issues, `${p}.connectionPool`, tp.connectionPool);
   if (tp.outlierDetection) checkOutlierDetection(issues, `${p}.outlierDetection`, tp.outlierDetection);
   if (tp.tls) checkClientTls(issues, `${p}.tls`, tp.tls);
+  checkRetryBudget(issues, p, tp.retryBudget);
   if (tp.tunnel) {
     const t = tp.tunnel;
     if (t.protocol !== "" && t.protocol !== "CONNECT" && t.protocol !== "POST") {
@@ -141,6 +144,7 @@ function checkLoadBalancer(issues: Issues, p: string, lb: LoadBalancerSettings):
   }
   if (lb.localityLbSetting) checkLocality(issues, `${p}.localityLbSetting`, lb.localityLbSetting);
   checkDuration(issues, `${p}.warmupDurationSecs`, lb.warmupDurationSecs);
+  checkLoadBalancerNewFields(issues, p, lb);
 }
 
 function checkLocality(issues: Issues, p: string, loc: LocalityLoadBalancerSetting): void {

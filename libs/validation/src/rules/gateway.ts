@@ -6,6 +6,7 @@ import {
 import { at, type Issues } from "../issues.js";
 import { checkLabels, checkPort, hostProblem, isDns1123Label, isKnownProtocol } from "./common.js";
 import type { RuleContext } from "./context.js";
+import { checkServerCertificateLists } from "./new-fields.js";
 
 const TLS_PROTOCOLS = new Set(["HTTPS", "TLS"]);
 
@@ -79,7 +80,9 @@ export function namespacedHostProblem(
 export function checkServerTls(issues: Issues, p: string, tls: ServerTLSSettings): void {
   const M = ServerTLSSettings_TLSmode;
   const hasFiles = tls.serverCertificate !== "" || tls.privateKey !== "" || tls.caCertificates !== "";
-  if (tls.mode === M.ISTIO_MUTUAL) {
+  if (checkServerCertificateLists(issues, p, tls)) {
+    // credentialNames or tlsCertificates: checked there.
+  } else if (tls.mode === M.ISTIO_MUTUAL) {
     if (hasFiles || tls.credentialName !== "") {
       issues.error(
         p,

@@ -11,6 +11,7 @@ import type { PolicyTargetReference, WorkloadSelector } from "@sextant/proto/gen
 import { at, type Issues, key } from "../issues.js";
 import { checkLabels, cidrProblem, isHeaderName } from "./common.js";
 import type { RuleContext } from "./context.js";
+import { checkSpaceDelimitedClaims, checkTrustDomains } from "./new-fields.js";
 
 function checkSelector(
   issues: Issues,
@@ -83,6 +84,7 @@ export function validateRequestAuthentication(ra: RequestAuthentication, ctx: Ru
         issues.error(`${cp}.header`, `"${c.header}" is not a valid header name`);
       if (!c.claim) issues.error(`${cp}.claim`, "claim is required");
     });
+    checkSpaceDelimitedClaims(issues, p, rule);
   });
 }
 
@@ -93,6 +95,7 @@ const CONDITION_KEYS = new Set([
   "source.namespace",
   "source.principal",
   "source.serviceAccount",
+  "source.trustDomain",
   "request.auth.principal",
   "request.auth.audiences",
   "request.auth.presenter",
@@ -204,5 +207,6 @@ export function validateAuthorizationPolicy(ap: AuthorizationPolicy, ctx: RuleCo
     rule.when.forEach((c, j) => {
       checkCondition(issues, at(`${p}.when`, j), c);
     });
+    checkTrustDomains(issues, p, rule, ap.action === A.CUSTOM);
   });
 }

@@ -6,6 +6,7 @@ import { at } from "../issues.js";
 import { checkLabels, checkPort, isIpAddress, isKnownProtocol } from "./common.js";
 import type { RuleContext } from "./context.js";
 import { checkServerTls, namespacedHostProblem } from "./gateway.js";
+import { checkSidecarIngressCertificateLists } from "./new-fields.js";
 import { checkDestination } from "./virtual_service.js";
 
 const DEFAULT_ENDPOINT = /^(?:127\.0\.0\.1|0\.0\.0\.0|\[::1\]|\[::\]):(\d+)$/;
@@ -60,6 +61,7 @@ export function validateSidecar(sc: Sidecar, ctx: RuleContext): void {
       }
     }
     if (listener.tls) checkServerTls(issues, `${p}.tls`, listener.tls);
+    if (listener.tls) checkSidecarIngressCertificateLists(issues, `${p}.tls`, listener.tls);
   });
 
   const egressPorts = new Set<number>();

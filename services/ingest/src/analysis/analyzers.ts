@@ -8,6 +8,7 @@ import {
 import type { Destination } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { decodeStoredOfKind } from "@sextant/validation";
 import { type AnalysisWorkload, analyzeGateways, type CredentialIndex } from "./gateway-analyzers.js";
+import { ignoredFields } from "./ignored-fields.js";
 import { analyzeWasmPlugins } from "./wasm-plugin-analyzers.js";
 
 /**
@@ -25,6 +26,8 @@ export const AnalysisCodes = {
   CredentialNameNotServed: "SXT0002",
   /** A Gateway's credentialName names a Secret without a certificate and key, or, mutual, without a CA. */
   CredentialIncomplete: "SXT0003",
+  /** A field Istio's API has and Sextant accepts, but whose effect Sextant's proxies do not give (ignored-fields.ts). */
+  FieldIgnored: "SXT0004",
   /** A WasmPlugin's module would be downloaded (oci, https, http), which Sextant's agent does not do. */
   WasmModuleNotFetched: "SXT0030",
   /** A WasmPlugin field Sextant stores but does not honour (FAIL_RELOAD, pull secrets, proxyless clients). */
@@ -182,6 +185,9 @@ export function analyze(input: AnalysisInput): AnalysisResult {
     for (const field of credentialNameFields(spec.trafficPolicy, spec.subsets))
       report(resource, AnalysisCodes.CredentialNameNotServed, field, message, Severity.SEVERITY_WARNING);
   }
+
+  for (const { resource, field, message } of ignoredFields(input.resources))
+    report(resource, AnalysisCodes.FieldIgnored, field, message, Severity.SEVERITY_WARNING);
 
   // Two VirtualServices bound to the mesh gateway claiming one host.
   const claims = new Map<string, Array<{ resource: ConfigResource; index: number }>>();

@@ -200,10 +200,29 @@ function credentialFindings(
   const findings: GatewayFinding[] = [];
   gateway.servers.forEach((server, index) => {
     const tls: ServerTLSSettings | undefined = server.tls;
-    const credentialName = tls?.credentialName ?? "";
+    if (!tls || !TERMINATING_MODES.has(tls.mode)) return;
+    // credentialNames (an RSA and an ECDSA certificate) win over credentialName; clients are verified
+    // against caCertCredentialName when set, else the first name's CA, as istiod builds the context.
+    const named =
+      tls.credentialNames.length > 0
+        ? tls.credentialNames.map((name, i) => ({ name, field: `credentialNames[${i}]`, ca: i === 0 }))
+        : [{ name: tls.credentialName, field: "credentialName", ca: true }];
+    for (const { name, field, ca } of named) {
+      const mutual = MUTUAL_MODES.has(tls.mode) && ca && !tls.caCertCredentialName;
+      findings.push(...credentialFinding(resource, name, `spec.servers[${index}].tls.${field}`, mutual));
+    }
+  });
+  return findings;
+
+  function credentialFinding(
+    resource: ConfigResource,
+    credentialName: string,
+    field: string,
+    mutual: boolean,
+  ): GatewayFinding[] {
     const resourceName = credentialResourceName(credentialName);
-    if (!tls || !resourceName || !TERMINATING_MODES.has(tls.mode)) return;
-    const field = `spec.servers[${index}].tls.credentialName`;
+    if (!resourceName) return [];
+    const findings: GatewayFinding[] = [];
     const secrets = [...workloadNamespaces]
       .sort()
       .map((namespace) => parseSecretResourceName(resourceName, namespace))
@@ -216,14 +235,14 @@ function credentialFindings(
         field,
         message: `Referenced credentialName not found: "${credentialName}"`,
       });
-      return;
+      return findings;
     }
     for (const ref of new Map(secrets.map((secret) => [credentialKey(secret), secret])).values()) {
-      const problem = incompleteCredential(ref, MUTUAL_MODES.has(tls.mode), credentials);
+      const problem = incompleteCredential(ref, mutual, credentials);
       if (problem) findings.push({ resource, kind: "credentialIncomplete", field, message: problem });
     }
-  });
-  return findings;
+    return findings;
+  }
 }
 
 /** Why a Secret that exists cannot serve a server, or undefined if it can. */

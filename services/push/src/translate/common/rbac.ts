@@ -122,6 +122,7 @@ function generatePolicy(
         [source.ipBlocks, source.notIpBlocks, (v) => cidrPrincipal(v, "directRemoteIp")],
         [source.remoteIpBlocks, source.notRemoteIpBlocks, (v) => cidrPrincipal(v, "remoteIp")],
         [source.namespaces, source.notNamespaces, namespacePrincipal],
+        [source.trustDomains, source.notTrustDomains, trustDomainPrincipal],
         [
           source.serviceAccounts,
           source.notServiceAccounts,
@@ -256,6 +257,7 @@ function principalForCondition(
   if (key === "source.ip") return (v) => cidrPrincipal(v, "directRemoteIp");
   if (key === "remote.ip") return (v) => cidrPrincipal(v, "remoteIp");
   if (key === "source.namespace") return namespacePrincipal;
+  if (key === "source.trustDomain") return trustDomainPrincipal;
   if (key === "source.principal") return sourcePrincipal;
   if (key === "source.serviceAccount") return (v) => serviceAccountPrincipal(policyNamespace, v);
   const header = /^request\.headers\[(.+)\]$/.exec(key);
@@ -302,6 +304,24 @@ function namespacePrincipal(value: string): Principal {
       principalName: { safeRegex: { regex: `.*/ns/${value.replaceAll("*", ".*")}/.*` }, ignoreCase: false },
     },
   } as Principal;
+}
+
+/**
+ * Istio's source.trustDomain: the authority of the peer's SPIFFE URI. "*" is
+ * any SPIFFE identity; a name without "*" is the prefix `spiffe://<td>/`; one
+ * "*" (prefix or suffix wildcard) matches within the authority only ([^/]*).
+ */
+function trustDomainPrincipal(value: string): Principal {
+  let principalName: StringMatcher;
+  if (value === "*") principalName = { prefix: SPIFFE_PREFIX, ignoreCase: false } as StringMatcher;
+  else if (!value.includes("*"))
+    principalName = { prefix: `${SPIFFE_PREFIX}${value}/`, ignoreCase: false } as StringMatcher;
+  else {
+    const star = value.indexOf("*");
+    const pattern = `${escapeRegex(value.slice(0, star))}[^/]*${escapeRegex(value.slice(star + 1))}`;
+    principalName = { safeRegex: { regex: `spiffe://${pattern}/.*` }, ignoreCase: false } as StringMatcher;
+  }
+  return { authenticated: { principalName } } as Principal;
 }
 
 /** Istio's source.serviceAccount: `<sa>` (in the policy's namespace) or `<ns>/<sa>`, as a principal regex. */

@@ -7,11 +7,12 @@ import type {
 /**
  * A DestinationRule traffic policy reduced to what applies to one port: the
  * four settings, without port-level lists (Istio's TrafficPolicy after
- * GetPortLevelTrafficPolicy / MergeSubsetTrafficPolicy).
+ * GetPortLevelTrafficPolicy / MergeSubsetTrafficPolicy), plus the two
+ * rule-level-only ones (PROXY protocol and retry budget).
  */
 export type PortTrafficPolicy = Pick<
   TrafficPolicy,
-  "loadBalancer" | "connectionPool" | "outlierDetection" | "tls" | "proxyProtocol"
+  "loadBalancer" | "connectionPool" | "outlierDetection" | "tls" | "proxyProtocol" | "retryBudget"
 >;
 
 /**
@@ -33,7 +34,9 @@ export function portLevelPolicy(
       connectionPool: settings.connectionPool,
       outlierDetection: settings.outlierDetection,
       tls: settings.tls,
+      // Port-level settings have neither; Istio's copy of them leaves both unset.
       proxyProtocol: undefined,
+      retryBudget: undefined,
     },
     portLevel: true,
   };
@@ -62,6 +65,7 @@ export function mergeSubsetPolicy(
     outlierDetection: pick("outlierDetection"),
     tls: pick("tls"),
     proxyProtocol: subsetPolicy.proxyProtocol ?? original.proxyProtocol,
+    retryBudget: subsetPolicy.retryBudget ?? original.retryBudget,
   };
 }
 

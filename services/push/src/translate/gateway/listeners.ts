@@ -438,10 +438,14 @@ function downstreamTlsSocket(context: DownstreamTlsContext): TransportSocket {
  * Istio's BuildListenerTLSContext for a gateway server: ALPN h2 and
  * http/1.1; client certificates required for MUTUAL and ISTIO_MUTUAL.
  * ISTIO_MUTUAL: the workload's certificate and roots from the agent
- * (`default`, `ROOTCA`). credentialName: `kubernetes://<name>` over ADS,
- * MUTUAL validating clients against `kubernetes://<name>-cacert`. Else the
- * certificate files, as the agent's file SDS names them. SIMPLE and MUTUAL
- * take the server's protocol versions and cipher suites.
+ * (`default`, `ROOTCA`). credentialName(s): `kubernetes://<name>` over ADS
+ * (one per name: an RSA and an ECDSA certificate, say), MUTUAL validating
+ * clients against caCertCredentialName, else the first name's
+ * `-cacert`. Else the certificate files (each of tlsCertificates, or the
+ * server's pair), as the agent's file SDS names them; clients are checked
+ * against the server's caCertificates (Envoy takes one CA, so the
+ * per-certificate ones are unused, as in Istio). SIMPLE and MUTUAL take the
+ * server's protocol versions and cipher suites.
  */
 function gatewayTlsContext(tls: ServerTLSSettings): DownstreamTlsContext {
   const mutual = tls.mode === TlsMode.MUTUAL || tls.mode === TlsMode.ISTIO_MUTUAL;
@@ -455,8 +459,10 @@ function gatewayTlsContext(tls: ServerTLSSettings): DownstreamTlsContext {
       defaultValidationContext: { matchSubjectAltNames: sans },
       validationContextSdsSecretConfig: sdsSecretConfig(SDS_ROOT_SECRET),
     };
-  } else if (tls.credentialName) {
-    common.tlsCertificateSdsSecretConfigs = [credentialSecretConfig(tls.credentialName)];
+  } else if (tls.credentialNames.length > 0 || tls.credentialName) {
+    const names = tls.credentialNames.length > 0 ? tls.credentialNames : [tls.credentialName];
+    common.tlsCertificateSdsSecretConfigs = names.map(credentialSecretConfig);
+    const caCredential = tls.caCertCredentialName || `${names[0]}${CA_CERT_SUFFIX}`;
     if (tls.mode === TlsMode.MUTUAL || tls.mode === TlsMode.OPTIONAL_MUTUAL) {
       common.combinedValidationContext = {
         defaultValidationContext: {
@@ -464,17 +470,17 @@ function gatewayTlsContext(tls: ServerTLSSettings): DownstreamTlsContext {
           verifyCertificateSpki: tls.verifyCertificateSpki,
           verifyCertificateHash: tls.verifyCertificateHash,
         },
-        validationContextSdsSecretConfig: credentialSecretConfig(`${tls.credentialName}${CA_CERT_SUFFIX}`),
+        validationContextSdsSecretConfig: credentialSecretConfig(caCredential),
       };
     } else if (sans.length > 0) {
       common.validationContext = { matchSubjectAltNames: sans };
     }
   } else {
     // Certificate files mounted in the gateway: the agent's SDS serves them by path (Istio's file-cert / file-root names).
-    const certificate = tls.serverCertificate
-      ? `file-cert:${tls.serverCertificate}~${tls.privateKey}`
-      : SDS_DEFAULT_SECRET;
-    common.tlsCertificateSdsSecretConfigs = [sdsSecretConfig(certificate)];
+    const fileCertificate = (pair: { serverCertificate: string; privateKey: string }) =>
+      pair.serverCertificate ? `file-cert:${pair.serverCertificate}~${pair.privateKey}` : SDS_DEFAULT_SECRET;
+    const pairs = tls.tlsCertificates.length > 0 ? tls.tlsCertificates : [tls];
+    common.tlsCertificateSdsSecretConfigs = pairs.map((pair) => sdsSecretConfig(fileCertificate(pair)));
     if (validateClient)
       common.combinedValidationContext = {
         defaultValidationContext: { matchSubjectAltNames: sans },

@@ -77,12 +77,14 @@ function buildGatewayRouteConfiguration(
     for (const config of virtualServicesForGateway(push, proxy.namespace, entry.gatewayName)) {
       const intersection = intersectHosts(entry.hosts, config.ref.namespace, config.hosts);
       if (intersection.length === 0) continue;
-      const vsKey = `${entry.gatewayName}\u0000${config.ref.namespace}/${config.ref.name}`;
+      // A server with tls (Istio's IsTLS, httpsRedirect included) makes redirects default to https.
+      const isTls = entry.server.tls !== undefined;
+      const vsKey = `${entry.gatewayName}\u0000${config.ref.namespace}/${config.ref.name}\u0000${isTls}`;
       let routes = routesByVs.get(vsKey);
       if (!routes) {
         addSource(config.ref);
         for (const delegate of config.delegates) addSource(delegate);
-        routes = buildHttpRoutes(push, proxy, config, port, addSource, entry.gatewayName);
+        routes = buildHttpRoutes(push, proxy, config, port, addSource, entry.gatewayName, isTls);
         routesByVs.set(vsKey, routes);
       }
       for (const raw of intersection) {

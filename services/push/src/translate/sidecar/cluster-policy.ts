@@ -7,6 +7,7 @@ import {
   type LoadBalancerSettings,
   type OutlierDetection,
   LoadBalancerSettings_SimpleLB as SimpleLB,
+  type TrafficPolicy_RetryBudget,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { MtlsMode } from "../../model/security.js";
 import type { PortTrafficPolicy } from "../common/traffic-policy.js";
@@ -61,7 +62,7 @@ export function setUpstreamProtocol(wrapper: ClusterWrapper, port: ServicePort):
 export function applyTrafficPolicy(wrapper: ClusterWrapper, options: TrafficPolicyOptions): void {
   const policy = options.policy;
   const connectionPool = policy?.connectionPool ?? { tcp: undefined, http: undefined };
-  applyConnectionPool(wrapper, connectionPool);
+  applyConnectionPool(wrapper, connectionPool, policy?.retryBudget);
   if (options.direction === "outbound") {
     applyH2Upgrade(wrapper, options.port, connectionPool);
     applyOutlierDetection(wrapper, policy?.outlierDetection);
@@ -87,9 +88,14 @@ export function applyTrafficPolicy(wrapper: ClusterWrapper, options: TrafficPoli
  * the TCP connect timeout and keepalive; idle timeout (HTTP's, else TCP's),
  * max requests per connection, max connection duration and max concurrent
  * streams as HTTP protocol options; useClientProtocol as the downstream's
- * protocol. Zero counts as unset, as in istiod.
+ * protocol; the DestinationRule's retry budget on the thresholds. Zero counts
+ * as unset, as in istiod.
  */
-export function applyConnectionPool(wrapper: ClusterWrapper, settings: ConnectionPoolSettings): void {
+export function applyConnectionPool(
+  wrapper: ClusterWrapper,
+  settings: ConnectionPoolSettings,
+  retryBudget?: TrafficPolicy_RetryBudget,
+): void {
   const cluster = wrapper.cluster;
   const threshold = {
     maxConnections: MAX_UINT32,
@@ -128,7 +134,7 @@ export function applyConnectionPool(wrapper: ClusterWrapper, settings: Connectio
       if (keepalive.interval) target.keepaliveInterval = keepalive.interval.seconds;
     }
   }
-  cluster.circuitBreakers = { thresholds: [threshold] };
+  cluster.circuitBreakers = { thresholds: [{ ...threshold, retryBudget: envoyRetryBudget(retryBudget) }] };
   if (maxConnectionDuration || idleTimeout || maxRequestsPerConnection > 0 || maxConcurrentStreams > 0) {
     const options = wrapper.httpOptions();
     options.commonHttpProtocolOptions ??= {};
@@ -140,6 +146,19 @@ export function applyConnectionPool(wrapper: ClusterWrapper, settings: Connectio
     if (http2 && maxConcurrentStreams > 0) http2.maxConcurrentStreams = maxConcurrentStreams;
   }
   if (http?.useClientProtocol) wrapper.setUseDownstream();
+}
+
+/**
+ * istiod's applyRetryBudget: Envoy's budget with Istio's defaults (20 % of
+ * active requests, at least 3 concurrent retries) for what the rule leaves
+ * unset; a minRetryConcurrency of 0 counts as unset.
+ */
+function envoyRetryBudget(budget: TrafficPolicy_RetryBudget | undefined) {
+  if (!budget) return undefined;
+  return {
+    budgetPercent: { value: budget.percent ?? 20 },
+    minRetryConcurrency: budget.minRetryConcurrency > 0 ? budget.minRetryConcurrency : 3,
+  };
 }
 
 /**
@@ -193,7 +212,7 @@ export function applyOutlierDetection(wrapper: ClusterWrapper, outlier: OutlierD
  * CLUSTER_PROVIDED on ORIGINAL_DST; LEAST_CONN and LEAST_REQUEST as
  * LEAST_REQUEST, RANDOM, ROUND_ROBIN, PASSTHROUGH as an ORIGINAL_DST cluster,
  * unset as LEAST_REQUEST (istiod's default since 1.14), each with the
- * warmup window as slow start; consistentHash as MAGLEV or RING_HASH (the
+ * warmup as slow start; consistentHash as MAGLEV or RING_HASH (the
  * hash policy itself is on the route).
  */
 export function applyLoadBalancer(wrapper: ClusterWrapper, lb: LoadBalancerSettings | undefined): void {
@@ -212,9 +231,7 @@ export function applyLoadBalancer(wrapper: ClusterWrapper, lb: LoadBalancerSetti
     cluster.lbPolicy = Cluster_LbPolicy.CLUSTER_PROVIDED;
     return;
   }
-  const slowStart = lb?.warmupDurationSecs
-    ? { slowStartConfig: { slowStartWindow: lb.warmupDurationSecs } }
-    : undefined;
+  const slowStart = slowStartConfig(lb);
   switch (lb?.simple) {
     case SimpleLB.ROUND_ROBIN:
       cluster.lbPolicy = Cluster_LbPolicy.ROUND_ROBIN;
@@ -248,4 +265,27 @@ export function applyLoadBalancer(wrapper: ClusterWrapper, lb: LoadBalancerSetti
     cluster.lbPolicy = Cluster_LbPolicy.RING_HASH;
     cluster.ringHashLbConfig = { minimumRingSize: hash.minimumRingSize || 1024 };
   }
+}
+
+/** Envoy needs a runtime key on a RuntimeDouble; Istio sets one no runtime defines, so the default always wins. */
+const UNUSED_RUNTIME_KEY = "(";
+
+/**
+ * istiod's setWarmup and setSlowStartConfig: `warmup` (with Istio's defaults:
+ * aggression 1, i.e. a linear ramp, and a 10 % starting weight, Envoy's own)
+ * wins over the deprecated `warmupDurationSecs`, which sets only the window.
+ */
+function slowStartConfig(lb: LoadBalancerSettings | undefined) {
+  const warmup = lb?.warmup;
+  if (warmup) {
+    return {
+      slowStartConfig: {
+        slowStartWindow: warmup.duration,
+        aggression: { defaultValue: warmup.aggression ?? 1, runtimeKey: UNUSED_RUNTIME_KEY },
+        minWeightPercent: { value: warmup.minimumPercent ?? 10 },
+      },
+    };
+  }
+  if (lb?.warmupDurationSecs) return { slowStartConfig: { slowStartWindow: lb.warmupDurationSecs } };
+  return undefined;
 }

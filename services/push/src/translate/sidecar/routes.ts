@@ -12,17 +12,20 @@ import { HeaderValueOption_HeaderAppendAction as AppendAction } from "@sextant/p
 import { RedirectAction_RedirectResponseCode as RedirectCode } from "@sextant/proto/gen/envoy/config/route/v3/route_components";
 import { FractionalPercent_DenominatorType } from "@sextant/proto/gen/envoy/type/v3/percent";
 import type { LoadBalancerSettings_ConsistentHashLB } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
-import type {
-  Destination,
-  Headers_HeaderOperations,
-  HTTPBody,
-  HTTPMatchRequest,
-  HTTPRetry,
-  HTTPRoute,
-  CorsPolicy as IstioCorsPolicy,
-  Percent,
-  StringMatch,
-  VirtualService,
+import {
+  type Destination,
+  type Headers_HeaderOperations,
+  type HTTPBody,
+  type HTTPMatchRequest,
+  type HTTPRedirect,
+  type HTTPRetry,
+  type HTTPRoute,
+  type CorsPolicy as IstioCorsPolicy,
+  type Percent,
+  HTTPRedirect_RedirectPortSelection as RedirectPortSelection,
+  type StringMatch,
+  CorsPolicy_UnmatchedPreflights as UnmatchedPreflights,
+  type VirtualService,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { Protocol, Resolution } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import { regexProblem } from "@sextant/validation";
@@ -434,6 +437,8 @@ export function buildHttpRoutes(
   addSource: (ref: ConfigRef) => void,
   /** The gateway the routes are for: "mesh" for a sidecar, `<namespace>/<name>` for a router's server. */
   gateway = "mesh",
+  /** The routes serve a gateway server with `tls` (Istio's IsTLS): a redirect's default scheme is https. */
+  isTls = false,
 ): Plain[] {
   const routes: Plain[] = [];
   for (const route of virtualService.spec.http) {
@@ -444,7 +449,7 @@ export function buildHttpRoutes(
     for (const match of matches) {
       if (match && !matchApplies(match, proxy, port, virtualService.ref.namespace, gateway)) continue;
       if (!matchRegexesValid(match)) continue;
-      const translated = translateRoute(push, proxy, virtualService, route, match, port, addSource);
+      const translated = translateRoute(push, proxy, virtualService, route, match, port, isTls, addSource);
       if (!translated) break;
       routes.push(translated);
       if (isCatchAll(match)) {
@@ -511,6 +516,7 @@ function translateRoute(
   route: HTTPRoute,
   match: HTTPMatchRequest | undefined,
   port: number,
+  isTls: boolean,
   addSource: (ref: ConfigRef) => void,
 ): Plain | undefined {
   const vsNamespace = virtualService.ref.namespace;
@@ -524,13 +530,7 @@ function translateRoute(
   const responseOps = headerOperations(route.headers?.response);
 
   if (route.redirect) {
-    const redirect = route.redirect;
-    const action: Plain = { responseCode: redirectCode(redirect.redirectCode) };
-    if (redirect.uri) action.pathRedirect = redirect.uri;
-    if (redirect.authority) action.hostRedirect = redirect.authority;
-    if (redirect.scheme) action.schemeRedirect = redirect.scheme;
-    if (redirect.port) action.portRedirect = redirect.port;
-    out.redirect = action;
+    out.redirect = redirectAction(route.redirect, port, isTls);
   } else if (route.directResponse) {
     const response = route.directResponse;
     const body = response.body;
@@ -755,6 +755,28 @@ function isAuthorityHeader(key: string): boolean {
   return lower === ":authority" || lower === "host";
 }
 
+/**
+ * Istio's ApplyRedirect for a VirtualService (not Gateway API semantics, so
+ * no `%PREFIX()%` prefix rewrite): path, host and scheme as given; the port
+ * as given, or with `derivePort: FROM_REQUEST_PORT` the port the routes are
+ * built for (Envoy cannot derive it per request); a port that is the
+ * scheme's default (80 for http, 443 for https, the scheme defaulting to
+ * the listener's) is left out, so the Location carries none.
+ */
+function redirectAction(redirect: HTTPRedirect, port: number, isTls: boolean): Plain {
+  const action: Plain = { responseCode: redirectCode(redirect.redirectCode) };
+  if (redirect.uri) action.pathRedirect = redirect.uri;
+  if (redirect.authority) action.hostRedirect = redirect.authority;
+  if (redirect.scheme) action.schemeRedirect = redirect.scheme;
+  const portSet = redirect.port !== undefined || redirect.derivePort !== undefined;
+  if (!portSet) return action;
+  let target = redirect.port ?? (redirect.derivePort === RedirectPortSelection.FROM_REQUEST_PORT ? port : 0);
+  const scheme = redirect.scheme || (isTls ? "https" : "http");
+  if ((target === 80 && scheme === "http") || (target === 443 && scheme === "https")) target = 0;
+  if (target) action.portRedirect = target;
+  return action;
+}
+
 function redirectCode(code: number): RedirectCode {
   switch (code) {
     case 302:
@@ -893,6 +915,10 @@ function hashPolicyFor(
           name: hash.httpCookie.name,
           path: hash.httpCookie.path,
           ...(hash.httpCookie.ttl ? { ttl: hash.httpCookie.ttl } : {}),
+          // Envoy adds them to a cookie it generates (e.g. SameSite).
+          ...(hash.httpCookie.attributes.length > 0
+            ? { attributes: hash.httpCookie.attributes.map(({ name, value }) => ({ name, value })) }
+            : {}),
         },
       },
     ];
@@ -924,5 +950,8 @@ function translateCors(policy: IstioCorsPolicy): CorsPolicy | undefined {
       defaultValue: { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED },
       runtimeKey: "",
     },
+    // Istio always sets it: preflights no origin matches go on upstream (Envoy's behaviour before 1.30)
+    // unless unmatchedPreflights is IGNORE.
+    forwardNotMatchingPreflights: policy.unmatchedPreflights !== UnmatchedPreflights.IGNORE,
   });
 }

@@ -26,5 +26,6 @@ export {
 export { regexProblem } from "./rules/common.js";
 export type { RuleContext, SpecValidator } from "./rules/context.js";
 export { headerNameProblem, headerValueProblem, MAX_HEADER_BYTES } from "./rules/headers.js";
+export { hostsOverlap } from "./rules/virtual_service.js";
 export { type DecodedConfig, decodeStoredOfKind, decodeStoredSpec } from "./stored.js";
 export { type DecodeResult, decodeSpec, type ResourceInput, validateResource } from "./validate.js";

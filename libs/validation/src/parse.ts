@@ -1,4 +1,5 @@
 import { isAlias, isCollection, isPair, isScalar, LineCounter, parseAllDocuments } from "yaml";
+import { joinFlowColons, resolveAsKubernetes } from "./kube-yaml.js";
 
 /** Bounds that keep parsing cheap on hostile input. */
 export interface ParseLimits {
@@ -60,7 +61,15 @@ export function parseDocuments(input: string | Uint8Array, limits: ParseLimits):
     return { documents: [], errors: [{ index: 0, message: depthMessage(maxDepth) }] };
   }
   const lineCounter = new LineCounter();
-  const docs = parseAllDocuments(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
+  // Read as kubectl and the API server do (see kube-yaml.ts): flow scalars
+  // keep their inner colons, merge keys apply, and plain scalars resolve as
+  // go-yaml v2 resolves them (after composing, below).
+  const docs = parseAllDocuments(joinFlowColons(text), {
+    lineCounter,
+    uniqueKeys: true,
+    prettyErrors: false,
+    merge: true,
+  });
   // parseAllDocuments returns an EmptyStream (an array-like with no items) for
   // blank input; both shapes are iterable.
   let nonEmpty = 0;
@@ -94,6 +103,11 @@ export function parseDocuments(input: string | Uint8Array, limits: ParseLimits):
     const depth = nodeDepth(doc.contents, maxDepth);
     if (depth > maxDepth) {
       result.errors.push({ index, message: depthMessage(maxDepth) });
+      continue;
+    }
+    const problems = resolveAsKubernetes(doc);
+    if (problems.length > 0) {
+      result.errors.push({ index, message: `cannot read document as Kubernetes does: ${problems[0]}` });
       continue;
     }
     try {

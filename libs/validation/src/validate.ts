@@ -48,7 +48,8 @@ export function validateResource(resource: ResourceInput): ValidationResult {
   const decoded = decodeSpec(info.kind, resource.spec ?? {});
   for (const e of decoded.errors) issues.error(e.path, e.message);
   if (decoded.value !== undefined) {
-    info.validate(decoded.value, { issues, path: "spec", name: meta.name, namespace: meta.namespace });
+    const ctx = { issues, path: "spec", name: meta.name, namespace: meta.namespace, spec: resource.spec };
+    info.validate(decoded.value, ctx);
   }
   return issues.result();
 }

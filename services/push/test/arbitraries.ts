@@ -4,7 +4,7 @@
 // comment names (libs/validation/src/rules/*.ts, which follow Istio's
 // pilot/pkg/config/validation), so that a case is never rejected by ingest:
 // everything the generators get is config a user can apply.
-import { headerNameProblem, headerValueProblem, MAX_HEADER_BYTES } from "@sextant/validation";
+import { headerNameProblem, headerValueProblem, hostsOverlap, MAX_HEADER_BYTES } from "@sextant/validation";
 import fc from "fast-check";
 
 /** The namespaces of workloads and config; istio-system is the root namespace (mesh-wide policy). */
@@ -198,6 +198,9 @@ const serviceEntryPorts = fc
     })),
   );
 
+/** ServiceEntry port protocols that can serve several hosts (HTTP's authority, TLS's SNI). */
+const MULTI_HOST_PROTOCOLS = new Set(["HTTP", "HTTP2", "GRPC", "GRPC-WEB", "HTTPS", "TLS"]);
+
 /**
  * A ServiceEntry that service_entry.ts accepts: CIDR addresses only with
  * NONE or STATIC; STATIC has IP endpoints; DNS resolves a wildcard host only
@@ -224,7 +227,10 @@ const serviceEntryShape = fc
     if (se.resolution === "STATIC") count = Math.max(1, count);
     if (se.resolution.startsWith("DNS") && se.hosts.some((h) => h.includes("*"))) count = Math.max(1, count);
     if (se.resolution === "DNS_ROUND_ROBIN") count = Math.min(1, count);
-    return { ...se, addressKind, endpointCount: count };
+    // Several hosts need HTTP or TLS ports (plain TCP cannot tell them apart) unless resolution is NONE.
+    const portsTellHostsApart = se.ports.every((p) => MULTI_HOST_PROTOCOLS.has(p.protocol));
+    const hosts = se.resolution === "NONE" || portsTellHostsApart ? se.hosts : se.hosts.slice(0, 1);
+    return { ...se, hosts, addressKind, endpointCount: count };
   });
 
 const registryShape = fc.record({
@@ -694,7 +700,7 @@ const faultArb = fc
         {
           status: fc.oneof(
             fc.constantFrom(400, 503, 599, 200).map((httpStatus) => ({ httpStatus })),
-            fc.constantFrom("UNAVAILABLE", "14", "INTERNAL").map((grpcStatus) => ({ grpcStatus })),
+            fc.constantFrom("UNAVAILABLE", "NOT_FOUND", "INTERNAL").map((grpcStatus) => ({ grpcStatus })),
           ),
           percentage: fc.constantFrom(0, 10, 100).map((value) => ({ value })),
         },
@@ -955,7 +961,8 @@ function virtualServiceArb(known: Known): fc.Arbitrary<Resource> {
   return fc
     .record({
       namespace: fc.constantFrom(...NAMESPACES),
-      hosts: fc.uniqueArray(hostArb(known), { minLength: 1, maxLength: 2 }),
+      // Istio refuses overlapping hosts in one VirtualService (`*.example.com` with `*.wild.example.com`).
+      hosts: fc.uniqueArray(hostArb(known), { minLength: 1, maxLength: 2, comparator: hostsOverlap }),
       gateways: fc.constantFrom([], ["mesh"], ["mesh", "istio-system/edge"], ["istio-system/edge"]),
       exportTo: fc.constantFrom(undefined, ["*"], ["."]),
     })
@@ -977,7 +984,14 @@ function virtualServiceArb(known: Known): fc.Arbitrary<Resource> {
             hosts,
             ...(gateways.length > 0 ? { gateways } : {}),
             ...(exportTo ? { exportTo } : {}),
-            ...(http.length > 0 ? { http } : {}),
+            ...(http.length > 0
+              ? {
+                  http:
+                    gateways.length === 0 || (gateways as readonly string[]).includes("mesh")
+                      ? http.map(withoutClaimRouting)
+                      : http,
+                }
+              : {}),
             ...(tcp.length > 0 ? { tcp } : {}),
             ...(tls.length > 0 ? { tls } : {}),
           },
@@ -997,8 +1011,32 @@ function delegateArb(known: Known): fc.Arbitrary<Resource> {
       apiVersion: "networking.istio.io/v1",
       kind: "VirtualService",
       metadata: { name, namespace },
-      spec: { http },
+      // A delegate has no gateways, so it applies to the mesh: no JWT claim routing.
+      spec: { http: http.map(withoutClaimRouting) },
     }));
+}
+
+/**
+ * The route without JWT claim header matches, which Istio allows only on a
+ * VirtualService bound to gateways (not `mesh`).
+ */
+function withoutClaimRouting(route: Record<string, unknown>): Record<string, unknown> {
+  const matches = route.match as Array<Record<string, unknown>> | undefined;
+  if (!matches) return route;
+  const strip = (headers: unknown) =>
+    headers && typeof headers === "object"
+      ? Object.fromEntries(
+          Object.entries(headers).filter(([name]) => !name.startsWith("@request.auth.claims")),
+        )
+      : headers;
+  return {
+    ...route,
+    match: matches.map((m) => ({
+      ...m,
+      ...(m.headers ? { headers: strip(m.headers) } : {}),
+      ...(m.withoutHeaders ? { withoutHeaders: strip(m.withoutHeaders) } : {}),
+    })),
+  };
 }
 
 /** The TLS settings of a DestinationRule (checkClientTls): SIMPLE/MUTUAL with a credentialName or MUTUAL with files. */
@@ -1299,6 +1337,32 @@ function sidecarArb(known: Known): fc.Arbitrary<Resource> {
 }
 
 /**
+ * A rule an external (CUSTOM) authorizer can be given: no identity fields
+ * (principals, namespaces, request principals) and no `when` on the source's
+ * identity or the request's JWT.
+ */
+function customRule(rule: {
+  from?: ReadonlyArray<{ source: Readonly<Record<string, unknown>> }>;
+  when?: ReadonlyArray<{ key: string }>;
+  to?: readonly unknown[];
+}): Record<string, unknown> {
+  const identity = new Set(["principals", "namespaces", "notNamespaces", "requestPrincipals"]);
+  const from = (rule.from ?? [])
+    .map(({ source }) => ({
+      source: Object.fromEntries(Object.entries(source).filter(([k]) => !identity.has(k))),
+    }))
+    .filter(({ source }) => Object.keys(source).length > 0);
+  const when = (rule.when ?? []).filter(
+    (c) => c.key !== "source.namespace" && !c.key.startsWith("request.auth."),
+  );
+  return {
+    ...(rule.to ? { to: rule.to } : {}),
+    ...(from.length > 0 ? { from } : {}),
+    ...(when.length > 0 ? { when } : {}),
+  };
+}
+
+/**
  * An AuthorizationPolicy (validateAuthorizationPolicy): ALLOW, DENY, AUDIT or
  * CUSTOM (which alone has a provider); sources and operations set at least
  * one non-empty field; `when` keys Istio knows with values of their form
@@ -1375,7 +1439,12 @@ function authorizationPolicyArb(known: Known): fc.Arbitrary<Resource> {
         ...(selector ? { selector: { matchLabels: selector } } : {}),
         ...(action !== "ALLOW" ? { action } : {}),
         ...(action === "CUSTOM" ? { provider: { name: "ext-authz" } } : {}),
-        ...(rules.length > 0 ? { rules } : {}),
+        // DENY and CUSTOM without rules are refused (they would never trigger): an empty rule matches all.
+        ...(rules.length > 0
+          ? { rules: action === "CUSTOM" ? rules.map(customRule) : rules }
+          : action === "DENY" || action === "CUSTOM"
+            ? { rules: [{}] }
+            : {}),
       },
     }));
 }
@@ -1469,7 +1538,12 @@ function gatewayArb(known: Known): fc.Arbitrary<Resource> {
         fc.constantFrom(...known.services.map((s) => ({ app: s.name }))),
         fc.constantFrom(undefined, { istio: "nothing" }),
       ),
-      servers: fc.array(serverArb(known), { minLength: 1, maxLength: 3 }),
+      // Port names are unique across a Gateway's servers (Istio's rule).
+      servers: fc.uniqueArray(serverArb(known), {
+        minLength: 1,
+        maxLength: 3,
+        selector: (server) => (server.port as { name: string }).name,
+      }),
     })
     .map(({ where, selector, servers }) => ({
       apiVersion: "networking.istio.io/v1",

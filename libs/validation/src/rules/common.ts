@@ -14,9 +14,20 @@ const HOST_LABEL = /^[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?$/;
 const WILDCARD_HOST_LABEL = /^(?:\*|(?:\*|\*-)?[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?)$/;
 const DNS1123_LABEL = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$/;
 
-/** Whether `value` is a Kubernetes DNS-1123 label (namespaces, port names). */
+/** Whether `value` is a Kubernetes DNS-1123 label (object namespaces and names). */
 export function isDns1123Label(value: string): boolean {
   return value.length <= 63 && DNS1123_LABEL.test(value);
+}
+
+/**
+ * Whether `value` is a DNS label as Istio's own checks read it: like a
+ * DNS-1123 label but in either case. Istio applies this to port names,
+ * subset names, exportTo and host namespaces, `sourceNamespace` and gateway
+ * names, so `HTTP-Web` is a valid port name there (Kubernetes object names
+ * stay lower case).
+ */
+export function isIstioDnsLabel(value: string): boolean {
+  return value.length <= 63 && HOST_LABEL.test(value);
 }
 
 /** Whether `value` is a Kubernetes DNS-1123 subdomain (most object names). */
@@ -27,7 +38,9 @@ export function isDns1123Subdomain(value: string): boolean {
 /**
  * Why `host` is not a valid host name, or undefined if it is. Like Istio, a
  * wildcard is only allowed in the first label (`*`, `*.example.com`,
- * `*-suffix.example.com`), and short names without dots are fine.
+ * `*-suffix.example.com`), short names without dots are fine, a trailing dot
+ * (`istio.io.`) is allowed, and a dotted name's last label must not be all
+ * digits (so `1.2.3.4` is not a host name).
  */
 export function hostProblem(host: string): string | undefined {
   if (host.length === 0) return "host must not be empty";
@@ -36,7 +49,11 @@ export function hostProblem(host: string): string | undefined {
   if (first.length > 63 || !WILDCARD_HOST_LABEL.test(first)) {
     return `host "${host}" is invalid: label "${first}" must be alphanumeric with inner dashes, or a leading "*"`;
   }
-  for (const label of rest) {
+  if (rest.length === 0) return undefined;
+  const last = rest[rest.length - 1] ?? "";
+  if (/^\d+$/.test(last)) return `host "${host}" is invalid: its top-level domain "${last}" is all digits`;
+  for (const [i, label] of rest.entries()) {
+    if (label === "" && i === rest.length - 1) break;
     if (label.length > 63 || !HOST_LABEL.test(label)) {
       return `host "${host}" is invalid: label "${label}" must be 1-63 alphanumeric characters or inner dashes`;
     }
@@ -125,29 +142,55 @@ export function checkRegex(issues: Issues, path: string, pattern: string): void 
 }
 
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+const LABEL_PREFIX =
+  /^[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?)*$/;
 
-/** Why `k` is not a Kubernetes label key, or undefined if it is. */
-export function labelKeyProblem(k: string): string | undefined {
-  const slash = k.lastIndexOf("/");
+/**
+ * Why `k` is not a label key as Istio checks the labels in its specs, or
+ * undefined if it is: an optional dotted DNS prefix and `/`, then a name of
+ * alphanumerics, `-`, `_` and `.` starting and ending alphanumeric. Istio's
+ * check is looser than Kubernetes' for object metadata: either case in the
+ * prefix and no 63-character limit.
+ */
+function labelKeyProblem(k: string): string | undefined {
+  const slash = k.indexOf("/");
   const prefix = slash >= 0 ? k.slice(0, slash) : undefined;
   const name = slash >= 0 ? k.slice(slash + 1) : k;
-  if (prefix !== undefined && !isDns1123Subdomain(prefix)) {
+  if (prefix !== undefined && !LABEL_PREFIX.test(prefix)) {
     return `label key "${k}" has an invalid prefix (must be a DNS subdomain)`;
   }
-  if (name.length === 0 || name.length > 63 || !LABEL_NAME.test(name)) {
-    return `label key "${k}" is invalid: at most 63 alphanumerics, "-", "_" or ".", starting and ending alphanumeric`;
+  if (!LABEL_NAME.test(name)) {
+    return `label key "${k}" is invalid: alphanumerics, "-", "_" or ".", starting and ending alphanumeric`;
   }
   return undefined;
 }
 
-/** Reports invalid label keys and values of a selector or label map. */
+/** Reports invalid label keys and values of a label map (WorkloadEntry, subset and match labels). */
 export function checkLabels(issues: Issues, path: string, labels: Record<string, string> | undefined): void {
   for (const [k, v] of Object.entries(labels ?? {})) {
     const keyProblem = labelKeyProblem(k);
     if (keyProblem) issues.error(key(path, k), keyProblem);
-    if (v.length > 63 || (v.length > 0 && !LABEL_NAME.test(v))) {
-      issues.error(key(path, k), `label value "${v}" is invalid: at most 63 alphanumerics, "-", "_" or "."`);
+    if (v.length > 0 && !LABEL_NAME.test(v)) {
+      issues.error(key(path, k), `label value "${v}" is invalid: alphanumerics, "-", "_" or "."`);
     }
+  }
+}
+
+/**
+ * Checks a workload selector's labels as Istio does: no empty key and no
+ * `*` in a key or value. Istio does not hold selectors to Kubernetes' label
+ * syntax (it does for the labels of WorkloadEntries and subsets, see
+ * checkLabels). A selector without labels selects every workload: a warning.
+ */
+export function checkSelectorLabels(issues: Issues, path: string, labels: Record<string, string>): void {
+  const entries = Object.entries(labels);
+  if (entries.length === 0) {
+    issues.warn(path, "workload selector specified without labels: it selects every workload");
+  }
+  for (const [k, v] of entries) {
+    if (k === "") issues.error(key(path, k), "a selector label key must not be empty");
+    else if (k.includes("*") || v.includes("*"))
+      issues.error(key(path, k), `wildcard is not supported in a selector: "${k}=${v}"`);
   }
 }
 
@@ -160,12 +203,17 @@ export function checkExportTo(
   path: string,
   exportTo: string[],
   ownNamespace: string | undefined,
+  allowNone = false,
 ): void {
   const seen = new Set<string>();
   exportTo.forEach((entry, i) => {
     const p = at(path, i);
     const normalised = entry === "." && ownNamespace ? ownNamespace : entry;
-    if (entry !== "." && entry !== "*" && !isDns1123Label(entry)) {
+    if (entry === "~" && !allowNone) {
+      issues.error(p, `exportTo "~" (no one) is only allowed on a ServiceEntry`);
+      return;
+    }
+    if (entry !== "." && entry !== "*" && entry !== "~" && !isIstioDnsLabel(entry)) {
       issues.error(p, `"${entry}" is not ".", "*" or a valid namespace name`);
       return;
     }
@@ -178,6 +226,9 @@ export function checkExportTo(
   });
   if (exportTo.includes("*") && exportTo.length > 1) {
     issues.error(path, `"*" exports to every namespace and cannot be combined with other entries`);
+  }
+  if (allowNone && exportTo.includes("~") && exportTo.length > 1) {
+    issues.error(path, `"~" exports to no one and cannot be combined with other entries`);
   }
 }
 
@@ -210,24 +261,59 @@ export function isHeaderName(name: string): boolean {
   return HEADER_NAME.test(name);
 }
 
-/** Port protocols Istio recognises (case-insensitive). */
-export const PROTOCOLS = new Set([
+/**
+ * Port protocols a user may name (case-insensitive): the names Istio's
+ * protocol parser knows. "UNSUPPORTED" and "HBONE" are not among them
+ * (Istio refuses them in config), HTTP_PROXY is.
+ */
+const PROTOCOLS = new Set([
   "HTTP",
   "HTTPS",
   "GRPC",
   "GRPC-WEB",
   "HTTP2",
+  "HTTP_PROXY",
   "MONGO",
   "MYSQL",
   "REDIS",
   "TCP",
   "TLS",
   "UDP",
-  "UNSUPPORTED",
-  "HBONE",
 ]);
 
 /** Whether `protocol` names a protocol Istio knows. */
 export function isKnownProtocol(protocol: string): boolean {
   return PROTOCOLS.has(protocol.toUpperCase());
 }
+
+/** Protocols carried over HTTP (Istio's IsHTTP). */
+const HTTP_PROTOCOLS = new Set(["HTTP", "HTTP2", "HTTP_PROXY", "GRPC", "GRPC-WEB"]);
+
+/** Whether `protocol` is carried over HTTP, as Istio's protocol.IsHTTP reads it. */
+export function isHttpProtocol(protocol: string): boolean {
+  return HTTP_PROTOCOLS.has(protocol.toUpperCase());
+}
+
+/** Whether `protocol` runs over TLS (HTTPS or TLS), as Istio's protocol.IsTLS reads it. */
+export function isTlsProtocol(protocol: string): boolean {
+  const upper = protocol.toUpperCase();
+  return upper === "HTTPS" || upper === "TLS";
+}
+
+/**
+ * Why the path of a `unix://` address is not a socket Istio accepts, or
+ * undefined: an abstract socket (`@name`) or an absolute path to a file (not
+ * ending in `/`), as Istio's ValidateUnixAddress.
+ */
+export function unixAddressProblem(address: string): string | undefined {
+  const socket = address.slice(UNIX_PREFIX.length);
+  if (socket === "") return "a unix:// address needs a socket path";
+  if (socket.startsWith("@")) return undefined;
+  if (!socket.startsWith("/") || socket.endsWith("/")) {
+    return `"${address}" must name an absolute path to a socket file (or @abstract)`;
+  }
+  return undefined;
+}
+
+/** The scheme that marks a Unix domain socket address. */
+export const UNIX_PREFIX = "unix://";

@@ -10,6 +10,12 @@ export interface RuleContext {
   name: string;
   /** metadata.namespace, when given. */
   namespace: string | undefined;
+  /**
+   * The spec as written, before decoding, for the few rules that depend on
+   * what decoding erases (an empty map given explicitly, as Istio's Go
+   * decoder keeps it).
+   */
+  spec?: unknown;
 }
 
 /** A kind's semantic checks over its decoded spec. */

@@ -79,7 +79,8 @@ export function matchHeaderNameProblem(name: string): string | undefined {
   return `"${name}" is not a valid header name`;
 }
 
-function isJwtClaimRoute(name: string): boolean {
+/** Whether a header match name routes on a JWT claim (Istio's ToRoutingClaim). */
+export function isJwtClaimRoute(name: string): boolean {
   if (!name.toLowerCase().startsWith(JWT_CLAIM_PREFIX)) return false;
   const claims = name.slice(JWT_CLAIM_PREFIX.length);
   return (

@@ -113,46 +113,6 @@ export function checkSidecarIngressCertificateLists(issues: Issues, p: string, t
     issues.error(`${p}.tlsCertificates`, "sidecar: tlsCertificates is not currently supported");
 }
 
-/**
- * An AuthorizationPolicy rule's trust domains: Source.trustDomains and
- * notTrustDomains (Istio's CheckTrustDomainValues: at most one "*", only at
- * the start or the end, no "/"; not with a CUSTOM action) and the values of
- * a `source.trustDomain` condition (CheckWildcardValues). Empty values are
- * reported by the source and condition checks.
- */
-export function checkTrustDomains(issues: Issues, p: string, rule: Rule, custom: boolean): void {
-  rule.from.forEach(({ source }, j) => {
-    if (!source) return;
-    const sp = `${at(`${p}.from`, j)}.source`;
-    for (const field of ["trustDomains", "notTrustDomains"] as const) {
-      const values = source[field];
-      if (custom && values.length > 0)
-        issues.error(`${sp}.${field}`, `${field} is currently not supported with CUSTOM action`);
-      values.forEach((value, i) => {
-        const vp = at(`${sp}.${field}`, i);
-        checkWildcard(issues, vp, value);
-        if (value.includes("/")) issues.error(vp, `trust domain must not contain '/': "${value}"`);
-      });
-    }
-  });
-  rule.when.forEach((condition, j) => {
-    if (condition.key !== "source.trustDomain") return;
-    const cp = at(`${p}.when`, j);
-    for (const field of ["values", "notValues"] as const) {
-      condition[field].forEach((value, i) => {
-        checkWildcard(issues, at(`${cp}.${field}`, i), value);
-      });
-    }
-  });
-}
-
-function checkWildcard(issues: Issues, path: string, value: string): void {
-  const stars = value.split("*").length - 1;
-  if (stars > 1) issues.error(path, `at most one wildcard is allowed: "${value}"`);
-  else if (stars === 1 && !value.startsWith("*") && !value.endsWith("*"))
-    issues.error(path, `wildcard is only allowed at the start or end: "${value}"`);
-}
-
 /** JWTRule.spaceDelimitedClaims: the CRD wants at most 64 names, none empty. */
 export function checkSpaceDelimitedClaims(issues: Issues, p: string, rule: JWTRule): void {
   const claims = rule.spaceDelimitedClaims;

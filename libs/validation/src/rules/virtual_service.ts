@@ -22,13 +22,12 @@ import {
   cidrProblem,
   HTTP_METHODS,
   hostProblem,
-  isDns1123Label,
-  isDns1123Subdomain,
   isHeaderName,
   isIpAddress,
+  isIstioDnsLabel,
 } from "./common.js";
 import type { RuleContext } from "./context.js";
-import { headerNameProblem, headerValueProblem, matchHeaderNameProblem } from "./headers.js";
+import { headerNameProblem, headerValueProblem, isJwtClaimRoute, matchHeaderNameProblem } from "./headers.js";
 
 /** Envoy retry conditions (HTTP and gRPC) that Istio accepts in retryOn. */
 export const RETRY_ON_POLICIES = new Set([
@@ -50,7 +49,7 @@ export const RETRY_ON_POLICIES = new Set([
   "unavailable",
 ]);
 
-/** gRPC status names accepted by fault.abort.grpcStatus (numbers 0-16 are accepted too). */
+/** gRPC status names accepted by fault.abort.grpcStatus. */
 export const GRPC_STATUS_NAMES = [
   "OK",
   "CANCELLED",
@@ -102,7 +101,10 @@ export function validateVirtualService(vs: VirtualService, ctx: RuleContext): vo
     const problem = hostProblem(host);
     if (problem) issues.error(p, problem);
   });
+  // Istio skips the overlap check when a host is invalid ("*" on the mesh included).
+  if (!(appliesToMesh && vs.hosts.includes("*"))) checkDuplicateHosts(issues, `${path}.hosts`, vs.hosts);
   checkGatewayNames(issues, `${path}.gateways`, vs.gateways);
+  if (appliesToMesh) checkNoClaimRouting(issues, `${path}.http`, vs.http);
 
   if (vs.http.length === 0 && vs.tcp.length === 0 && vs.tls.length === 0) {
     issues.error(path, "at least one of http, tcp or tls routes is required");
@@ -125,29 +127,86 @@ export function validateVirtualService(vs: VirtualService, ctx: RuleContext): vo
     if (route.match.length === 0)
       issues.error(`${p}.match`, "a TLS route needs at least one match with sniHosts");
     route.match.forEach((m, j) => {
-      checkTlsMatch(issues, at(`${p}.match`, j), m, vs.hosts);
+      checkTlsMatch(issues, at(`${p}.match`, j), m, vs.hosts, !appliesToMesh);
     });
     if (route.route.length === 0) issues.error(`${p}.route`, "a TLS route needs at least one destination");
     checkWeightedDestinations(issues, `${p}.route`, route.route);
   });
 }
 
-/** Checks `gateways` entries: `mesh`, `name` or `namespace/name`. */
+/**
+ * Two hosts of one VirtualService must not overlap (Istio's host.Name
+ * Matches): `a.com` twice, or `*.com` beside `a.com` or `*.a.com`, or `*`
+ * beside anything. Checked only when every host is valid, as Istio.
+ */
+/**
+ * Whether two VirtualService hosts overlap as Istio's host.Name Matches reads
+ * them (plain text, no namespace completion): equal, or a wildcard whose
+ * suffix the other ends with (`*` overlaps everything).
+ */
+export function hostsOverlap(a: string, b: string): boolean {
+  const aWild = a.startsWith("*");
+  const bWild = b.startsWith("*");
+  if (aWild && bWild)
+    return a.length < b.length ? b.slice(1).endsWith(a.slice(1)) : a.slice(1).endsWith(b.slice(1));
+  if (aWild) return b.endsWith(a.slice(1));
+  if (bWild) return a.endsWith(b.slice(1));
+  return a === b;
+}
+
+function checkDuplicateHosts(issues: Issues, path: string, hosts: string[]): void {
+  if (hosts.some((h) => h !== "*" && !isIpAddress(h) && hostProblem(h))) return;
+  hosts.forEach((host, j) => {
+    const i = hosts.findIndex((other, k) => k < j && hostsOverlap(other, host));
+    if (i >= 0)
+      issues.error(at(path, j), `hosts "${hosts[i]}" and "${host}" overlap: each host may appear once`);
+  });
+}
+
+/**
+ * JWT claim routing (`@request.auth.claims...` header matches) works only on
+ * gateways, where the JWT filter runs before routing; Istio refuses it on a
+ * VirtualService that applies to the mesh.
+ */
+function checkNoClaimRouting(issues: Issues, path: string, routes: HTTPRoute[]): void {
+  routes.forEach((route, i) => {
+    route.match.forEach((m, j) => {
+      for (const field of ["headers", "withoutHeaders"] as const) {
+        for (const name of Object.keys(m[field])) {
+          if (!isJwtClaimRoute(name)) continue;
+          issues.error(
+            key(`${at(`${at(path, i)}.match`, j)}.${field}`, name),
+            `JWT claim routing ("${name}") is only supported on gateways, and this VirtualService applies to the mesh`,
+          );
+        }
+      }
+    });
+  });
+}
+
+/**
+ * Checks `gateways` entries as Istio: `mesh`; `namespace/name`, both DNS
+ * labels (either case); or a bare name, a DNS name, where a dotted one is
+ * Istio's legacy `name.namespace` form and gets a warning.
+ */
 export function checkGatewayNames(issues: Issues, path: string, gateways: string[]): void {
   gateways.forEach((gw, i) => {
     if (gw === "mesh") return;
     const p = at(path, i);
-    const parts = gw.split("/");
-    if (parts.length > 2) {
-      issues.error(p, `gateway "${gw}" must be "name" or "namespace/name"`);
+    const slash = gw.indexOf("/");
+    if (slash < 0) {
+      const problem = hostProblem(gw);
+      if (problem || gw.includes("*")) issues.error(p, `gateway "${gw}" is not a valid gateway name`);
+      else if (gw.includes(".")) {
+        const [name, ns] = gw.split(".");
+        issues.warn(p, `"${gw}" is the legacy gateway name format; prefer namespace/name: "${ns}/${name}"`);
+      }
       return;
     }
-    const [first = "", second] = parts;
-    if (second !== undefined && !isDns1123Label(first)) {
-      issues.error(p, `gateway "${gw}" has an invalid namespace "${first}"`);
-    }
-    const name = second ?? first;
-    if (!isDns1123Subdomain(name)) issues.error(p, `gateway "${gw}" has an invalid name "${name}"`);
+    const ns = gw.slice(0, slash);
+    const name = gw.slice(slash + 1);
+    if (!isIstioDnsLabel(ns)) issues.error(p, `gateway "${gw}" has an invalid namespace "${ns}"`);
+    if (!isIstioDnsLabel(name)) issues.error(p, `gateway "${gw}" has an invalid name "${name}"`);
   });
 }
 
@@ -159,10 +218,9 @@ function validateHttpRoute(issues: Issues, p: string, http: HTTPRoute, isDelegat
     if (routeCount > 0) issues.error(`${p}.route`, "a route with delegate must not set route");
     if (http.directResponse)
       issues.error(`${p}.directResponse`, "a route with delegate must not set directResponse");
+    // Istio checks neither the delegate's name nor its namespace here: a
+    // wrong reference only leaves the route without a delegate.
     if (!http.delegate.name) issues.error(`${p}.delegate.name`, "delegate name is required");
-    if (http.delegate.namespace && !isDns1123Label(http.delegate.namespace)) {
-      issues.error(`${p}.delegate.namespace`, `"${http.delegate.namespace}" is not a valid namespace name`);
-    }
   } else if (http.redirect) {
     if (routeCount > 0) issues.error(`${p}.redirect`, "a route cannot set both route and redirect");
     if (http.fault) issues.error(`${p}.fault`, "a route cannot set both fault and redirect");
@@ -190,7 +248,10 @@ function validateHttpRoute(issues: Issues, p: string, http: HTTPRoute, isDelegat
   }
   if (http.mirrorPercent !== undefined) {
     if (http.mirrorPercent > 100) issues.error(`${p}.mirrorPercent`, "mirrorPercent must be at most 100");
-    issues.warn(`${p}.mirrorPercent`, "mirrorPercent is deprecated; use mirrorPercentage");
+    issues.warn(
+      `${p}.mirrorPercent`,
+      'using deprecated setting "mirrorPercent", use "mirrorPercentage" instead',
+    );
   }
   checkPercentage(issues, `${p}.mirrorPercentage.value`, http.mirrorPercentage?.value);
   if (http.mirror) checkDestination(issues, `${p}.mirror`, http.mirror);
@@ -313,7 +374,7 @@ function checkHttpMatch(issues: Issues, p: string, m: HTTPMatchRequest): void {
   if (m.port !== 0) checkPort(issues, `${p}.port`, m.port);
   checkLabels(issues, `${p}.sourceLabels`, m.sourceLabels);
   checkGatewayNames(issues, `${p}.gateways`, m.gateways);
-  if (m.sourceNamespace && !isDns1123Label(m.sourceNamespace)) {
+  if (m.sourceNamespace && !isIstioDnsLabel(m.sourceNamespace)) {
     issues.error(`${p}.sourceNamespace`, `"${m.sourceNamespace}" is not a valid namespace name`);
   }
 }
@@ -400,10 +461,9 @@ function checkFault(issues: Issues, p: string, fault: HTTPFaultInjection | undef
       issues.warn(`${dp}.percent`, "percent is deprecated; use percentage");
     }
     checkPercentage(issues, `${dp}.percentage.value`, d.percentage?.value);
+    // A delay without fixedDelay is accepted, as in Istio; it delays nothing.
     if (d.exponentialDelay) {
       issues.error(`${dp}.exponentialDelay`, "exponentialDelay is not supported; use fixedDelay");
-    } else if (!d.fixedDelay) {
-      issues.error(`${dp}.fixedDelay`, "fixedDelay is required");
     } else {
       checkDuration(issues, `${dp}.fixedDelay`, d.fixedDelay);
     }
@@ -415,17 +475,21 @@ function checkFault(issues: Issues, p: string, fault: HTTPFaultInjection | undef
     if (a.http2Error !== undefined) {
       issues.error(`${ap}.http2Error`, "HTTP/2 error aborts are not supported");
     } else if (a.grpcStatus !== undefined) {
-      const status = a.grpcStatus;
-      const numeric = /^\d+$/.test(status) ? Number(status) : undefined;
-      if (!(numeric !== undefined ? numeric <= 16 : GRPC_STATUS_NAMES.includes(status))) {
-        issues.error(`${ap}.grpcStatus`, `"${status}" is not a gRPC status (e.g. UNAVAILABLE, or 0-16)`);
+      // Istio takes gRPC status names only, not numbers.
+      if (!GRPC_STATUS_NAMES.includes(a.grpcStatus)) {
+        issues.error(`${ap}.grpcStatus`, `"${a.grpcStatus}" is not a gRPC status name (e.g. UNAVAILABLE)`);
       }
     } else if (a.httpStatus !== undefined) {
+      // Istio lets 600 through, but Envoy's fault filter takes 200..599 and
+      // would reject the whole RouteConfiguration.
       if (a.httpStatus < 200 || a.httpStatus > 599) {
         issues.error(`${ap}.httpStatus`, `HTTP status ${a.httpStatus} must be between 200 and 599`);
       }
     } else {
-      issues.error(ap, "abort needs httpStatus or grpcStatus");
+      issues.warn(
+        ap,
+        "abort configured, but its error type (httpStatus or grpcStatus) is not set: it aborts nothing",
+      );
     }
   }
 }
@@ -469,7 +533,7 @@ export function checkDestination(issues: Issues, p: string, dest: Destination): 
     const problem = hostProblem(dest.host);
     if (problem) issues.error(`${p}.host`, problem);
   }
-  if (dest.subset && !isDns1123Label(dest.subset)) {
+  if (dest.subset && !isIstioDnsLabel(dest.subset)) {
     issues.error(`${p}.subset`, `subset name "${dest.subset}" must be a DNS-1123 label`);
   }
   if (dest.port) checkPort(issues, `${p}.port.number`, dest.port.number);
@@ -510,16 +574,51 @@ function checkL4Match(issues: Issues, p: string, m: L4MatchAttributes): void {
   if (m.port !== 0) checkPort(issues, `${p}.port`, m.port);
   checkLabels(issues, `${p}.sourceLabels`, m.sourceLabels);
   checkGatewayNames(issues, `${p}.gateways`, m.gateways);
-  if (m.sourceNamespace && !isDns1123Label(m.sourceNamespace)) {
+  if (m.sourceNamespace && !isIstioDnsLabel(m.sourceNamespace)) {
     issues.error(`${p}.sourceNamespace`, `"${m.sourceNamespace}" is not a valid namespace name`);
   }
 }
 
-function checkTlsMatch(issues: Issues, p: string, m: TLSMatchAttributes, vsHosts: string[]): void {
+/**
+ * Whether `sni` is the SNI Istio generates for AUTO_PASSTHROUGH gateways,
+ * `outbound_.<port>_.<subset>_.<host>`, which a gateway-bound VirtualService
+ * may match although it is not a DNS name.
+ */
+function isAutoPassthroughSni(sni: string): boolean {
+  const parts = sni.split("_");
+  if (parts.length < 4 || parts[0] !== "outbound") return false;
+  const port = (parts[1] ?? "").replace(/^\.+|\.+$/g, "");
+  const host = (parts[3] ?? "").replace(/^\.+|\.+$/g, "");
+  return /[0-9]/.test(port) && /[a-zA-Z]/.test(host);
+}
+
+function checkTlsMatch(
+  issues: Issues,
+  p: string,
+  m: TLSMatchAttributes,
+  vsHosts: string[],
+  boundToGateways: boolean,
+): void {
   if (m.sniHosts.length === 0) issues.error(`${p}.sniHosts`, "at least one SNI host is required");
   m.sniHosts.forEach((sni, i) => {
     const sp = at(`${p}.sniHosts`, i);
-    const problem = sni === "*" ? undefined : hostProblem(sni);
+    if (isIpAddress(sni)) {
+      // Istio accepts an IP here with a warning and does not match it to the hosts.
+      issues.warn(
+        sp,
+        `SNI host "${sni}" is an IP address: this goes against the SNI spec and most clients do not send it`,
+      );
+      return;
+    }
+    const generated = boundToGateways && sni.startsWith("outbound_");
+    const problem =
+      sni === "*"
+        ? undefined
+        : generated
+          ? isAutoPassthroughSni(sni)
+            ? undefined
+            : `"${sni}" does not follow outbound_.<port>_.<subset>_.<host>`
+          : hostProblem(sni);
     if (problem) {
       issues.error(sp, problem);
       return;

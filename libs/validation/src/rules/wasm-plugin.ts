@@ -4,27 +4,23 @@ import {
   type WasmPlugin,
   type WasmPlugin_TrafficSelector,
 } from "@sextant/proto/gen/istio/extensions/v1alpha1/wasm";
-import type { PolicyTargetReference } from "@sextant/proto/gen/istio/type/v1beta1/selector";
-import { at, type Issues, key } from "../issues.js";
-import { checkLabels } from "./common.js";
+import { at, type Issues } from "../issues.js";
 import type { RuleContext } from "./context.js";
+import { checkSelector } from "./security.js";
 
 /** The schemes a module can be fetched from; no scheme means an OCI image. */
 const URL_SCHEMES = new Set(["", "file", "http", "https", "oci"]);
-/** What a policy's targetRef may name (Istio's allowedTargetRefs): group (empty is core) and kind. */
-const TARGET_KINDS = new Set([
-  "/Service",
-  "networking.istio.io/ServiceEntry",
-  "gateway.networking.k8s.io/Gateway",
-  "gateway.networking.k8s.io/GatewayClass",
-]);
 const SHA256_HEX = /^[a-f0-9]{64}$/;
 const SCHEME_PREFIX = /^([a-zA-Z][a-zA-Z0-9+.-]*):(.*)$/s;
 
-/** Istio's ValidateWasmPlugin (1.30.3): where the module comes from, how it is attached, its VM and matches. */
+/**
+ * Istio's ValidateWasmPlugin (1.30.3): how it is attached (selector or
+ * targetRef(s), as a security policy), where the module comes from, its VM
+ * and matches.
+ */
 export function validateWasmPlugin(plugin: WasmPlugin, ctx: RuleContext): void {
   const { issues, path } = ctx;
-  checkAttachment(issues, path, plugin);
+  checkSelector(issues, path, plugin.selector, plugin.targetRef, plugin.targetRefs);
   checkUrl(issues, `${path}.url`, plugin.url);
   if (plugin.sha256 !== "" && plugin.sha256.length !== 64)
     issues.error(`${path}.sha256`, "sha256 must be 64 characters long");
@@ -36,48 +32,6 @@ export function validateWasmPlugin(plugin: WasmPlugin, ctx: RuleContext): void {
     issues.error(`${path}.pluginName`, "pluginName must be at most 256 characters long");
   checkVmConfig(issues, `${path}.vmConfig`, plugin.vmConfig);
   checkMatch(issues, `${path}.match`, plugin.match);
-}
-
-/** selector, targetRef and targetRefs exclude each other; a selector has valid labels; a target is a known kind. */
-function checkAttachment(issues: Issues, path: string, plugin: WasmPlugin): void {
-  const given = [plugin.selector, plugin.targetRef, plugin.targetRefs.length > 0 || undefined].filter(
-    (part) => part !== undefined,
-  );
-  if (given.length > 1)
-    issues.error(`${path}.selector`, "only one of selector, targetRef or targetRefs can be set");
-  if (plugin.selector) {
-    checkLabels(issues, `${path}.selector.matchLabels`, plugin.selector.matchLabels);
-    for (const [k, v] of Object.entries(plugin.selector.matchLabels)) {
-      if (k.includes("*") || v.includes("*"))
-        issues.error(
-          key(`${path}.selector.matchLabels`, k),
-          `wildcard is not supported in a selector: "${k}=${v}"`,
-        );
-    }
-    if (Object.keys(plugin.selector.matchLabels).length === 0)
-      issues.warn(
-        `${path}.selector`,
-        "workload selector specified without labels: it selects every workload",
-      );
-  }
-  if (plugin.targetRef) checkTargetRef(issues, `${path}.targetRef`, plugin.targetRef);
-  plugin.targetRefs.forEach((ref, i) => {
-    checkTargetRef(issues, at(`${path}.targetRefs`, i), ref);
-  });
-}
-
-function checkTargetRef(issues: Issues, path: string, ref: PolicyTargetReference): void {
-  if (!ref.name) issues.error(`${path}.name`, "targetRef name must be set");
-  if (ref.namespace)
-    issues.error(
-      `${path}.namespace`,
-      "targetRef namespace must not be set: cross-namespace references are not supported",
-    );
-  if (!TARGET_KINDS.has(`${ref.group}/${ref.kind}`))
-    issues.error(
-      `${path}.kind`,
-      `targetRef must name a Service, ServiceEntry, Gateway (gateway.networking.k8s.io) or GatewayClass, not ${ref.group}/${ref.kind}`,
-    );
 }
 
 /**

@@ -6,7 +6,13 @@
 // The schema registry @sextant/validation decodes with (its "./schema"
 // export), so that the CRDs are not built from a second copy of it.
 import { FieldDescriptorProto_Type as FieldType } from "@sextant/proto/gen/google/protobuf/descriptor";
-import { KINDS, type KindInfo, NETWORKING_GROUP, SECURITY_GROUP } from "@sextant/validation";
+import {
+  EXTENSIONS_GROUP,
+  KINDS,
+  type KindInfo,
+  NETWORKING_GROUP,
+  SECURITY_GROUP,
+} from "@sextant/validation";
 import {
   type FieldSchema,
   type MessageSchema,
@@ -28,6 +34,7 @@ export type JsonSchema = { [keyword: string]: unknown };
 export const STORAGE_VERSIONS: Readonly<Record<string, string>> = {
   [NETWORKING_GROUP]: "v1alpha3",
   [SECURITY_GROUP]: "v1beta1",
+  [EXTENSIONS_GROUP]: "v1alpha1",
 };
 
 /** What `kubectl get` shows beyond Age, per kind, as Istio's CRDs print it. */
@@ -131,6 +138,7 @@ const PRESENTATION: Readonly<Record<string, { shortNames: string[]; columns: Pri
     ],
   },
   RequestAuthentication: { shortNames: ["ra"], columns: [] },
+  WasmPlugin: { shortNames: [], columns: [] },
 };
 
 /** The resource (plural) name of a kind, as Istio names its CRDs: `serviceentries`, `gateways`. */

@@ -45,6 +45,8 @@ export const ENVOY_ROOTS = [
   "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
   "envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer.proto",
   "envoy/extensions/filters/http/grpc_web/v3/grpc_web.proto",
+  "envoy/extensions/filters/http/wasm/v3/wasm.proto",
+  "envoy/extensions/filters/network/wasm/v3/wasm.proto",
 ];
 
 const xdsDeps = join(dirname(require.resolve("@grpc/grpc-js-xds/package.json")), "deps");

@@ -6,6 +6,7 @@ import { typeUrlOf } from "./any.js";
 
 export { Bootstrap } from "./gen/envoy/config/bootstrap/v3/bootstrap.js";
 export { Cluster } from "./gen/envoy/config/cluster/v3/cluster.js";
+export { TypedExtensionConfig } from "./gen/envoy/config/core/v3/extension.js";
 export { ClusterLoadAssignment } from "./gen/envoy/config/endpoint/v3/endpoint.js";
 export { Listener } from "./gen/envoy/config/listener/v3/listener.js";
 export { RouteConfiguration } from "./gen/envoy/config/route/v3/route.js";
@@ -15,6 +16,7 @@ export { HTTPFault } from "./gen/envoy/extensions/filters/http/fault/v3/fault.js
 export { GrpcWeb } from "./gen/envoy/extensions/filters/http/grpc_web/v3/grpc_web.js";
 export { RBAC as HttpRBAC } from "./gen/envoy/extensions/filters/http/rbac/v3/rbac.js";
 export { Router } from "./gen/envoy/extensions/filters/http/router/v3/router.js";
+export { Wasm } from "./gen/envoy/extensions/filters/http/wasm/v3/wasm.js";
 export { HttpInspector } from "./gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector.js";
 export { OriginalDst } from "./gen/envoy/extensions/filters/listener/original_dst/v3/original_dst.js";
 export { TlsInspector } from "./gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector.js";
@@ -22,6 +24,7 @@ export { ExtAuthz as NetworkExtAuthz } from "./gen/envoy/extensions/filters/netw
 export { HttpConnectionManager } from "./gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.js";
 export { RBAC as NetworkRBAC } from "./gen/envoy/extensions/filters/network/rbac/v3/rbac.js";
 export { TcpProxy } from "./gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.js";
+export { Wasm as NetworkWasm } from "./gen/envoy/extensions/filters/network/wasm/v3/wasm.js";
 export { PreviousHostsPredicate } from "./gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts.js";
 export { RawBuffer } from "./gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer.js";
 export { Secret } from "./gen/envoy/extensions/transport_sockets/tls/v3/secret.js";
@@ -75,4 +78,7 @@ export const TypeUrl = {
   TlsInspector: typeUrlOf("envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"),
   HttpInspector: typeUrlOf("envoy.extensions.filters.listener.http_inspector.v3.HttpInspector"),
   PreviousHostsPredicate: typeUrlOf("envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"),
+  TypedExtensionConfig: typeUrlOf("envoy.config.core.v3.TypedExtensionConfig"),
+  Wasm: typeUrlOf("envoy.extensions.filters.http.wasm.v3.Wasm"),
+  NetworkWasm: typeUrlOf("envoy.extensions.filters.network.wasm.v3.Wasm"),
 } as const;

@@ -7,6 +7,7 @@ export { at, type FieldError, Issues, key, type ValidationResult } from "./issue
 export {
   type ConfigKind,
   type ConfigSpecs,
+  EXTENSIONS_GROUP,
   findKind,
   type JsonCodec,
   KINDS,

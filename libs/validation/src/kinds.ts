@@ -1,3 +1,4 @@
+import { WasmPlugin } from "@sextant/proto/gen/istio/extensions/v1alpha1/wasm";
 import { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import { EnvoyFilter } from "@sextant/proto/gen/istio/networking/v1alpha3/envoy_filter";
 import { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
@@ -23,6 +24,7 @@ import {
 import { validateServiceEntry, validateWorkloadEntry, validateWorkloadGroup } from "./rules/service_entry.js";
 import { validateSidecar } from "./rules/sidecar.js";
 import { validateVirtualService } from "./rules/virtual_service.js";
+import { validateWasmPlugin } from "./rules/wasm-plugin.js";
 
 /** The JSON half of a ts-proto message codec. */
 export interface JsonCodec<T> {
@@ -42,6 +44,7 @@ export interface ConfigSpecs {
   PeerAuthentication: PeerAuthentication;
   AuthorizationPolicy: AuthorizationPolicy;
   RequestAuthentication: RequestAuthentication;
+  WasmPlugin: WasmPlugin;
   ProxyConfig: ProxyConfig;
   EnvoyFilter: EnvoyFilter;
 }
@@ -73,6 +76,8 @@ export const NETWORKING_GROUP = "networking.istio.io";
 export const SECURITY_GROUP = "security.istio.io";
 const NETWORKING_VERSIONS = ["v1", "v1beta1", "v1alpha3"] as const;
 const SECURITY_VERSIONS = ["v1", "v1beta1"] as const;
+/** API group of Istio's extension kinds (WasmPlugin). */
+export const EXTENSIONS_GROUP = "extensions.istio.io";
 
 // Typed by kind, so that each entry's codec is the one ConfigSpecs names.
 function define<K extends ConfigKind>(info: KindInfo<ConfigSpecs[K]> & { kind: K }): KindInfo {
@@ -138,6 +143,15 @@ export const KINDS: ReadonlyMap<string, KindInfo> = new Map(
       ...security("RequestAuthentication", "requestauthentications"),
       codec: RequestAuthentication,
       validate: validateRequestAuthentication,
+    }),
+    define({
+      kind: "WasmPlugin",
+      plural: "wasmplugins",
+      group: EXTENSIONS_GROUP,
+      versions: ["v1alpha1"],
+      typeName: "istio.extensions.v1alpha1.WasmPlugin",
+      codec: WasmPlugin,
+      validate: validateWasmPlugin,
     }),
     // Istio serves ProxyConfig as networking.istio.io/v1beta1 only.
     define({

@@ -47,6 +47,14 @@ const ISTIO_CRDS: ResourceDefinition[] = [
     namespaced: true,
     subresources: { status: {} },
   })),
+  {
+    group: "extensions.istio.io",
+    versions: ["v1alpha1"],
+    kind: "WasmPlugin",
+    plural: "wasmplugins",
+    namespaced: true,
+    subresources: { status: {} },
+  },
   // Istio serves ProxyConfig in v1beta1 only.
   {
     group: "networking.istio.io",

@@ -1,7 +1,15 @@
-import { Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import {
+  Cluster,
+  ClusterLoadAssignment,
+  Listener,
+  RouteConfiguration,
+  TypedExtensionConfig,
+  TypeUrl,
+} from "@sextant/proto/envoy";
 import { NameTable } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
 import type { PushChange } from "./model/types.js";
 import { XdsTypeTable } from "./server/xds-type-table.js";
+import { generateExtensionConfigs } from "./translate/extension/ecds.js";
 import { generateGatewayClusters } from "./translate/gateway/clusters.js";
 import { generateGatewayListeners } from "./translate/gateway/listeners.js";
 import { generateGatewayRoutes } from "./translate/gateway/routes.js";
@@ -24,8 +32,8 @@ const onFullOrEndpointPush = (change: PushChange) => change.full || change.endpo
 /**
  * The xDS types push serves (istiod's InitGenerators and push order in one
  * table), in istiod's order: clusters and endpoints before the listeners and
- * routes that use them, then the secrets they name, then the name table (istiod's PushOrder does not list
- * NDS, so it goes after the ordered types). Adding a type is its generators
+ * routes that use them, then the secrets they name, then ECDS and the name table (istiod's PushOrder lists
+ * neither, so they go after the ordered types). Adding a type is its generators
  * and one entry here.
  */
 export const XDS_TYPES = new XdsTypeTable([
@@ -86,6 +94,18 @@ export const XDS_TYPES = new XdsTypeTable([
     generators: {
       router: { needsPush: secretsNeedPush, generate: generateSecrets },
       sidecar: { needsPush: secretsNeedPush, generate: generateSecrets },
+    },
+  },
+  {
+    // ECDS: the Wasm plugins the listeners' filters refer to. Not in istiod's PushOrder: after the ordered types.
+    typeUrl: TypeUrl.TypedExtensionConfig,
+    label: "ecds",
+    codec: TypedExtensionConfig,
+    // Envoy subscribes by name, one name per filter that refers to a plugin.
+    wildcardWhenEmpty: false,
+    generators: {
+      sidecar: { needsPush: onFullPush, generate: generateExtensionConfigs },
+      router: { needsPush: onFullPush, generate: generateExtensionConfigs },
     },
   },
   {

@@ -19,6 +19,7 @@ import { parseProxy } from "../src/model/proxy.js";
 import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { envoyFilterPatcher, failuresGolden } from "./envoy-filter-patching.js";
+import { renderExtensionConfigs } from "./extension-configs.js";
 import {
   type Codec,
   caseConfig,
@@ -64,6 +65,8 @@ interface GatewayCase extends Registry {
   config?: string;
   /** Node metadata the router adds to what the agent sends (e.g. UNPRIVILEGED_POD: "true"). */
   proxyMetadata?: Record<string, unknown>;
+  /** Also render the ECDS resources its listeners' filters name, as <case>.ecds.out.yaml. */
+  extensionConfigs?: boolean;
 }
 
 const registries = [
@@ -205,6 +208,11 @@ function renderCase(
   }
   const refused = failuresGolden(envoyFilters.failures);
   if (refused) out.envoyfilter = refused;
+  if (testCase.extensionConfigs) {
+    const rendered = renderExtensionConfigs(context, dumped(generated.listeners), codecs);
+    violations.push(...rendered.violations);
+    out.ecds = rendered.yaml;
+  }
   return { out, violations, inconsistent, generated, codecs };
 }
 

@@ -19,6 +19,7 @@ import type { GenerationContext } from "../src/translate/generator.js";
 import { NAME_TABLE_TYPE_URL } from "../src/translate/sidecar/name-table.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { envoyFilterPatcher, failuresGolden } from "./envoy-filter-patching.js";
+import { renderExtensionConfigs } from "./extension-configs.js";
 import {
   type Codec,
   caseConfig,
@@ -68,6 +69,8 @@ interface SidecarCase extends Registry {
   proxyMetadata?: Record<string, string>;
   /** Also render the proxy's NDS name table, as <case>.nametable.out.yaml. */
   nameTable?: boolean;
+  /** Also render the ECDS resources its listeners' filters name, as <case>.ecds.out.yaml. */
+  extensionConfigs?: boolean;
 }
 
 type SidecarGenerate = (context: GenerationContext, watched: WatchedNames) => GeneratedResource[];
@@ -227,6 +230,11 @@ function renderCase(
   }
   const refused = failuresGolden(envoyFilters.failures);
   if (refused) out.envoyfilter = refused;
+  if (testCase.extensionConfigs) {
+    const rendered = renderExtensionConfigs(context, dumped(generated.listeners), codecs);
+    violations?.push(...rendered.violations);
+    out.ecds = rendered.yaml;
+  }
   if (testCase.nameTable) {
     // The agent asks for the table by wildcard, on the same stream.
     const nameTable = XDS_TYPES.generator("sidecar", NAME_TABLE_TYPE_URL)?.generate(context, "*") ?? [];

@@ -28,7 +28,7 @@ const TARGET_KINDS: ReadonlyArray<{ group: string; kind: string }> = [
  * group is checked with the kind; an empty group is the core group) in the
  * policy's own namespace: Istio refuses cross-namespace references.
  */
-function checkSelector(
+export function checkSelector(
   issues: Issues,
   path: string,
   selector: WorkloadSelector | undefined,

@@ -10,6 +10,7 @@ import { decodeStoredOfKind } from "@sextant/validation";
 import { analyzeEnvoyFilters } from "./envoy-filter-analyzers.js";
 import { type AnalysisWorkload, analyzeGateways, type CredentialIndex } from "./gateway-analyzers.js";
 import { ignoredFields } from "./ignored-fields.js";
+import { analyzeWasmPlugins } from "./wasm-plugin-analyzers.js";
 
 /**
  * Analysis message codes, after `istioctl analyze`. Istio's codes are used
@@ -28,6 +29,10 @@ export const AnalysisCodes = {
   CredentialIncomplete: "SXT0003",
   /** A field Istio's API has and Sextant accepts, but whose effect Sextant's proxies do not give (ignored-fields.ts). */
   FieldIgnored: "SXT0004",
+  /** A WasmPlugin's module would be downloaded (oci, https, http), which Sextant's agent does not do. */
+  WasmModuleNotFetched: "SXT0030",
+  /** A WasmPlugin field Sextant stores but does not honour (FAIL_RELOAD, pull secrets, proxyless clients). */
+  WasmPluginIgnored: "SXT0031",
 } as const;
 
 /** Everything analysis looks at. */
@@ -114,6 +119,16 @@ export function analyze(input: AnalysisInput): AnalysisResult {
   );
   for (const finding of gatewayFindings)
     report(finding.resource, gatewayCodes[finding.kind], finding.field, finding.message);
+
+  // WasmPlugin: what Sextant accepts but does not run as Istio does.
+  const wasmCodes = {
+    moduleNotFetched: [AnalysisCodes.WasmModuleNotFetched, Severity.SEVERITY_WARNING],
+    ignored: [AnalysisCodes.WasmPluginIgnored, Severity.SEVERITY_INFO],
+  } as const;
+  for (const finding of analyzeWasmPlugins(decodeStoredOfKind(input.resources, "WasmPlugin"))) {
+    const [code, severity] = wasmCodes[finding.kind];
+    report(finding.resource, code, finding.field, finding.message, severity);
+  }
 
   // VirtualService route -> DestinationRule subset references.
   for (const { resource, spec } of virtualServices) {

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { credentialKey, hostMatches, resolveHost, type SecretRef } from "@sextant/model";
 import type { ConfigResource, Credential, Endpoint, Service } from "@sextant/proto";
+import type { WasmPlugin } from "@sextant/proto/gen/istio/extensions/v1alpha1/wasm";
 import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { EnvoyFilter } from "@sextant/proto/gen/istio/networking/v1alpha3/envoy_filter";
 import type { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
@@ -67,6 +68,8 @@ export class PushContext {
   readonly gateways: readonly TypedConfig<Gateway>[];
   /** EnvoyFilters by namespace/name (model/envoy-filter.ts picks and orders a proxy's). */
   readonly envoyFilters: readonly TypedConfig<EnvoyFilter>[];
+  /** WasmPlugins by namespace/name (model/wasm-plugin.ts selects them for a listener). */
+  readonly wasmPlugins: readonly TypedConfig<WasmPlugin>[];
   /** The Secrets' TLS material by namespace.name key: SDS serves it, unversioned by configVersion. */
   readonly #credentials: ReadonlyMap<string, Credential>;
   /** WorkloadGroups by namespace/name: auto-registration checks a proxy's identity against its group's. */
@@ -102,6 +105,7 @@ export class PushContext {
     this.sidecars = parts.sidecars;
     this.gateways = parts.gateways;
     this.envoyFilters = parts.envoyFilters;
+    this.wasmPlugins = parts.wasmPlugins;
     this.#credentials = parts.credentials;
     this.#workloadGroups = parts.workloadGroups;
     this.#autoAllocated = parts.autoAllocated;
@@ -164,6 +168,7 @@ export class PushContext {
       sidecars: typed("Sidecar", () => []),
       gateways: typed("Gateway", () => []),
       envoyFilters: typed("EnvoyFilter", () => []),
+      wasmPlugins: typed("WasmPlugin", () => []),
       credentials: inputs.credentials ?? new Map(),
       workloadGroups: new Map(
         typed("WorkloadGroup", () => []).map((group) => [`${group.ref.namespace}/${group.ref.name}`, group]),
@@ -204,6 +209,7 @@ export class PushContext {
       sidecars: this.sidecars,
       gateways: this.gateways,
       envoyFilters: this.envoyFilters,
+      wasmPlugins: this.wasmPlugins,
       credentials: this.#credentials,
       workloadGroups: this.#workloadGroups,
       autoAllocated: this.#autoAllocated,
@@ -383,6 +389,7 @@ interface ContextParts {
   sidecars: readonly TypedConfig<Sidecar>[];
   gateways: readonly TypedConfig<Gateway>[];
   envoyFilters: readonly TypedConfig<EnvoyFilter>[];
+  wasmPlugins: readonly TypedConfig<WasmPlugin>[];
   credentials: ReadonlyMap<string, Credential>;
   workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
   autoAllocated: ReadonlyMap<string, AutoAllocatedAddresses>;

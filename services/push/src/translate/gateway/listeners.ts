@@ -29,9 +29,10 @@ import {
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../../model/types.js";
+import { listenerExtensions } from "../extension/wasm-filters.js";
 import type { GenerationContext } from "../generator.js";
 import { TLS_TRANSPORT_SOCKET } from "../grpc/tls.js";
-import { authzHttpFilters, authzNetworkFilters, authzSources } from "../sidecar/authz.js";
+import { authzHttpFilterGroups, authzNetworkFilterGroups, authzSources } from "../sidecar/authz.js";
 import {
   credentialSecretConfig,
   SDS_DEFAULT_SECRET,
@@ -165,6 +166,11 @@ function buildGatewayListener(
   const distinct = withoutRepeatedMatches(chains);
   if (distinct.length === 0) return null;
   for (const ref of authzSources(push, proxy)) addSource(ref);
+  // A gateway's traffic is client traffic to a plugin's match (Istio's gateway listener class).
+  const extensions = listenerExtensions(push, proxy, { class: "gateway", port: port.port });
+  for (const ref of extensions.sources) addSource(ref);
+  const httpAuthz = authzHttpFilterGroups(push, proxy);
+  const tcpAuthz = authzNetworkFilterGroups(push, proxy);
   const listenerFilters: ListenerFilter[] = distinct.some(
     (chain) => chain.sniHosts.length > 0 || (chain.tls?.commonTlsContext?.alpnProtocols.length ?? 0) > 0,
   )
@@ -180,8 +186,18 @@ function buildGatewayListener(
       ...filterChainMatch(chain),
       // AuthorizationPolicies selecting the gateway apply on every chain (Istio's gateway listener class).
       filters: chain.http
-        ? [gatewayHcm(chain.http, authzHttpFilters(push, proxy), topology)]
-        : [...authzNetworkFilters(push, proxy), tcpFilter(chain.tcp!)],
+        ? [
+            ...extensions.networkFilters(),
+            gatewayHcm(
+              chain.http,
+              extensions.httpFilters({ custom: httpAuthz.custom, authz: httpAuthz.local }),
+              topology,
+            ),
+          ]
+        : [
+            ...extensions.networkFilters({ custom: tcpAuthz.custom, authz: tcpAuthz.local }),
+            tcpFilter(chain.tcp!),
+          ],
       ...(chain.tls ? { transportSocket: downstreamTlsSocket(chain.tls) } : {}),
       transportSocketConnectTimeout: TRANSPORT_SOCKET_CONNECT_TIMEOUT,
     })) as never,
@@ -376,7 +392,8 @@ function gatewayTopology(proxy: MeshProxy): GatewayTopology {
  */
 function gatewayHcm(
   http: { rds: string; statPrefix: string; grpcWeb?: boolean },
-  authz: HttpFilter[],
+  /** Authorization and Wasm plugins: the filters before gRPC-Web, fault, CORS and the router. */
+  leading: HttpFilter[],
   topology: GatewayTopology,
 ): Filter {
   const setsDetails =
@@ -388,7 +405,7 @@ function gatewayHcm(
       configSource: { ads: {}, initialFetchTimeout: ZERO, resourceApiVersion: ApiVersion.V3 },
       routeConfigName: http.rds,
     },
-    httpFilters: [...authz, ...trailingHttpFilters({ grpcWeb: http.grpcWeb === true })],
+    httpFilters: [...leading, ...trailingHttpFilters({ grpcWeb: http.grpcWeb === true })],
     serverName: GATEWAY_SERVER_NAME,
     // Istio's ENABLE_100_CONTINUE_HEADERS (on): 100-continue proxied as is.
     proxy100Continue: true,

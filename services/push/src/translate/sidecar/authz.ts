@@ -40,26 +40,42 @@ const istioPolicyName = policyNameWithPrefix("");
  * runs only for marked requests), then the RBAC filters AUDIT, DENY, ALLOW.
  */
 export function authzHttpFilters(push: PushContext, proxy: MeshProxy): HttpFilter[] {
+  const { custom, local } = authzHttpFilterGroups(push, proxy);
+  return [...custom, ...local];
+}
+
+/** The same filters in Istio's two groups (CUSTOM; AUDIT, DENY, ALLOW), between which Wasm plugins go. */
+export function authzHttpFilterGroups(push: PushContext, proxy: MeshProxy): AuthzGroups<HttpFilter> {
   const policies = push.authorizationPoliciesFor(proxy.namespace, proxy.labels);
-  const filters: HttpFilter[] = [];
+  const custom: HttpFilter[] = [];
   for (const { rbac, extAuthz } of customFilters(push, policies.custom, false)) {
-    filters.push(httpRbacFilter(rbac));
-    if (extAuthz) filters.push(httpFilter(HTTP_EXT_AUTHZ_FILTER_NAME, extAuthzHttp(extAuthz)));
+    custom.push(httpRbacFilter(rbac));
+    if (extAuthz) custom.push(httpFilter(HTTP_EXT_AUTHZ_FILTER_NAME, extAuthzHttp(extAuthz)));
   }
-  for (const set of localRuleSets(policies, false)) filters.push(httpRbacFilter(set));
-  return filters;
+  return { custom, local: localRuleSets(policies, false).map(httpRbacFilter) };
+}
+
+/** Authorization filters split as Istio's builders make them: CUSTOM, then the local policies. */
+export interface AuthzGroups<F> {
+  custom: F[];
+  local: F[];
 }
 
 /** The authorization network filters of a TCP chain, in the same order (stat prefix `tcp.`). */
 export function authzNetworkFilters(push: PushContext, proxy: MeshProxy): Filter[] {
+  const { custom, local } = authzNetworkFilterGroups(push, proxy);
+  return [...custom, ...local];
+}
+
+/** The network filters in Istio's two groups (CUSTOM; AUDIT, DENY, ALLOW). */
+export function authzNetworkFilterGroups(push: PushContext, proxy: MeshProxy): AuthzGroups<Filter> {
   const policies = push.authorizationPoliciesFor(proxy.namespace, proxy.labels);
-  const filters: Filter[] = [];
+  const custom: Filter[] = [];
   for (const { rbac, extAuthz } of customFilters(push, policies.custom, true)) {
-    filters.push(networkRbacFilter(rbac));
-    if (extAuthz) filters.push(extAuthzNetwork(extAuthz));
+    custom.push(networkRbacFilter(rbac));
+    if (extAuthz) custom.push(extAuthzNetwork(extAuthz));
   }
-  for (const set of localRuleSets(policies, true)) filters.push(networkRbacFilter(set));
-  return filters;
+  return { custom, local: localRuleSets(policies, true).map(networkRbacFilter) };
 }
 
 /** The AuthorizationPolicies the inbound listener is built from (for NACK tracing). */

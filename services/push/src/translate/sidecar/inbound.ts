@@ -30,8 +30,10 @@ import type { PushContext } from "../../model/push-context.js";
 import type { MtlsMode } from "../../model/security.js";
 import { applicableSidecar } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, TypedConfig } from "../../model/types.js";
+import { wasmPluginsAttached } from "../../model/wasm-plugin.js";
+import { type ListenerExtensions, listenerExtensions } from "../extension/wasm-filters.js";
 import { TLS_TRANSPORT_SOCKET } from "../grpc/tls.js";
-import { authzHttpFilters, authzNetworkFilters, authzSources } from "./authz.js";
+import { authzHttpFilterGroups, authzNetworkFilterGroups, authzSources } from "./authz.js";
 import { serviceTargets } from "./cluster-rules.js";
 import { SDS_DEFAULT_SECRET, SDS_ROOT_SECRET, sdsSecretConfig } from "./cluster-tls.js";
 import { additionalAddresses, wildcardAddresses } from "./dual-stack.js";
@@ -229,9 +231,18 @@ export function virtualInboundKey(push: PushContext, proxy: MeshProxy): string {
   ]);
 }
 
-/** The inbound HTTP filters: authorization (CUSTOM, AUDIT, DENY, ALLOW: ./authz.ts), then fault, CORS, router. */
-export function inboundHttpFilters(push: PushContext, proxy: MeshProxy): HttpFilter[] {
-  return [...authzHttpFilters(push, proxy), ...trailingHttpFilters()];
+/**
+ * The inbound HTTP filters: authorization (CUSTOM, AUDIT, DENY, ALLOW:
+ * ./authz.ts) with the port's Wasm plugins in their phases' slots, then
+ * fault, CORS, router.
+ */
+export function inboundHttpFilters(
+  push: PushContext,
+  proxy: MeshProxy,
+  extensions: ListenerExtensions,
+): HttpFilter[] {
+  const { custom, local } = authzHttpFilterGroups(push, proxy);
+  return [...extensions.httpFilters({ custom, authz: local }), ...trailingHttpFilters()];
 }
 
 /**
@@ -411,7 +422,13 @@ interface InboundRoute {
  * the cluster without timeouts; the authorization filters before the
  * router; client certificate details forwarded; Server `istio-envoy`.
  */
-function inboundHcm(push: PushContext, proxy: MeshProxy, route: InboundRoute, statPrefix: string): Filter {
+function inboundHcm(
+  push: PushContext,
+  proxy: MeshProxy,
+  route: InboundRoute,
+  statPrefix: string,
+  extensions: ListenerExtensions,
+): Filter {
   const manager = HttpConnectionManager.fromPartial({
     statPrefix,
     routeConfig: {
@@ -436,7 +453,7 @@ function inboundHcm(push: PushContext, proxy: MeshProxy, route: InboundRoute, st
       ],
       validateClusters: false,
     },
-    httpFilters: inboundHttpFilters(push, proxy),
+    httpFilters: inboundHttpFilters(push, proxy, extensions),
     // Istio's inbound Server header (outbound keeps Envoy's "envoy"), and 100-continue proxied as is.
     serverName: INBOUND_SERVER_NAME,
     proxy100Continue: true,
@@ -455,9 +472,15 @@ function inboundHcm(push: PushContext, proxy: MeshProxy, route: InboundRoute, st
   } as Filter;
 }
 
-/** The network filters of a TCP chain: the network RBAC filters, then tcp_proxy to the cluster. */
-function inboundTcpFilters(push: PushContext, proxy: MeshProxy, cluster: string): Filter[] {
-  return [...authzNetworkFilters(push, proxy), tcpProxyFilter(cluster)];
+/** The network filters of a TCP chain: the network RBAC filters and NETWORK Wasm plugins, then tcp_proxy to the cluster. */
+function inboundTcpFilters(
+  push: PushContext,
+  proxy: MeshProxy,
+  cluster: string,
+  extensions: ListenerExtensions,
+): Filter[] {
+  const { custom, local } = authzNetworkFilterGroups(push, proxy);
+  return [...extensions.networkFilters({ custom, authz: local }), tcpProxyFilter(cluster)];
 }
 
 /** The chains of an inbound port: `<bind>_<port>` to `inbound|<port>||`, with the port's mTLS mode. */
@@ -470,6 +493,7 @@ function portChains(push: PushContext, proxy: MeshProxy, port: InboundPort): Inb
     operation: `${port.hostname}:${port.servicePort}/*`,
     http2: port.http2,
   };
+  const extensions = listenerExtensions(push, proxy, { class: "inbound", port: port.port });
   const source: ChainSource = {
     port: port.port,
     name: { http: name, tcp: name },
@@ -477,8 +501,11 @@ function portChains(push: PushContext, proxy: MeshProxy, port: InboundPort): Inb
       config: `/apis/networking.istio.io/v1/namespaces/${port.sidecar.namespace}/sidecar/${port.sidecar.name}`,
     }),
     filters: {
-      http: () => [inboundHcm(push, proxy, route, `inbound_${name}`)],
-      tcp: () => inboundTcpFilters(push, proxy, cluster),
+      http: () => [
+        ...extensions.networkFilters(),
+        inboundHcm(push, proxy, route, `inbound_${name}`, extensions),
+      ],
+      tcp: () => inboundTcpFilters(push, proxy, cluster, extensions),
     },
   };
   return buildChains(source, port.protocol, portMtlsMode(push, proxy, port.port));
@@ -503,14 +530,21 @@ function catchAllChains(push: PushContext, proxy: MeshProxy, declared: ReadonlyS
     operation: ":0/*",
     http2: false,
   };
-  const source = (port?: number): ChainSource => ({
-    port,
-    name: { http: CATCH_ALL_HTTP_CHAIN, tcp: CATCH_ALL_TCP_CHAIN },
-    filters: {
-      http: () => [inboundHcm(push, proxy, route, INBOUND_PASSTHROUGH_CLUSTER)],
-      tcp: () => inboundTcpFilters(push, proxy, INBOUND_PASSTHROUGH_CLUSTER),
-    },
-  });
+  const source = (port?: number): ChainSource => {
+    // The catch-all is port 0 to a plugin's match, as Istio's passthrough chains.
+    const extensions = listenerExtensions(push, proxy, { class: "inbound", port: port ?? 0 });
+    return {
+      port,
+      name: { http: CATCH_ALL_HTTP_CHAIN, tcp: CATCH_ALL_TCP_CHAIN },
+      filters: {
+        http: () => [
+          ...extensions.networkFilters(),
+          inboundHcm(push, proxy, route, INBOUND_PASSTHROUGH_CLUSTER, extensions),
+        ],
+        tcp: () => inboundTcpFilters(push, proxy, INBOUND_PASSTHROUGH_CLUSTER, extensions),
+      },
+    };
+  };
   const chains = buildChains(source(), "auto", merged.mode);
   const undeclared = [...merged.perPort]
     .filter(([port]) => !declared.has(port) && port !== VIRTUAL_INBOUND_PORT)
@@ -623,6 +657,7 @@ export function buildVirtualInbound(push: PushContext, proxy: MeshProxy): Genera
     ...merged.sources,
     ...authzSources(push, proxy),
     ...(sidecarIngress ? [sidecarIngress.ref] : []),
+    ...wasmPluginsAttached(push, proxy),
   ];
   const [bind, ...extraBinds] = wildcardAddresses(proxy);
   const filterChains: InboundChain[] = [

@@ -21,6 +21,7 @@ import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
 import { sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, TypedConfig, WatchedNames } from "../../model/types.js";
+import { type ListenerExtensions, listenerExtensions } from "../extension/wasm-filters.js";
 import type { GenerationContext } from "../generator.js";
 import { outboundClusterName } from "../names.js";
 import { withAutoAllocatedAddresses } from "./auto-addresses.js";
@@ -105,7 +106,13 @@ export function generateSidecarListeners(
       const plan = plans.get(name)!;
       resource = cache.get(
         cacheKey("lds-sidecar", proxy.namespace, sidecar, labels, JSON.stringify(plan), push.configVersion),
-        () => buildOutboundListener(plan, scope.outboundTrafficPolicy, scope.sidecar?.ref),
+        () =>
+          buildOutboundListener(
+            plan,
+            scope.outboundTrafficPolicy,
+            scope.sidecar?.ref,
+            listenerExtensions(push, proxy, { class: "outbound", port: plan.port }),
+          ),
       );
     }
     if (resource) out.push(resource);
@@ -782,6 +789,7 @@ function buildOutboundListener(
   plan: ListenerPlan,
   policy: "ALLOW_ANY" | "REGISTRY_ONLY",
   sidecar: ConfigRef | undefined,
+  extensions: ListenerExtensions,
 ): GeneratedResource {
   const sources: ConfigRef[] = sidecar ? [sidecar] : [];
   const addSource = (ref: ConfigRef | undefined) => {
@@ -791,6 +799,7 @@ function buildOutboundListener(
     )
       sources.push(ref);
   };
+  for (const ref of extensions.sources) addSource(ref);
   const listenerFilters: ListenerFilter[] = [];
   if (plan.chains.some((chain) => chain.sniHosts.length > 0)) listenerFilters.push(tlsInspectorFilter());
   if (plan.chains.some((chain) => chain.applicationProtocols.length > 0))
@@ -800,7 +809,10 @@ function buildOutboundListener(
   for (const chain of plan.chains) {
     addSource(chain.source);
     const built: Record<string, unknown> = {
-      filters: chain.http ? [hcmFilter(plan, chain.http)] : [tcpFilter(chain.tcp!)],
+      filters: [
+        ...extensions.networkFilters(),
+        chain.http ? hcmFilter(plan, chain.http, extensions) : tcpFilter(chain.tcp!),
+      ],
       ...(chain.tagged && chain.source ? { metadata: configMetadata(chain.source) } : {}),
     };
     if (matchesAll(chain)) defaultFilterChain = built;
@@ -864,14 +876,21 @@ export function tcpFilter(target: TcpTarget): Filter {
 }
 
 /** The outbound HCM, by RDS; gRPC-Web's filter when the port that created the listener is grpc-web. */
-function hcmFilter(plan: ListenerPlan, http: { rds: string; protocol: Protocol }): Filter {
+function hcmFilter(
+  plan: ListenerPlan,
+  http: { rds: string; protocol: Protocol },
+  extensions: ListenerExtensions,
+): Filter {
   const manager = HttpConnectionManager.fromPartial({
     statPrefix: `outbound_${plan.name}`,
     rds: {
       configSource: { ads: {}, initialFetchTimeout: ZERO, resourceApiVersion: ApiVersion.V3 },
       routeConfigName: http.rds,
     },
-    httpFilters: trailingHttpFilters({ grpcWeb: http.protocol === Protocol.PROTOCOL_GRPC_WEB }),
+    httpFilters: [
+      ...extensions.httpFilters(),
+      ...trailingHttpFilters({ grpcWeb: http.protocol === Protocol.PROTOCOL_GRPC_WEB }),
+    ],
     useRemoteAddress: false,
     upgradeConfigs: [{ upgradeType: "websocket" }],
     normalizePath: true,

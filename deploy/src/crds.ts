@@ -6,7 +6,7 @@
 // The schema registry @sextant/validation decodes with (its "./schema"
 // export), so that the CRDs are not built from a second copy of it.
 import { FieldDescriptorProto_Type as FieldType } from "@sextant/proto/gen/google/protobuf/descriptor";
-import { KINDS, type KindInfo, NETWORKING_GROUP, SECURITY_GROUP } from "@sextant/validation";
+import { KINDS, type KindInfo, NETWORKING_GROUP, SECURITY_GROUP, TELEMETRY_GROUP } from "@sextant/validation";
 import {
   type FieldSchema,
   type MessageSchema,
@@ -28,6 +28,8 @@ export type JsonSchema = { [keyword: string]: unknown };
 export const STORAGE_VERSIONS: Readonly<Record<string, string>> = {
   [NETWORKING_GROUP]: "v1alpha3",
   [SECURITY_GROUP]: "v1beta1",
+  // Telemetry is stored as v1alpha1 (istio/api telemetry/v1alpha1).
+  [TELEMETRY_GROUP]: "v1alpha1",
 };
 
 /** What `kubectl get` shows beyond Age, per kind, as Istio's CRDs print it. */
@@ -129,6 +131,7 @@ const PRESENTATION: Readonly<Record<string, { shortNames: string[]; columns: Pri
     ],
   },
   RequestAuthentication: { shortNames: ["ra"], columns: [] },
+  Telemetry: { shortNames: ["telemetry"], columns: [] },
 };
 
 /** The resource (plural) name of a kind, as Istio names its CRDs: `serviceentries`, `gateways`. */

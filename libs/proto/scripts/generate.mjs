@@ -45,6 +45,10 @@ export const ENVOY_ROOTS = [
   "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
   "envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer.proto",
   "envoy/extensions/filters/http/grpc_web/v3/grpc_web.proto",
+  "envoy/extensions/access_loggers/file/v3/file.proto",
+  "envoy/extensions/access_loggers/filters/cel/v3/cel.proto",
+  "envoy/config/trace/v3/zipkin.proto",
+  "envoy/config/trace/v3/opentelemetry.proto",
 ];
 
 const xdsDeps = join(dirname(require.resolve("@grpc/grpc-js-xds/package.json")), "deps");

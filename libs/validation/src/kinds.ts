@@ -8,6 +8,7 @@ import { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/work
 import { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
 import { RequestAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/request_authentication";
+import { Telemetry } from "@sextant/proto/gen/istio/telemetry/v1alpha1/telemetry";
 import type { SpecValidator } from "./rules/context.js";
 import { validateDestinationRule } from "./rules/destination_rule.js";
 import { validateGateway } from "./rules/gateway.js";
@@ -18,6 +19,7 @@ import {
 } from "./rules/security.js";
 import { validateServiceEntry, validateWorkloadEntry, validateWorkloadGroup } from "./rules/service_entry.js";
 import { validateSidecar } from "./rules/sidecar.js";
+import { validateTelemetry } from "./rules/telemetry.js";
 import { validateVirtualService } from "./rules/virtual_service.js";
 
 /** The JSON half of a ts-proto message codec. */
@@ -38,6 +40,7 @@ export interface ConfigSpecs {
   PeerAuthentication: PeerAuthentication;
   AuthorizationPolicy: AuthorizationPolicy;
   RequestAuthentication: RequestAuthentication;
+  Telemetry: Telemetry;
 }
 
 /** A supported kind's name. */
@@ -67,6 +70,8 @@ export const NETWORKING_GROUP = "networking.istio.io";
 export const SECURITY_GROUP = "security.istio.io";
 const NETWORKING_VERSIONS = ["v1", "v1beta1", "v1alpha3"] as const;
 const SECURITY_VERSIONS = ["v1", "v1beta1"] as const;
+/** API group of Istio's Telemetry kind. */
+export const TELEMETRY_GROUP = "telemetry.istio.io";
 
 // Typed by kind, so that each entry's codec is the one ConfigSpecs names.
 function define<K extends ConfigKind>(info: KindInfo<ConfigSpecs[K]> & { kind: K }): KindInfo {
@@ -132,6 +137,15 @@ export const KINDS: ReadonlyMap<string, KindInfo> = new Map(
       ...security("RequestAuthentication", "requestauthentications"),
       codec: RequestAuthentication,
       validate: validateRequestAuthentication,
+    }),
+    define({
+      kind: "Telemetry",
+      plural: "telemetries",
+      group: TELEMETRY_GROUP,
+      versions: ["v1", "v1alpha1"],
+      typeName: "istio.telemetry.v1alpha1.Telemetry",
+      codec: Telemetry,
+      validate: validateTelemetry,
     }),
   ].map((info) => [info.kind, info]),
 );

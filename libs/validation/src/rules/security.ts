@@ -12,7 +12,8 @@ import { at, type Issues, key } from "../issues.js";
 import { checkLabels, cidrProblem, isHeaderName } from "./common.js";
 import type { RuleContext } from "./context.js";
 
-function checkSelector(
+/** selector vs targetRef(s), as Istio checks every policy kind (Telemetry shares it). */
+export function checkSelector(
   issues: Issues,
   path: string,
   selector: WorkloadSelector | undefined,

@@ -1,5 +1,5 @@
 import type { KubernetesObject } from "@kubernetes/client-node";
-import { KINDS, NETWORKING_GROUP, SECURITY_GROUP } from "@sextant/validation";
+import { KINDS, NETWORKING_GROUP, SECURITY_GROUP, TELEMETRY_GROUP } from "@sextant/validation";
 
 /**
  * The one served version the Kubernetes source watches in each API group.
@@ -13,6 +13,7 @@ import { KINDS, NETWORKING_GROUP, SECURITY_GROUP } from "@sextant/validation";
 export const WATCHED_VERSIONS: Readonly<Record<string, string>> = {
   [NETWORKING_GROUP]: "v1",
   [SECURITY_GROUP]: "v1",
+  [TELEMETRY_GROUP]: "v1",
 };
 
 /** One Istio kind as the Kubernetes source watches it. */

@@ -51,15 +51,22 @@ describe("the CRDs", () => {
       assert.equal(crd.spec.group, info.group);
       assert.equal(crd.spec.scope, "Namespaced");
       assert.equal(crd.metadata.name, `${crd.spec.names.plural}.${info.group}`);
-      assert.deepEqual(
-        crd.spec.versions.map((v) => v.name).sort(),
-        info.group === "networking.istio.io" ? ["v1", "v1alpha3", "v1beta1"] : ["v1", "v1beta1"],
-      );
+      const served: Record<string, string[]> = {
+        "networking.istio.io": ["v1", "v1alpha3", "v1beta1"],
+        "security.istio.io": ["v1", "v1beta1"],
+        "telemetry.istio.io": ["v1", "v1alpha1"],
+      };
+      assert.deepEqual(crd.spec.versions.map((v) => v.name).sort(), served[info.group]);
       assert.ok(crd.spec.versions.every((v) => v.served));
-      // Istio stores networking kinds as v1alpha3 and security kinds as v1beta1.
+      // Istio stores networking kinds as v1alpha3, security kinds as v1beta1, Telemetry as v1alpha1.
+      const stored: Record<string, string> = {
+        "networking.istio.io": "v1alpha3",
+        "security.istio.io": "v1beta1",
+        "telemetry.istio.io": "v1alpha1",
+      };
       assert.deepEqual(
         crd.spec.versions.filter((v) => v.storage).map((v) => v.name),
-        [info.group === "networking.istio.io" ? "v1alpha3" : "v1beta1"],
+        [stored[info.group]],
       );
       // One schema for every version: they are one stored object, converted with no webhook.
       const schemas = new Set(crd.spec.versions.map((v) => JSON.stringify(v.schema)));

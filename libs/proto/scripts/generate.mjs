@@ -49,6 +49,7 @@ export const ENVOY_ROOTS = [
   "envoy/extensions/access_loggers/filters/cel/v3/cel.proto",
   "envoy/config/trace/v3/zipkin.proto",
   "envoy/config/trace/v3/opentelemetry.proto",
+  "envoy/extensions/request_id/uuid/v3/uuid.proto",
 ];
 
 const xdsDeps = join(dirname(require.resolve("@grpc/grpc-js-xds/package.json")), "deps");

@@ -75,4 +75,9 @@ export const TypeUrl = {
   TlsInspector: typeUrlOf("envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"),
   HttpInspector: typeUrlOf("envoy.extensions.filters.listener.http_inspector.v3.HttpInspector"),
   PreviousHostsPredicate: typeUrlOf("envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"),
+  FileAccessLog: typeUrlOf("envoy.extensions.access_loggers.file.v3.FileAccessLog"),
+  CelExpressionFilter: typeUrlOf("envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter"),
+  ZipkinConfig: typeUrlOf("envoy.config.trace.v3.ZipkinConfig"),
+  OpenTelemetryConfig: typeUrlOf("envoy.config.trace.v3.OpenTelemetryConfig"),
+  UuidRequestIdConfig: typeUrlOf("envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig"),
 } as const;

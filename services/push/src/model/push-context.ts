@@ -7,6 +7,7 @@ import type { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidec
 import type { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_group";
 import type { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import type { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
+import type { Telemetry } from "@sextant/proto/gen/istio/telemetry/v1alpha1/telemetry";
 import { type ConfigKind, type ConfigSpecs, decodeStoredOfKind } from "@sextant/validation";
 import { type AutoAllocatedAddresses, allocateAddresses, allocationKey } from "./auto-allocation.js";
 import { mergeDelegates, type RoutedVirtualService } from "./delegation.js";
@@ -64,6 +65,8 @@ export class PushContext {
   readonly sidecars: readonly TypedConfig<Sidecar>[];
   /** Gateways by namespace/name (router proxies merge those that select them: model/gateway.ts). */
   readonly gateways: readonly TypedConfig<Gateway>[];
+  /** Telemetry resources by namespace/name (./telemetry.ts picks those that apply to a proxy). */
+  readonly telemetries: readonly TypedConfig<Telemetry>[];
   /** The Secrets' TLS material by namespace.name key: SDS serves it, unversioned by configVersion. */
   readonly #credentials: ReadonlyMap<string, Credential>;
   /** WorkloadGroups by namespace/name: auto-registration checks a proxy's identity against its group's. */
@@ -98,6 +101,7 @@ export class PushContext {
     this.authorizationPolicies = parts.authorizationPolicies;
     this.sidecars = parts.sidecars;
     this.gateways = parts.gateways;
+    this.telemetries = parts.telemetries;
     this.#credentials = parts.credentials;
     this.#workloadGroups = parts.workloadGroups;
     this.#autoAllocated = parts.autoAllocated;
@@ -120,7 +124,8 @@ export class PushContext {
     const configHash = createHash("sha256");
     const meshConfig = inputs.meshConfig ?? EMPTY_MESH_CONFIG;
     configHash.update(`${trustDomain}\u0000${rootNamespace}\u0001`);
-    if (meshConfig.extensionProviders.length > 0) configHash.update(`${JSON.stringify(meshConfig)}\u0001`);
+    if (meshConfig.extensionProviders.length > 0 || meshConfig.telemetry)
+      configHash.update(`${JSON.stringify(meshConfig)}\u0001`);
     const sortedConfig = [...inputs.config].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     for (const [key, resource] of sortedConfig) {
       configHash.update(`${key}\u0000${resource.generation}\u0000${JSON.stringify(resource.spec)}\u0001`);
@@ -159,6 +164,7 @@ export class PushContext {
       authorizationPolicies: typed("AuthorizationPolicy", () => []),
       sidecars: typed("Sidecar", () => []),
       gateways: typed("Gateway", () => []),
+      telemetries: typed("Telemetry", () => []),
       credentials: inputs.credentials ?? new Map(),
       workloadGroups: new Map(
         typed("WorkloadGroup", () => []).map((group) => [`${group.ref.namespace}/${group.ref.name}`, group]),
@@ -198,6 +204,7 @@ export class PushContext {
       authorizationPolicies: this.authorizationPolicies,
       sidecars: this.sidecars,
       gateways: this.gateways,
+      telemetries: this.telemetries,
       credentials: this.#credentials,
       workloadGroups: this.#workloadGroups,
       autoAllocated: this.#autoAllocated,
@@ -376,6 +383,7 @@ interface ContextParts {
   authorizationPolicies: readonly TypedConfig<AuthorizationPolicy>[];
   sidecars: readonly TypedConfig<Sidecar>[];
   gateways: readonly TypedConfig<Gateway>[];
+  telemetries: readonly TypedConfig<Telemetry>[];
   credentials: ReadonlyMap<string, Credential>;
   workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
   autoAllocated: ReadonlyMap<string, AutoAllocatedAddresses>;

@@ -63,6 +63,8 @@ interface GatewayCase extends Registry {
   config?: string;
   /** Node metadata the router adds to what the agent sends (e.g. UNPRIVILEGED_POD: "true"). */
   proxyMetadata?: Record<string, unknown>;
+  /** Istio's MeshConfig YAML push is configured with, if any. */
+  meshConfig?: string;
 }
 
 const registries = [
@@ -151,6 +153,7 @@ function renderCase(
     services: [...registries.flatMap((r) => r.services ?? []), ...(testCase.services ?? [])],
     endpoints: [...endpoints].map(([hostname, list]) => ({ hostname, endpoints: list })),
     config: caseConfig(testCase),
+    ...(testCase.meshConfig ? { meshConfig: testCase.meshConfig } : {}),
   });
   const proxyPod = pods[testCase.proxy ?? "istio-ingressgateway"];
   assert.ok(proxyPod, `no pod ${testCase.proxy} in the registries or the case`);

@@ -8,6 +8,7 @@ import {
 import type { Destination } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { decodeStoredOfKind } from "@sextant/validation";
 import { type AnalysisWorkload, analyzeGateways, type CredentialIndex } from "./gateway-analyzers.js";
+import { analyzeTelemetries } from "./telemetry-analyzers.js";
 
 /**
  * Analysis message codes, after `istioctl analyze`. Istio's codes are used
@@ -24,6 +25,12 @@ export const AnalysisCodes = {
   CredentialNameNotServed: "SXT0002",
   /** A Gateway's credentialName names a Secret without a certificate and key, or, mutual, without a CA. */
   CredentialIncomplete: "SXT0003",
+  /** Several Telemetries in one namespace select one workload. */
+  ConflictingTelemetryWorkloadSelectors: "IST0159",
+  /** Several Telemetries in one namespace have no selector. */
+  MultipleTelemetriesWithoutWorkloadSelectors: "IST0160",
+  /** A Telemetry setting Sextant stores but does not build (metrics, some tracing fields, non-Gateway targets). */
+  TelemetryIgnored: "SXT0020",
 } as const;
 
 /** Everything analysis looks at. */
@@ -110,6 +117,23 @@ export function analyze(input: AnalysisInput): AnalysisResult {
   );
   for (const finding of gatewayFindings)
     report(finding.resource, gatewayCodes[finding.kind], finding.field, finding.message);
+
+  // Telemetry: undefined precedence, and what Sextant accepts but ignores.
+  const telemetryCodes = {
+    multipleNamespaceWide: [
+      AnalysisCodes.MultipleTelemetriesWithoutWorkloadSelectors,
+      Severity.SEVERITY_ERROR,
+    ],
+    conflictingSelectors: [AnalysisCodes.ConflictingTelemetryWorkloadSelectors, Severity.SEVERITY_ERROR],
+    ignored: [AnalysisCodes.TelemetryIgnored, Severity.SEVERITY_INFO],
+  } as const;
+  for (const finding of analyzeTelemetries(
+    decodeStoredOfKind(input.resources, "Telemetry"),
+    input.workloads,
+  )) {
+    const [code, severity] = telemetryCodes[finding.kind];
+    report(finding.resource, code, finding.field, finding.message, severity);
+  }
 
   // VirtualService route -> DestinationRule subset references.
   for (const { resource, spec } of virtualServices) {

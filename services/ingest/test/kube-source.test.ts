@@ -47,6 +47,14 @@ const ISTIO_CRDS: ResourceDefinition[] = [
     namespaced: true,
     subresources: { status: {} },
   })),
+  {
+    group: "telemetry.istio.io",
+    versions: ["v1alpha1", "v1"],
+    kind: "Telemetry",
+    plural: "telemetries",
+    namespaced: true,
+    subresources: { status: {} },
+  },
 ];
 
 /** Bookinfo samples with no name used twice, created in the cluster before ingest starts. */

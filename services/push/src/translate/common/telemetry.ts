@@ -33,6 +33,7 @@ import type {
 } from "../../model/telemetry-providers.js";
 import type { GeneratedResource } from "../../model/types.js";
 import { HCM_FILTER_NAME, TCP_PROXY_FILTER_NAME } from "../sidecar/filters.js";
+import { lookupCluster } from "./lookup-cluster.js";
 
 /** Envoy's file access logger. */
 export const FILE_ACCESS_LOG_NAME = "envoy.access_loggers.file";
@@ -383,25 +384,6 @@ function tracer(name: string, typedConfig: ReturnType<typeof packAny>, maxTagLen
       maxPathTagLength: maxTagLength !== 0 ? maxTagLength : undefined,
     },
   };
-}
-
-/**
- * Istio's LookupCluster: `<namespace>/<hostname>`, or a hostname the
- * registry has, to its outbound cluster `outbound|<port>||<hostname>`.
- */
-export function lookupCluster(
-  push: PushContext,
-  service: string,
-  port: number,
-): { hostname: string; cluster: string } | { error: string } {
-  if (service === "") return { error: "service must not be empty" };
-  const slash = service.indexOf("/");
-  const [namespace, hostname] =
-    slash < 0 ? [undefined, service] : [service.slice(0, slash), service.slice(slash + 1)];
-  const found = push.servicesByHost.get(hostname);
-  if (!found || (namespace !== undefined && found.namespace !== namespace))
-    return { error: `could not find service ${service} in the registry` };
-  return { hostname, cluster: `outbound|${port}||${hostname}` };
 }
 
 /** The span service name: the node's cluster as istio-agent sets it (`<app>.<namespace>`). */

@@ -2,11 +2,15 @@
 // pilot/pkg/model/telemetry.go), and the MeshConfig telemetry settings.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseMeshConfig } from "../src/model/mesh-config.js";
 import { parseProxy } from "../src/model/proxy.js";
 import { applicableTelemetries, effectiveTelemetry } from "../src/model/telemetry.js";
 import { findTelemetryProvider } from "../src/model/telemetry-providers.js";
+import { configDumpDecoder } from "../src/server/debug.js";
 import { listenerTelemetry } from "../src/translate/common/telemetry.js";
+import { generateSidecarListeners } from "../src/translate/sidecar/listeners.js";
+import { XDS_TYPES } from "../src/xds-types.js";
 import { contextOf } from "./golden-inputs.js";
 
 const sidecar = (labels: Record<string, string>, namespace = "default") =>
@@ -248,5 +252,30 @@ extensionProviders:
       parseMeshConfig("extensionProviders: [{name: a, envoyExtAuthzGrpc: {service: a, port: 1}}]").telemetry,
       undefined,
     );
+  });
+});
+
+describe("/debug/config_dump of a listener with telemetry", () => {
+  it("shows the access log, its CEL filter and the tracer decoded, not as base64", () => {
+    const push = context(
+      telemetry(
+        "mesh",
+        "istio-system",
+        '{accessLogging: [{providers: [{name: envoy}], filter: {expression: "response.code >= 500"}}], tracing: [{providers: [{name: zipkin}]}]}',
+      ),
+    );
+    const [listener] = generateSidecarListeners(
+      { push, proxy: sidecar({ app: "reviews" }), cache: new XdsCache() },
+      new Set(["0.0.0.0_9411"]),
+    );
+    assert.ok(listener);
+    const dump = JSON.stringify(configDumpDecoder(XDS_TYPES)(listener.resource));
+    assert.match(
+      dump,
+      /"@type":"type.googleapis.com\/envoy.extensions.access_loggers.file.v3.FileAccessLog","path":"\/dev\/stdout"/,
+    );
+    assert.match(dump, /"expression":"response.code >= 500"/);
+    assert.match(dump, /"collectorCluster":"outbound\|9411\|\|zipkin.istio-system.svc.cluster.local"/);
+    assert.doesNotMatch(dump, /"value":"[A-Za-z0-9+/=]{8,}"/);
   });
 });

@@ -32,6 +32,7 @@ import type {
   ZipkinProvider,
 } from "../../model/telemetry-providers.js";
 import type { GeneratedResource } from "../../model/types.js";
+import type { DebugCodec } from "../../server/xds-type-table.js";
 import { HCM_FILTER_NAME, TCP_PROXY_FILTER_NAME } from "../sidecar/filters.js";
 import { lookupCluster } from "./lookup-cluster.js";
 
@@ -76,6 +77,15 @@ export const ISTIO_JSON_LOG_FORMAT: Readonly<Record<string, string>> = {
   upstream_transport_failure_reason: "%UPSTREAM_TRANSPORT_FAILURE_REASON%",
   user_agent: "%REQ(USER-AGENT)%",
   x_forwarded_for: "%REQ(X-FORWARDED-FOR)%",
+};
+
+/** The Anys telemetry adds to listeners, for /debug/config_dump to show decoded. */
+export const TELEMETRY_NESTED_CODECS: Readonly<Record<string, DebugCodec>> = {
+  [TypeUrl.FileAccessLog]: FileAccessLog,
+  [TypeUrl.CelExpressionFilter]: ExpressionFilter,
+  [TypeUrl.ZipkinConfig]: ZipkinConfig,
+  [TypeUrl.OpenTelemetryConfig]: OpenTelemetryConfig,
+  [TypeUrl.UuidRequestIdConfig]: UuidRequestIdConfig,
 };
 
 /** Istio's ListenerClass: which Telemetry direction a listener's filters take (gateways and outbound: CLIENT). */

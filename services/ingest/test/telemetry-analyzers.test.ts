@@ -101,4 +101,44 @@ describe("Telemetry analyzers", () => {
       ],
     );
   });
+
+  it("says Telemetry access logs and tracing are ignored where they reach proxyless gRPC workloads, and only there", () => {
+    const proxyless = [
+      ...workloads,
+      { namespace: "grpc", labels: { app: "echo" }, proxyless: true },
+      { namespace: "grpc", labels: { app: "envoy-client" } },
+    ];
+    const analyse = (resources: ConfigResource[]) =>
+      analyze({
+        resources,
+        registryHosts: new Set(),
+        workloads: proxyless,
+        credentials: new Map(),
+        domainSuffix: "cluster.local",
+      });
+    const mesh = telemetry("mesh", { accessLogging: [{ providers: [{ name: "envoy" }] }] }, "istio-system");
+    const echo = telemetry("echo", { selector: { matchLabels: { app: "echo" } }, tracing: [{}] }, "grpc");
+    const envoyOnly = telemetry(
+      "envoy-only",
+      { selector: { matchLabels: { app: "envoy-client" } }, tracing: [{}] },
+      "grpc",
+    );
+    const otherNamespace = telemetry("default-ns", { accessLogging: [{}] });
+    const metricsOnly = telemetry("metrics-ns", { metrics: [{}] }, "grpc");
+    const result = analyse([mesh, echo, envoyOnly, otherNamespace, metricsOnly]);
+    for (const r of [mesh, echo]) {
+      const [message] = result.get(configKey(r)) ?? [];
+      assert.equal(message?.code, AnalysisCodes.TelemetryIgnored, r.name);
+      assert.match(
+        message?.message ?? "",
+        /ignored for proxyless gRPC workloads: 1 selected \(grpc\/app=echo\)/,
+      );
+    }
+    for (const r of [envoyOnly, otherNamespace]) assert.deepEqual(messages(result, r), [], r.name);
+    assert.deepEqual(
+      messages(result, metricsOnly).map((m) => m.field),
+      ["spec.metrics[0]"],
+      "metrics are reported as metrics, not again as proxyless",
+    );
+  });
 });

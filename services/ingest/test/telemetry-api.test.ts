@@ -2,6 +2,8 @@
 // read back, list, analysis, delete; an invalid one is refused.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { Buckets, encodeKey } from "@sextant/bus";
+import { EndpointShard, ProxyStatus } from "@sextant/proto";
 import { eventually } from "@sextant/testing";
 import { get, type IngestFixture, post, startIngest, startNatsWithClient } from "./harness.js";
 
@@ -75,5 +77,44 @@ describe("Telemetry through the config API", () => {
       return messages.find((m) => m.name === "metrics" && m.code === "SXT0020");
     });
     assert.equal(message.field, "spec.metrics[0]");
+  });
+
+  it("tells when a Telemetry reaches a connected proxyless gRPC client, from push's proxy status", async () => {
+    await (await env.bus.bucket(Buckets.endpoints)).put(
+      "grpc.echo.grpc.svc.cluster.local.kubernetes",
+      EndpointShard.fromPartial({
+        hostname: "echo.grpc.svc.cluster.local",
+        namespace: "grpc",
+        shard: "kubernetes/Kubernetes",
+        endpoints: [{ address: "10.244.0.30", namespace: "grpc", labels: { app: "echo" } }],
+      }),
+    );
+    await post(
+      `${ingest.url}/v1/apply`,
+      "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: echo, namespace: grpc}\nspec:\n  selector: {matchLabels: {app: echo}}\n  tracing:\n  - randomSamplingPercentage: 5\n  metrics:\n  - providers: [{name: prometheus}]\n",
+    );
+    const echoMessages = async () =>
+      ((await get(`${ingest.url}/v1/analyze`)).json.messages as Array<Record<string, string>>).filter(
+        (m) => m.name === "echo" && m.code === "SXT0020",
+      );
+    // Analysed (its metrics message is there), but nothing about proxyless before such a client connects there.
+    const before = await eventually(async () => {
+      const found = await echoMessages();
+      return found.length > 0 ? found : undefined;
+    });
+    assert.deepEqual(
+      before.map((m) => m.field),
+      ["spec.metrics[0]"],
+    );
+    const proxyId = "sidecar~10.244.0.30~echo-1.grpc~grpc.svc.cluster.local";
+    await (await env.bus.bucket(Buckets.proxyStatus)).put(
+      encodeKey(proxyId),
+      ProxyStatus.fromPartial({ proxyId, generator: "grpc", replica: "push-0" }),
+    );
+    const message = await eventually(async () => (await echoMessages()).find((m) => m.field === "spec"));
+    assert.match(
+      message.message ?? "",
+      /ignored for proxyless gRPC workloads: 1 selected \(grpc\/app=echo\)/,
+    );
   });
 });

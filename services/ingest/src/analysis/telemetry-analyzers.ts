@@ -20,11 +20,14 @@ const METRICS_IGNORED =
  * several namespace-wide Telemetries in one namespace, or several selecting
  * one workload, make which applies undefined. And what Sextant accepts but
  * does not build: metrics, tracing's disableContextPropagation and
- * formatter tags, targetRefs to anything but a Gateway API Gateway.
+ * formatter tags, targetRefs to anything but a Gateway API Gateway, and
+ * access logs and tracing where they reach proxyless gRPC workloads (gRPC
+ * has neither in xDS; push applies no Telemetry to them).
  */
 export function analyzeTelemetries(
   telemetries: readonly { resource: ConfigResource; spec: Telemetry }[],
   workloads: readonly AnalysisWorkload[],
+  rootNamespace = DEFAULT_ROOT_NAMESPACE,
 ): TelemetryFinding[] {
   const findings: TelemetryFinding[] = [];
   const byNamespace = new Map<string, { resource: ConfigResource; spec: Telemetry }[]>();
@@ -56,10 +59,7 @@ export function analyzeTelemetries(
       );
       if (matching.length < 2) continue;
       const names = matching.map(({ resource }) => resource.name).sort();
-      const labels = Object.entries(workload.labels)
-        .map(([key, value]) => `${key}=${value}`)
-        .sort()
-        .join(",");
+      const labels = labelText(workload.labels);
       for (const { resource } of matching)
         findings.push({
           resource,
@@ -89,6 +89,20 @@ export function analyzeTelemetries(
             "formatter custom tags are accepted but ignored (as Istio does for proxies before 1.29)",
           );
     });
+    if (spec.accessLogging.length > 0 || spec.tracing.length > 0) {
+      const reached = workloads.filter((w) => w.proxyless && applies(resource, spec, w, rootNamespace));
+      if (reached.length > 0) {
+        const shown = reached
+          .slice(0, 3)
+          .map((w) => `${w.namespace}/${labelText(w.labels)}`)
+          .join("; ");
+        ignored(
+          "spec",
+          `access logging and tracing are accepted but ignored for proxyless gRPC workloads: ${reached.length} ` +
+            `selected (${shown}${reached.length > 3 ? "; …" : ""})`,
+        );
+      }
+    }
     const refs = spec.targetRef ? [spec.targetRef] : spec.targetRefs;
     refs.forEach((ref, i) => {
       if (ref.kind === "Gateway" && ref.group === "gateway.networking.k8s.io") return;
@@ -100,6 +114,30 @@ export function analyzeTelemetries(
   }
   return findings;
 }
+
+/** Istio's default root namespace: its namespace-wide Telemetry is the mesh default (ingest has no setting for it). */
+const DEFAULT_ROOT_NAMESPACE = "istio-system";
+
+// Which workloads a Telemetry reaches (as push picks them; a targetRef only reaches gateways).
+function applies(
+  resource: ConfigResource,
+  spec: Telemetry,
+  workload: AnalysisWorkload,
+  rootNamespace: string,
+): boolean {
+  if (isNamespaceWide(spec))
+    return resource.namespace === rootNamespace || resource.namespace === workload.namespace;
+  if (resource.namespace !== workload.namespace || spec.targetRef || spec.targetRefs.length > 0) return false;
+  return Object.entries(spec.selector?.matchLabels ?? {}).every(
+    ([key, value]) => workload.labels[key] === value,
+  );
+}
+
+const labelText = (labels: Readonly<Record<string, string>>) =>
+  Object.entries(labels)
+    .map(([key, value]) => `${key}=${value}`)
+    .sort()
+    .join(",");
 
 function isNamespaceWide(spec: Telemetry): boolean {
   return (

@@ -278,4 +278,21 @@ describe("/debug/config_dump of a listener with telemetry", () => {
     assert.match(dump, /"collectorCluster":"outbound\|9411\|\|zipkin.istio-system.svc.cluster.local"/);
     assert.doesNotMatch(dump, /"value":"[A-Za-z0-9+/=]{8,}"/);
   });
+
+  it("logs on virtualOutbound itself only connections no chain matched (NR), unless disableEnvoyListenerLog", () => {
+    const listenerLogs = (mesh: string) => {
+      const [listener] = generateSidecarListeners(
+        { push: context("", mesh), proxy: sidecar({}), cache: new XdsCache() },
+        new Set(["virtualOutbound"]),
+      );
+      assert.ok(listener);
+      return (configDumpDecoder(XDS_TYPES)(listener.resource) as { accessLog?: { filter: unknown }[] })
+        .accessLog;
+    };
+    assert.deepEqual(
+      listenerLogs("accessLogFile: /dev/stdout")?.map((log) => log.filter),
+      [{ responseFlagFilter: { flags: ["NR"] } }],
+    );
+    assert.equal(listenerLogs("accessLogFile: /dev/stdout\ndisableEnvoyListenerLog: true"), undefined);
+  });
 });

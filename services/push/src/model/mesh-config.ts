@@ -87,6 +87,7 @@ export function parseMeshConfig(text: string): MeshConfig {
     "accessLogFile",
     "accessLogEncoding",
     "accessLogFormat",
+    "disableEnvoyListenerLog",
     "defaultProviders",
     "defaultConfig",
   ];

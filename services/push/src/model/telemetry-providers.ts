@@ -12,6 +12,8 @@ export interface TelemetryMeshConfig {
   readonly accessLogEncoding: "TEXT" | "JSON";
   /** `accessLogFormat`: a text format, or a JSON object as text for JSON; empty is Istio's default. */
   readonly accessLogFormat: string;
+  /** `disableEnvoyListenerLog`: no access log on listeners themselves (those of connections no chain matched). */
+  readonly disableEnvoyListenerLog: boolean;
   /** `defaultProviders`: what applies where no Telemetry names providers. */
   readonly defaultProviders: {
     readonly tracing: readonly string[];
@@ -79,6 +81,7 @@ export const DEFAULT_TELEMETRY_MESH_CONFIG: TelemetryMeshConfig = {
   accessLogFile: "",
   accessLogEncoding: "TEXT",
   accessLogFormat: "",
+  disableEnvoyListenerLog: false,
   defaultProviders: { tracing: [], accessLogging: [], metrics: [] },
   proxyTracingSampling: 0,
   providers: builtinProviders(),
@@ -137,6 +140,7 @@ export function parseTelemetryMeshConfig(document: Record<string, unknown>): Tel
     accessLogFile: typeof document.accessLogFile === "string" ? document.accessLogFile : "",
     accessLogEncoding: document.accessLogEncoding === "JSON" ? "JSON" : "TEXT",
     accessLogFormat: typeof document.accessLogFormat === "string" ? document.accessLogFormat : "",
+    disableEnvoyListenerLog: document.disableEnvoyListenerLog === true,
     defaultProviders: {
       tracing: strings(defaults.tracing),
       accessLogging: strings(defaults.accessLogging),

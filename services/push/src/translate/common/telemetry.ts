@@ -93,6 +93,8 @@ export type ListenerClass = "gateway" | "sidecar-inbound" | "sidecar-outbound";
 
 interface ClassTelemetry {
   readonly accessLogs: readonly AccessLog[];
+  /** The listener's own access logs (virtualOutbound, virtualInbound, gateways): connections no chain matched (NR). */
+  readonly listenerAccessLogs: readonly AccessLog[];
   readonly tracing: HttpConnectionManager_Tracing | undefined;
   readonly requestIdExtension: RequestIDExtension | undefined;
 }
@@ -119,8 +121,11 @@ export function listenerTelemetry(push: PushContext, proxy: MeshProxy): Listener
       effective.accessLogs && (client ? effective.accessLogs.client : effective.accessLogs.server);
     const tracingSpec = effective.tracing && (client ? effective.tracing.client : effective.tracing.server);
     const tracing = tracingSpec ? hcmTracing(push, proxy, mesh, tracingSpec) : undefined;
+    const accessLogs =
+      choices && choices.length > 0 ? telemetryAccessLogs(mesh, choices) : legacyAccessLogs(mesh);
     return {
-      accessLogs: choices && choices.length > 0 ? telemetryAccessLogs(mesh, choices) : legacyAccessLogs(mesh),
+      accessLogs,
+      listenerAccessLogs: mesh.disableEnvoyListenerLog ? [] : accessLogs.map(noRouteOnly),
       tracing,
       requestIdExtension:
         tracing && tracingSpec
@@ -183,6 +188,13 @@ export function withTelemetry(
     ...listener.filterChains,
     ...(listener.defaultFilterChain ? [listener.defaultFilterChain] : []),
   ];
+  // Istio logs on the listener itself only where a connection can match no chain.
+  if (
+    listenerClass === "gateway" ||
+    listener.name === "virtualOutbound" ||
+    listener.name === "virtualInbound"
+  )
+    listener.accessLog = [...listener.accessLog, ...settings.listenerAccessLogs];
   for (const chain of chains)
     chain.filters = chain.filters.map((filter) => withFilterTelemetry(filter, settings));
   return {
@@ -209,6 +221,12 @@ function withFilterTelemetry(filter: Filter, settings: ClassTelemetry): Filter {
     return { ...filter, typedConfig: packAny(TypeUrl.TcpProxy, TcpProxy, proxy) };
   }
   return filter;
+}
+
+/** The access log as a listener's: only connections no filter chain matched (response flag NR), and its own filter. */
+function noRouteOnly(log: AccessLog): AccessLog {
+  const noRoute: AccessLogFilter = { responseFlagFilter: { flags: ["NR"] } };
+  return { ...log, filter: log.filter ? { andFilter: { filters: [noRoute, log.filter] } } : noRoute };
 }
 
 /** MeshConfig accessLogFile (Istio's fallback when no Telemetry configures access logs). */

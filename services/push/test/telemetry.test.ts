@@ -189,6 +189,13 @@ describe("access logging merge (Istio's mergeLogs)", () => {
     assert.deepEqual(logs(config), { client: ["json"], server: ["json"] });
   });
 
+  it("drops a provider that makes no access log, such as prometheus (Istio then falls back to accessLogFile)", () => {
+    const config = telemetry("mesh", "istio-system", "{accessLogging: [{providers: [{name: prometheus}]}]}");
+    assert.deepEqual(logs(config), { client: [], server: [] });
+    const push = context(config, `${MESH}\naccessLogFile: /dev/stdout`);
+    assert.equal(listenerTelemetry(push, sidecar({})).byClass["sidecar-outbound"].accessLogs.length, 1);
+  });
+
   it("drops a provider MeshConfig does not define (Istio then falls back to accessLogFile)", () => {
     const config = telemetry("mesh", "istio-system", "{accessLogging: [{providers: [{name: nowhere}]}]}");
     assert.deepEqual(logs(config), { client: [], server: [] });

@@ -145,6 +145,14 @@ function modeMatches(selector: { mode: WorkloadMode } | undefined, mode: Workloa
 
 const providerNames = (entry: { providers: { name: string }[] }) => entry.providers.map((p) => p.name);
 
+/** The provider types Istio builds access logs from (Sextant builds the file one; see the push README). */
+const ACCESS_LOG_PROVIDER_TYPES = new Set([
+  "envoyFileAccessLog",
+  "envoyHttpAls",
+  "envoyTcpAls",
+  "envoyOtelAls",
+]);
+
 /**
  * Istio's mergeLogs for one direction: the providers in scope are those the
  * most specific level names (else the defaults); each level's entries then
@@ -195,8 +203,11 @@ function loggingChoices(
   }
   const choices: LoggingChoice[] = [];
   for (const [name, { disabled, filter }] of outcome) {
+    // Istio keeps only providers that make an access log (a metrics or tracing provider named here makes none,
+    // so a Telemetry naming only such providers falls back to MeshConfig's accessLogFile).
     const provider = findTelemetryProvider(mesh, name);
-    if (provider) choices.push({ provider, disabled, filter });
+    if (provider && ACCESS_LOG_PROVIDER_TYPES.has(provider.type))
+      choices.push({ provider, disabled, filter });
   }
   return choices.sort((a, b) =>
     a.provider.name < b.provider.name ? -1 : a.provider.name > b.provider.name ? 1 : 0,

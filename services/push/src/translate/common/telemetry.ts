@@ -310,7 +310,7 @@ function textFormat(text: string): string {
 }
 
 /** Why a tracing provider cannot be built for a proxy, or its HCM tracing. */
-export type ProviderTracer =
+type ProviderTracer =
   | { tracer: Pick<HttpConnectionManager_Tracing, "provider" | "maxPathTagLength"> }
   | { error: string };
 
@@ -339,7 +339,7 @@ function hcmTracing(
     maxPathTagLength: built.tracer.maxPathTagLength,
     customTags: customTags(proxy, spec),
     provider: built.tracer.provider,
-    ...(proxy.kind === "router" ? { spawnUpstreamSpan: true } : { spawnUpstreamSpan: undefined }),
+    spawnUpstreamSpan: proxy.kind === "router" ? true : undefined,
   } as HttpConnectionManager_Tracing;
 }
 
@@ -350,7 +350,7 @@ function proxySampling(mesh: TelemetryMeshConfig): number {
 }
 
 /** The tracer for a provider: Zipkin or OpenTelemetry over gRPC (or HTTP with a timeout); others are not built. */
-export function providerTracer(
+function providerTracer(
   push: PushContext,
   proxy: MeshProxy,
   provider: NonNullable<TracingSpec["provider"]>,

@@ -12,6 +12,7 @@ import {
   type KindInfo,
   NETWORKING_GROUP,
   SECURITY_GROUP,
+  TELEMETRY_GROUP,
 } from "@sextant/validation";
 import {
   type FieldSchema,
@@ -35,6 +36,8 @@ export const STORAGE_VERSIONS: Readonly<Record<string, string>> = {
   [NETWORKING_GROUP]: "v1alpha3",
   [SECURITY_GROUP]: "v1beta1",
   [EXTENSIONS_GROUP]: "v1alpha1",
+  // Telemetry is stored as v1alpha1 (istio/api telemetry/v1alpha1).
+  [TELEMETRY_GROUP]: "v1alpha1",
 };
 
 /** What `kubectl get` shows beyond Age, per kind, as Istio's CRDs print it. */
@@ -139,6 +142,7 @@ const PRESENTATION: Readonly<Record<string, { shortNames: string[]; columns: Pri
   },
   RequestAuthentication: { shortNames: ["ra"], columns: [] },
   WasmPlugin: { shortNames: [], columns: [] },
+  Telemetry: { shortNames: ["telemetry"], columns: [] },
 };
 
 /** The resource (plural) name of a kind, as Istio names its CRDs: `serviceentries`, `gateways`. */

@@ -53,13 +53,15 @@ describe("the CRDs", () => {
       assert.equal(crd.metadata.name, `${crd.spec.names.plural}.${info.group}`);
       assert.deepEqual(crd.spec.versions.map((v) => v.name).sort(), [...info.versions].sort());
       assert.ok(crd.spec.versions.every((v) => v.served));
-      // Istio stores networking kinds as v1alpha3 and security kinds as v1beta1; a kind served in one version, in it.
+      // Istio stores networking kinds as v1alpha3, security kinds as v1beta1 and Telemetry as v1alpha1; a kind served in one version, in it.
       const storage =
         info.versions.length === 1
           ? info.versions[0]
           : info.group === "networking.istio.io"
             ? "v1alpha3"
-            : "v1beta1";
+            : info.group === "telemetry.istio.io"
+              ? "v1alpha1"
+              : "v1beta1";
       assert.deepEqual(
         crd.spec.versions.filter((v) => v.storage).map((v) => v.name),
         [storage],

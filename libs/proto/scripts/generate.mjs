@@ -47,6 +47,11 @@ export const ENVOY_ROOTS = [
   "envoy/extensions/filters/http/grpc_web/v3/grpc_web.proto",
   "envoy/extensions/filters/http/wasm/v3/wasm.proto",
   "envoy/extensions/filters/network/wasm/v3/wasm.proto",
+  "envoy/extensions/access_loggers/file/v3/file.proto",
+  "envoy/extensions/access_loggers/filters/cel/v3/cel.proto",
+  "envoy/config/trace/v3/zipkin.proto",
+  "envoy/config/trace/v3/opentelemetry.proto",
+  "envoy/extensions/request_id/uuid/v3/uuid.proto",
 ];
 
 const xdsDeps = join(dirname(require.resolve("@grpc/grpc-js-xds/package.json")), "deps");

@@ -81,4 +81,9 @@ export const TypeUrl = {
   TypedExtensionConfig: typeUrlOf("envoy.config.core.v3.TypedExtensionConfig"),
   Wasm: typeUrlOf("envoy.extensions.filters.http.wasm.v3.Wasm"),
   NetworkWasm: typeUrlOf("envoy.extensions.filters.network.wasm.v3.Wasm"),
+  FileAccessLog: typeUrlOf("envoy.extensions.access_loggers.file.v3.FileAccessLog"),
+  CelExpressionFilter: typeUrlOf("envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter"),
+  ZipkinConfig: typeUrlOf("envoy.config.trace.v3.ZipkinConfig"),
+  OpenTelemetryConfig: typeUrlOf("envoy.config.trace.v3.OpenTelemetryConfig"),
+  UuidRequestIdConfig: typeUrlOf("envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig"),
 } as const;

@@ -14,6 +14,7 @@ export {
   type KindInfo,
   NETWORKING_GROUP,
   SECURITY_GROUP,
+  TELEMETRY_GROUP,
 } from "./kinds.js";
 export {
   DEFAULT_PARSE_LIMITS,

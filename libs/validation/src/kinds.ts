@@ -11,6 +11,7 @@ import { ProxyConfig } from "@sextant/proto/gen/istio/networking/v1beta1/proxy_c
 import { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
 import { RequestAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/request_authentication";
+import { Telemetry } from "@sextant/proto/gen/istio/telemetry/v1alpha1/telemetry";
 import type { SpecValidator } from "./rules/context.js";
 import { validateDestinationRule } from "./rules/destination_rule.js";
 import { validateEnvoyFilter } from "./rules/envoy-filter.js";
@@ -23,6 +24,7 @@ import {
 } from "./rules/security.js";
 import { validateServiceEntry, validateWorkloadEntry, validateWorkloadGroup } from "./rules/service_entry.js";
 import { validateSidecar } from "./rules/sidecar.js";
+import { validateTelemetry } from "./rules/telemetry.js";
 import { validateVirtualService } from "./rules/virtual_service.js";
 import { validateWasmPlugin } from "./rules/wasm-plugin.js";
 
@@ -47,6 +49,7 @@ export interface ConfigSpecs {
   WasmPlugin: WasmPlugin;
   ProxyConfig: ProxyConfig;
   EnvoyFilter: EnvoyFilter;
+  Telemetry: Telemetry;
 }
 
 /** A supported kind's name. */
@@ -78,6 +81,8 @@ const NETWORKING_VERSIONS = ["v1", "v1beta1", "v1alpha3"] as const;
 const SECURITY_VERSIONS = ["v1", "v1beta1"] as const;
 /** API group of Istio's extension kinds (WasmPlugin). */
 export const EXTENSIONS_GROUP = "extensions.istio.io";
+/** API group of Istio's Telemetry kind. */
+export const TELEMETRY_GROUP = "telemetry.istio.io";
 
 // Typed by kind, so that each entry's codec is the one ConfigSpecs names.
 function define<K extends ConfigKind>(info: KindInfo<ConfigSpecs[K]> & { kind: K }): KindInfo {
@@ -169,6 +174,15 @@ export const KINDS: ReadonlyMap<string, KindInfo> = new Map(
       versions: ["v1alpha3"],
       codec: EnvoyFilter,
       validate: validateEnvoyFilter,
+    }),
+    define({
+      kind: "Telemetry",
+      plural: "telemetries",
+      group: TELEMETRY_GROUP,
+      versions: ["v1", "v1alpha1"],
+      typeName: "istio.telemetry.v1alpha1.Telemetry",
+      codec: Telemetry,
+      validate: validateTelemetry,
     }),
   ].map((info) => [info.kind, info]),
 );

@@ -49,7 +49,7 @@ describe("decodeSpec", () => {
   });
 
   it("rejects unknown kinds", () => {
-    assert.equal(decodeSpec("Telemetry", {}).errors[0]?.path, "kind");
+    assert.equal(decodeSpec("NoSuchKind", {}).errors[0]?.path, "kind");
   });
 });
 

@@ -73,6 +73,15 @@ const ISTIO_CRDS: ResourceDefinition[] = [
     namespaced: true,
     subresources: { status: {} },
   },
+  // Istio serves Telemetry at v1 and v1alpha1.
+  {
+    group: "telemetry.istio.io",
+    versions: ["v1alpha1", "v1"],
+    kind: "Telemetry",
+    plural: "telemetries",
+    namespaced: true,
+    subresources: { status: {} },
+  },
 ];
 
 /** Bookinfo samples with no name used twice, created in the cluster before ingest starts. */

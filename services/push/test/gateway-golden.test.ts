@@ -67,6 +67,8 @@ interface GatewayCase extends Registry {
   proxyMetadata?: Record<string, unknown>;
   /** Also render the ECDS resources its listeners' filters name, as <case>.ecds.out.yaml. */
   extensionConfigs?: boolean;
+  /** Istio's MeshConfig YAML push is configured with, if any. */
+  meshConfig?: string;
 }
 
 const registries = [
@@ -155,6 +157,7 @@ function renderCase(
     services: [...registries.flatMap((r) => r.services ?? []), ...(testCase.services ?? [])],
     endpoints: [...endpoints].map(([hostname, list]) => ({ hostname, endpoints: list })),
     config: caseConfig(testCase),
+    ...(testCase.meshConfig ? { meshConfig: testCase.meshConfig } : {}),
   });
   const proxyPod = pods[testCase.proxy ?? "istio-ingressgateway"];
   assert.ok(proxyPod, `no pod ${testCase.proxy} in the registries or the case`);

@@ -207,7 +207,11 @@ describe("ADS protocol", () => {
     const b = connect();
     await subscribe(a, "twice");
     await subscribe(b, "twice");
-    await eventually(async () => (await proxyStatus.get(key))?.value.types[TypeUrl.Listener]);
+    const status = await eventually(async () => {
+      const entry = await proxyStatus.get(key);
+      return entry?.value.types[TypeUrl.Listener] && entry.value;
+    });
+    assert.equal(status.generator, "grpc", "a proxyless client's status says so (analysis reads it)");
     a.close();
     await assertNothingBefore(b);
     assert.ok(await proxyStatus.get(key), "status removed while a stream was still open");

@@ -9,7 +9,6 @@ import {
   type ServerTLSSettings,
   ServerTLSSettings_TLSmode,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
-import type { Rule } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import type { JWTRule } from "@sextant/proto/gen/istio/security/v1beta1/request_authentication";
 import { at, type Issues } from "../issues.js";
 import { checkDuration, checkPercentage } from "./common.js";

@@ -1,7 +1,7 @@
 import { Buckets, type Bus, type Mirror } from "@sextant/bus";
 import { configKey, parseConfigKey } from "@sextant/model";
 import type { Logger, ReadinessGate } from "@sextant/observability";
-import type { ConfigResource, CredentialPresence, EndpointShard, Service } from "@sextant/proto";
+import type { ConfigResource, CredentialPresence, EndpointShard, ProxyStatus, Service } from "@sextant/proto";
 import { type Runner, SerialTasks } from "@sextant/runtime";
 import type { ConfigStore } from "../store/config-store.js";
 import { analyze } from "./analyzers.js";
@@ -33,6 +33,9 @@ export class AnalysisRunner implements Runner {
   #services: Mirror<Service> | undefined;
   #endpoints: Mirror<EndpointShard> | undefined;
   #credentials: Mirror<CredentialPresence> | undefined;
+  /** Connected proxies: which workloads are proxyless gRPC clients (Telemetry does not apply to them). */
+  #proxies: Mirror<ProxyStatus> | undefined;
+  #proxylessKey = "";
   /** What was last written per key, so an unchanged result costs no KV round trip. */
   readonly #written = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
@@ -50,11 +53,23 @@ export class AnalysisRunner implements Runner {
     this.#services = await (await bus.bucket(Buckets.services)).mirror();
     this.#endpoints = await (await bus.bucket(Buckets.endpoints)).mirror();
     this.#credentials = await (await bus.bucket(Buckets.credentialIndex)).mirror();
+    this.#proxies = await (await bus.bucket(Buckets.proxyStatus)).mirror();
     // The first analysis below reads the states the initial deliveries carried, or newer.
     const mirrors = [this.#config, this.#services, this.#endpoints, this.#credentials];
     const subscriptions = mirrors.map((mirror) =>
       mirror.subscribe(({ initial }) => {
         if (!initial) this.schedule();
+      }),
+    );
+    // Statuses are rewritten every heartbeat: re-analyse only when the set of proxyless proxies changes.
+    const proxies = this.#proxies;
+    this.#proxylessKey = proxylessAddresses(proxies.state.values()).join(",");
+    subscriptions.push(
+      proxies.subscribe(({ initial }) => {
+        const key = proxylessAddresses(proxies.state.values()).join(",");
+        if (initial || key === this.#proxylessKey) return;
+        this.#proxylessKey = key;
+        this.schedule();
       }),
     );
     await Promise.all(subscriptions.map((subscription) => subscription.synced));
@@ -70,6 +85,7 @@ export class AnalysisRunner implements Runner {
       this.#services?.close(),
       this.#endpoints?.close(),
       this.#credentials?.close(),
+      this.#proxies?.close(),
     ]);
     await this.#tasks.idle();
   }
@@ -92,7 +108,10 @@ export class AnalysisRunner implements Runner {
     const result = analyze({
       resources,
       registryHosts: new Set(Array.from(this.#services.state.values(), (service) => service.hostname)),
-      workloads: workloadsOf(this.#endpoints.state.values()),
+      workloads: workloadsOf(
+        this.#endpoints.state.values(),
+        new Set(proxylessAddresses(this.#proxies?.state.values() ?? [])),
+      ),
       credentials: this.#credentials.state,
       domainSuffix: this.options.domainSuffix,
     });
@@ -110,14 +129,32 @@ export class AnalysisRunner implements Runner {
   }
 }
 
-/** The registry's workloads, once each (an endpoint of several services or ports is one workload). */
-function workloadsOf(shards: Iterable<EndpointShard>): AnalysisWorkload[] {
+/**
+ * The registry's workloads, once each (an endpoint of several services or
+ * ports is one workload); those whose `<namespace>/<address>` is a connected
+ * proxyless gRPC client's are marked proxyless.
+ */
+function workloadsOf(shards: Iterable<EndpointShard>, proxyless: ReadonlySet<string>): AnalysisWorkload[] {
   const seen = new Map<string, AnalysisWorkload>();
   for (const shard of shards)
     for (const endpoint of shard.endpoints) {
       const namespace = endpoint.namespace || shard.namespace;
       const key = JSON.stringify([namespace, endpoint.address, endpoint.labels]);
-      if (!seen.has(key)) seen.set(key, { namespace, labels: endpoint.labels });
+      if (seen.has(key)) continue;
+      const isProxyless = proxyless.has(`${namespace}/${endpoint.address}`);
+      seen.set(key, { namespace, labels: endpoint.labels, ...(isProxyless ? { proxyless: true } : {}) });
     }
   return [...seen.values()];
+}
+
+/** `<namespace>/<ip>` of each connected proxyless gRPC client, sorted, from its Istio node id `<type>~<ip>~<pod>.<namespace>~<domain>`. */
+function proxylessAddresses(statuses: Iterable<ProxyStatus>): string[] {
+  const addresses = new Set<string>();
+  for (const status of statuses) {
+    if (status.generator !== "grpc") continue;
+    const [, ip, podAndNamespace] = status.proxyId.split("~");
+    const namespace = podAndNamespace?.slice(podAndNamespace.indexOf(".") + 1);
+    if (ip && namespace) addresses.add(`${namespace}/${ip}`);
+  }
+  return [...addresses].sort();
 }

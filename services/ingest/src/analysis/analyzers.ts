@@ -10,6 +10,7 @@ import { decodeStoredOfKind } from "@sextant/validation";
 import { analyzeEnvoyFilters } from "./envoy-filter-analyzers.js";
 import { type AnalysisWorkload, analyzeGateways, type CredentialIndex } from "./gateway-analyzers.js";
 import { ignoredFields } from "./ignored-fields.js";
+import { analyzeTelemetries } from "./telemetry-analyzers.js";
 import { analyzeWasmPlugins } from "./wasm-plugin-analyzers.js";
 
 /**
@@ -33,6 +34,12 @@ export const AnalysisCodes = {
   WasmModuleNotFetched: "SXT0030",
   /** A WasmPlugin field Sextant stores but does not honour (FAIL_RELOAD, pull secrets, proxyless clients). */
   WasmPluginIgnored: "SXT0031",
+  /** Several Telemetries in one namespace select one workload. */
+  ConflictingTelemetryWorkloadSelectors: "IST0159",
+  /** Several Telemetries in one namespace have no selector. */
+  MultipleTelemetriesWithoutWorkloadSelectors: "IST0160",
+  /** A Telemetry setting Sextant stores but does not build (metrics, some tracing fields, non-Gateway targets). */
+  TelemetryIgnored: "SXT0022",
 } as const;
 
 /** Everything analysis looks at. */
@@ -127,6 +134,23 @@ export function analyze(input: AnalysisInput): AnalysisResult {
   } as const;
   for (const finding of analyzeWasmPlugins(decodeStoredOfKind(input.resources, "WasmPlugin"))) {
     const [code, severity] = wasmCodes[finding.kind];
+    report(finding.resource, code, finding.field, finding.message, severity);
+  }
+
+  // Telemetry: undefined precedence, and what Sextant accepts but ignores.
+  const telemetryCodes = {
+    multipleNamespaceWide: [
+      AnalysisCodes.MultipleTelemetriesWithoutWorkloadSelectors,
+      Severity.SEVERITY_ERROR,
+    ],
+    conflictingSelectors: [AnalysisCodes.ConflictingTelemetryWorkloadSelectors, Severity.SEVERITY_ERROR],
+    ignored: [AnalysisCodes.TelemetryIgnored, Severity.SEVERITY_INFO],
+  } as const;
+  for (const finding of analyzeTelemetries(
+    decodeStoredOfKind(input.resources, "Telemetry"),
+    input.workloads,
+  )) {
+    const [code, severity] = telemetryCodes[finding.kind];
     report(finding.resource, code, finding.field, finding.message, severity);
   }
 

@@ -21,6 +21,8 @@ import {
 export interface AnalysisWorkload {
   readonly namespace: string;
   readonly labels: Readonly<Record<string, string>>;
+  /** A connected proxyless gRPC client runs there (Envoy-only config such as Telemetry does not apply). */
+  readonly proxyless?: boolean;
 }
 
 /** What `sextant-credential-index` says of a Secret: which parts it holds. */

@@ -18,10 +18,11 @@ export function toObject(resource: ConfigResource): Record<string, unknown> {
   };
 }
 
+// The registry's plural, not kind + "s": telemetries, serviceentries, authorizationpolicies.
 const kindsByLowerName = new Map(
-  [...KINDS.keys()].flatMap((kind) => [
-    [kind.toLowerCase(), kind],
-    [`${kind.toLowerCase()}s`, kind],
+  [...KINDS.values()].flatMap((info) => [
+    [info.kind.toLowerCase(), info.kind],
+    [info.plural, info.kind],
   ]),
 );
 

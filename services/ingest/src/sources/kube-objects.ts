@@ -1,5 +1,11 @@
 import type { KubernetesObject } from "@kubernetes/client-node";
-import { EXTENSIONS_GROUP, KINDS, NETWORKING_GROUP, SECURITY_GROUP } from "@sextant/validation";
+import {
+  EXTENSIONS_GROUP,
+  KINDS,
+  NETWORKING_GROUP,
+  SECURITY_GROUP,
+  TELEMETRY_GROUP,
+} from "@sextant/validation";
 
 /**
  * The one served version the Kubernetes source watches in each API group.
@@ -15,6 +21,7 @@ export const WATCHED_VERSIONS: Readonly<Record<string, string>> = {
   [SECURITY_GROUP]: "v1",
   // WasmPlugin is served only as v1alpha1.
   [EXTENSIONS_GROUP]: "v1alpha1",
+  [TELEMETRY_GROUP]: "v1",
 };
 
 /** One Istio kind as the Kubernetes source watches it. */

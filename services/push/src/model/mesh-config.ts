@@ -1,6 +1,7 @@
 import { StatusCode } from "@sextant/proto/gen/envoy/type/v3/http_status";
 import { type DurationValue, parseDuration } from "@sextant/validation";
 import { parse as parseYaml } from "yaml";
+import { parseTelemetryMeshConfig, type TelemetryMeshConfig } from "./telemetry-providers.js";
 
 /**
  * The part of Istio's MeshConfig push uses: the `extensionProviders` that
@@ -10,6 +11,8 @@ import { parse as parseYaml } from "yaml";
  */
 export interface MeshConfig {
   readonly extensionProviders: readonly ExtensionProvider[];
+  /** Access log, tracing and telemetry provider settings; absent: Istio's defaults (./telemetry-providers.ts). */
+  readonly telemetry?: TelemetryMeshConfig;
 }
 
 /** No MeshConfig: no extension providers, so every CUSTOM policy denies what it matches. */
@@ -80,7 +83,22 @@ export function parseMeshConfig(text: string): MeshConfig {
     seen.add(name);
     extensionProviders.push(parseExtAuthz(name, body === http ? "http" : "grpc", body, errors));
   });
-  return { extensionProviders };
+  const telemetryKeys = [
+    "accessLogFile",
+    "accessLogEncoding",
+    "accessLogFormat",
+    "disableEnvoyListenerLog",
+    "defaultProviders",
+    "defaultConfig",
+  ];
+  const hasTelemetry =
+    telemetryKeys.some((key) => document[key] !== undefined) ||
+    providers.some(
+      (entry) => isRecord(entry) && !isRecord(entry.envoyExtAuthzHttp) && !isRecord(entry.envoyExtAuthzGrpc),
+    );
+  return hasTelemetry
+    ? { extensionProviders, telemetry: parseTelemetryMeshConfig(document) }
+    : { extensionProviders };
 }
 
 function parseExtAuthz(

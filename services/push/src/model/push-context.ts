@@ -9,6 +9,7 @@ import type { Sidecar } from "@sextant/proto/gen/istio/networking/v1alpha3/sidec
 import type { WorkloadGroup } from "@sextant/proto/gen/istio/networking/v1alpha3/workload_group";
 import type { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/authorization";
 import type { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
+import type { Telemetry } from "@sextant/proto/gen/istio/telemetry/v1alpha1/telemetry";
 import { type ConfigKind, type ConfigSpecs, decodeStoredOfKind } from "@sextant/validation";
 import { type AutoAllocatedAddresses, allocateAddresses, allocationKey } from "./auto-allocation.js";
 import { mergeDelegates, type RoutedVirtualService } from "./delegation.js";
@@ -70,6 +71,8 @@ export class PushContext {
   readonly envoyFilters: readonly TypedConfig<EnvoyFilter>[];
   /** WasmPlugins by namespace/name (model/wasm-plugin.ts selects them for a listener). */
   readonly wasmPlugins: readonly TypedConfig<WasmPlugin>[];
+  /** Telemetry resources by namespace/name (./telemetry.ts picks those that apply to a proxy). */
+  readonly telemetries: readonly TypedConfig<Telemetry>[];
   /** The Secrets' TLS material by namespace.name key: SDS serves it, unversioned by configVersion. */
   readonly #credentials: ReadonlyMap<string, Credential>;
   /** WorkloadGroups by namespace/name: auto-registration checks a proxy's identity against its group's. */
@@ -106,6 +109,7 @@ export class PushContext {
     this.gateways = parts.gateways;
     this.envoyFilters = parts.envoyFilters;
     this.wasmPlugins = parts.wasmPlugins;
+    this.telemetries = parts.telemetries;
     this.#credentials = parts.credentials;
     this.#workloadGroups = parts.workloadGroups;
     this.#autoAllocated = parts.autoAllocated;
@@ -128,7 +132,8 @@ export class PushContext {
     const configHash = createHash("sha256");
     const meshConfig = inputs.meshConfig ?? EMPTY_MESH_CONFIG;
     configHash.update(`${trustDomain}\u0000${rootNamespace}\u0001`);
-    if (meshConfig.extensionProviders.length > 0) configHash.update(`${JSON.stringify(meshConfig)}\u0001`);
+    if (meshConfig.extensionProviders.length > 0 || meshConfig.telemetry)
+      configHash.update(`${JSON.stringify(meshConfig)}\u0001`);
     const sortedConfig = [...inputs.config].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     for (const [key, resource] of sortedConfig) {
       configHash.update(`${key}\u0000${resource.generation}\u0000${JSON.stringify(resource.spec)}\u0001`);
@@ -169,6 +174,7 @@ export class PushContext {
       gateways: typed("Gateway", () => []),
       envoyFilters: typed("EnvoyFilter", () => []),
       wasmPlugins: typed("WasmPlugin", () => []),
+      telemetries: typed("Telemetry", () => []),
       credentials: inputs.credentials ?? new Map(),
       workloadGroups: new Map(
         typed("WorkloadGroup", () => []).map((group) => [`${group.ref.namespace}/${group.ref.name}`, group]),
@@ -210,6 +216,7 @@ export class PushContext {
       gateways: this.gateways,
       envoyFilters: this.envoyFilters,
       wasmPlugins: this.wasmPlugins,
+      telemetries: this.telemetries,
       credentials: this.#credentials,
       workloadGroups: this.#workloadGroups,
       autoAllocated: this.#autoAllocated,
@@ -390,6 +397,7 @@ interface ContextParts {
   gateways: readonly TypedConfig<Gateway>[];
   envoyFilters: readonly TypedConfig<EnvoyFilter>[];
   wasmPlugins: readonly TypedConfig<WasmPlugin>[];
+  telemetries: readonly TypedConfig<Telemetry>[];
   credentials: ReadonlyMap<string, Credential>;
   workloadGroups: ReadonlyMap<string, TypedConfig<WorkloadGroup>>;
   autoAllocated: ReadonlyMap<string, AutoAllocatedAddresses>;

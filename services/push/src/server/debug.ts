@@ -11,6 +11,7 @@ import {
   UpstreamTlsContext,
 } from "@sextant/proto/envoy";
 import type { ProxyStatusReporter } from "../status/proxy-status.js";
+import { TELEMETRY_NESTED_CODECS } from "../translate/common/telemetry.js";
 import type { DiscoveryServer } from "./discovery-server.js";
 import type { DebugCodec, XdsTypeTable } from "./xds-type-table.js";
 
@@ -23,6 +24,7 @@ const NESTED_CODECS: Record<string, DebugCodec> = {
   [TypeUrl.RBAC]: HttpRBAC,
   [TypeUrl.DownstreamTlsContext]: DownstreamTlsContext,
   [TypeUrl.UpstreamTlsContext]: UpstreamTlsContext,
+  ...TELEMETRY_NESTED_CODECS,
 };
 
 /**

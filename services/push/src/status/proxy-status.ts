@@ -177,6 +177,7 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
       replicaDebugAddress: this.options.debugAddress,
       clusterId: proxy.clusterId,
       istioVersion: typeof proxy.metadata.ISTIO_VERSION === "string" ? proxy.metadata.ISTIO_VERSION : "",
+      generator: proxy.kind === "grpc" ? "grpc" : "",
     };
   }
 

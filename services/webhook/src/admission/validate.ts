@@ -1,9 +1,20 @@
-import { EXTENSIONS_GROUP, NETWORKING_GROUP, SECURITY_GROUP, validateResource } from "@sextant/validation";
+import {
+  EXTENSIONS_GROUP,
+  NETWORKING_GROUP,
+  SECURITY_GROUP,
+  TELEMETRY_GROUP,
+  validateResource,
+} from "@sextant/validation";
 import type { WebhookMetrics } from "./metrics.js";
 import { type AdmissionRequest, type AdmissionResponse, deny } from "./review.js";
 
 /** The API groups /validate accepts, as istiod's validating webhook configuration selects them. */
-export const VALIDATED_GROUPS: readonly string[] = [NETWORKING_GROUP, SECURITY_GROUP, EXTENSIONS_GROUP];
+export const VALIDATED_GROUPS: readonly string[] = [
+  NETWORKING_GROUP,
+  SECURITY_GROUP,
+  EXTENSIONS_GROUP,
+  TELEMETRY_GROUP,
+];
 
 /**
  * Answers a validation request with @sextant/validation, the library ingest

@@ -29,6 +29,7 @@ import {
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../../model/types.js";
+import { listenerTelemetry, withTelemetry } from "../common/telemetry.js";
 import { listenerExtensions } from "../extension/wasm-filters.js";
 import type { GenerationContext } from "../generator.js";
 import { TLS_TRANSPORT_SOCKET } from "../grpc/tls.js";
@@ -86,6 +87,7 @@ export function generateGatewayListeners(
   const wildcards = wildcardAddresses(proxy);
   const resources: GeneratedResource[] = [];
   const topology = gatewayTopology(proxy);
+  const telemetry = listenerTelemetry(push, proxy);
   // Istio's IsUnprivileged (metadata UNPRIVILEGED_POD, which its gateway charts set unless runAsRoot).
   const unprivileged = metadataFlag(proxy, "UNPRIVILEGED_POD");
   // The bootstrap's own listeners (status, Prometheus): a gateway listener on their wildcard address would be
@@ -119,8 +121,12 @@ export function generateGatewayListeners(
         name,
         push.configVersion,
         JSON.stringify(topology),
+        telemetry.key,
       ),
-      () => buildGatewayListener(push, proxy, port, binds, topology),
+      () => {
+        const built = buildGatewayListener(push, proxy, port, binds, topology);
+        return built && withTelemetry(built, telemetry, proxy.kind);
+      },
     );
     if (resource) resources.push(resource);
   }

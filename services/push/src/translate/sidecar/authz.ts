@@ -12,6 +12,7 @@ import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { isDryRun } from "../../model/security.js";
 import type { TypedConfig } from "../../model/types.js";
+import { lookupCluster } from "../common/lookup-cluster.js";
 import { buildRbac, RBAC_FILTER_NAME } from "../common/rbac.js";
 import { NETWORK_RBAC_FILTER_NAME } from "./filters.js";
 
@@ -214,15 +215,8 @@ function resolveProvider(push: PushContext, name: string): ResolvedProvider | { 
   const provider = push.meshConfig.extensionProviders.find((candidate) => candidate.name === name);
   if (!provider) return { error: `no extension provider ${JSON.stringify(name)}` };
   if (provider.errors.length > 0) return { error: provider.errors.join("; ") };
-  const slash = provider.service.indexOf("/");
-  const [namespace, hostname] =
-    slash < 0
-      ? [undefined, provider.service]
-      : [provider.service.slice(0, slash), provider.service.slice(slash + 1)];
-  const service = push.servicesByHost.get(hostname);
-  if (!service || (namespace !== undefined && service.namespace !== namespace))
-    return { error: `could not find service ${provider.service} in the registry` };
-  return { provider, hostname, cluster: `outbound|${provider.port}||${hostname}` };
+  const found = lookupCluster(push, provider.service, provider.port);
+  return "error" in found ? found : { provider, ...found };
 }
 
 /** The metadata ext_authz checks: the RBAC filter's effective shadow policy id starts with the provider's prefix. */

@@ -21,6 +21,7 @@ import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
 import { sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, TypedConfig, WatchedNames } from "../../model/types.js";
+import { listenerTelemetry, withTelemetry } from "../common/telemetry.js";
 import { type ListenerExtensions, listenerExtensions } from "../extension/wasm-filters.js";
 import type { GenerationContext } from "../generator.js";
 import { outboundClusterName } from "../names.js";
@@ -77,6 +78,7 @@ export function generateSidecarListeners(
   const sidecar = scope.sidecar ? `${scope.sidecar.ref.namespace}/${scope.sidecar.ref.name}` : "";
   const labels = labelsKey(proxy.labels);
   const plans = outboundPlans(push, proxy);
+  const telemetry = listenerTelemetry(push, proxy);
   const wanted = (name: string) => watched === "*" || watched.has(name);
   const out: GeneratedResource[] = [];
   const names = [VIRTUAL_INBOUND, VIRTUAL_OUTBOUND, ...plans.keys()].sort();
@@ -86,8 +88,11 @@ export function generateSidecarListeners(
     if (name === VIRTUAL_INBOUND) {
       const ports = virtualInboundKey(push, proxy);
       resource = cache.get(
-        cacheKey("lds-sidecar-inbound", proxy.namespace, labels, ports, push.configVersion),
-        () => buildVirtualInbound(push, proxy),
+        cacheKey("lds-sidecar-inbound", proxy.namespace, labels, ports, push.configVersion, telemetry.key),
+        () => {
+          const inbound = buildVirtualInbound(push, proxy);
+          return inbound && withTelemetry(inbound, telemetry, proxy.kind);
+        },
       );
     } else if (name === VIRTUAL_OUTBOUND) {
       const binds = wildcardAddresses(proxy);
@@ -99,19 +104,37 @@ export function generateSidecarListeners(
           name,
           binds.join(","),
           push.configVersion,
+          telemetry.key,
         ),
-        () => buildVirtualOutbound(scope.outboundTrafficPolicy, scope.sidecar?.ref, binds),
+        () =>
+          withTelemetry(
+            buildVirtualOutbound(scope.outboundTrafficPolicy, scope.sidecar?.ref, binds),
+            telemetry,
+            proxy.kind,
+          ),
       );
     } else {
       const plan = plans.get(name)!;
       resource = cache.get(
-        cacheKey("lds-sidecar", proxy.namespace, sidecar, labels, JSON.stringify(plan), push.configVersion),
+        cacheKey(
+          "lds-sidecar",
+          proxy.namespace,
+          sidecar,
+          labels,
+          JSON.stringify(plan),
+          push.configVersion,
+          telemetry.key,
+        ),
         () =>
-          buildOutboundListener(
-            plan,
-            scope.outboundTrafficPolicy,
-            scope.sidecar?.ref,
-            listenerExtensions(push, proxy, { class: "outbound", port: plan.port }),
+          withTelemetry(
+            buildOutboundListener(
+              plan,
+              scope.outboundTrafficPolicy,
+              scope.sidecar?.ref,
+              listenerExtensions(push, proxy, { class: "outbound", port: plan.port }),
+            ),
+            telemetry,
+            proxy.kind,
           ),
       );
     }

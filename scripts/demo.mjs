@@ -140,14 +140,19 @@ const runner = createRunner({ root, label: "the demo" });
 const { children, start, stop } = runner;
 
 /**
- * Applies the Bookinfo networking samples (samples/, in Istio's format) through ingest's API, as a
- * user would, and shows what ingest answered and what its analysis found.
+ * Applies the Bookinfo networking samples and the extension samples (samples/, in Istio's format:
+ * a mesh-wide access-logging Telemetry and a gateway EnvoyFilter) through ingest's API, as a user
+ * would, and shows what ingest answered and what its analysis found.
  */
-async function applyBookinfoSamples() {
-  const dir = join(root, "samples", "bookinfo", "networking");
-  console.log(
-    `\n${color(1, "Applying the Bookinfo samples (samples/bookinfo/networking) through ingest")} (POST localhost:8080/v1/apply)`,
-  );
+async function applySamples() {
+  for (const folder of [["bookinfo", "networking"], ["extensions"]]) await applyFolder(join(...folder));
+  await showAnalysis();
+}
+
+/** Applies each YAML file of samples/<folder> through ingest and prints what ingest answered. */
+async function applyFolder(folder) {
+  const dir = join(root, "samples", folder);
+  console.log(`\n${color(1, `Applying samples/${folder} through ingest`)} (POST localhost:8080/v1/apply)`);
   for (const file of readdirSync(dir)
     .filter((f) => f.endsWith(".yaml"))
     .sort()) {
@@ -164,6 +169,10 @@ async function applyBookinfoSamples() {
       `  ${response.ok ? color(32, String(response.status)) : color(31, String(response.status))} ${file.padEnd(42)} ${results}`,
     );
   }
+}
+
+/** Prints ingest's analysis once it has settled. */
+async function showAnalysis() {
   // Analysis runs after each burst of changes settles: wait until its answer stops changing.
   let analysis = { messages: [] };
   for (let previous = -1, deadline = Date.now() + 5_000; Date.now() < deadline; ) {
@@ -183,7 +192,8 @@ async function applyBookinfoSamples() {
 /**
  * Shows what push serves an ingress gateway for bookinfo-gateway.yaml
  * (libs/bookinfo's gateway view: a router node on push's ADS, then push's
- * config_dump for it). Resolves to its exit code.
+ * config_dump for it), with the Telemetry's access log and the EnvoyFilter's
+ * response header in it. Resolves to its exit code.
  */
 function showGateway() {
   const child = spawn(
@@ -376,7 +386,7 @@ try {
       `  ${ready ? color(32, "ready") : color(31, "DOWN ")}  ${service.name.padEnd(10)} :${service.port}  ${service.role}`,
     );
   }
-  await applyBookinfoSamples();
+  await applySamples();
   const gateway = await showGateway();
   await startMesh();
   const walkthrough = await runWalkthrough();

@@ -4,8 +4,10 @@
 // istio=ingressgateway, over ADS: it asks for the router's listeners, then
 // for the route configurations they name, ACKing each answer. Then it prints
 // what push holds for that node, from push's /debug/config_dump, as a user
-// would read it. No Envoy runs here, so this stream stands in for its ADS
-// client; the resources are the ones an Envoy gateway would receive.
+// would read it, including the effect of the extension samples (a
+// Telemetry's access log, an EnvoyFilter's response header). No Envoy runs
+// here, so this stream stands in for its ADS client; the resources are the
+// ones an Envoy gateway would receive.
 //
 //   node gateway-view.js <push-xds-address> <push-debug-url>
 //
@@ -109,11 +111,30 @@ function describeChain(chain: Json): string {
   );
   const routes = valuesOf(chain.filters, "routeConfigName");
   const clusters = valuesOf(chain.filters, "cluster");
+  const logs = accessLogPaths(chain.filters);
   return [
     sni ? `SNI ${sni}` : "any SNI",
     secrets.length > 0 ? `TLS (${secrets.join(", ")})` : "plaintext",
     routes.length > 0 ? `→ HTTP routes ${routes.join(", ")}` : `→ TCP ${clusters.join(", ") || "(no route)"}`,
+    logs.length > 0 ? `access log ${logs.join(", ")}` : "no access log",
   ].join("  ");
+}
+
+/** Where the file access loggers inside `value` write (a Telemetry's accessLogging puts them on HCMs and TCP proxies). */
+function accessLogPaths(value: unknown): string[] {
+  const loggers = (valuesOf(value, "accessLog") as unknown[]).flat() as Json[];
+  return [
+    ...new Set(loggers.map((logger) => (logger.typedConfig as Json | undefined)?.path as string)),
+  ].filter(Boolean);
+}
+
+/** The response headers a route configuration adds (an EnvoyFilter's MERGE shows here). */
+function addedHeaders(config: Json): string[] {
+  const options = (config.responseHeadersToAdd as Json[] | undefined) ?? [];
+  return options.map((option) => {
+    const header = (option.header ?? {}) as Json;
+    return `${header.key}: ${header.value}`;
+  });
 }
 
 function describeRoute(route: Json): string {
@@ -149,7 +170,10 @@ try {
       console.log(`    ${describeChain(chain)}`);
   }
   for (const config of routes) {
-    console.log(`  routes ${config.name}`);
+    const headers = addedHeaders(config);
+    console.log(
+      `  routes ${config.name}${headers.length > 0 ? `  adds response header ${headers.join(", ")}` : ""}`,
+    );
     for (const host of (config.virtualHosts as Json[] | undefined) ?? []) {
       console.log(`    ${(host.domains as string[]).join(", ")}`);
       for (const route of (host.routes as Json[] | undefined) ?? [])
@@ -160,6 +184,17 @@ try {
     console.log("  (no listener: no Gateway selects istio=ingressgateway)");
     process.exitCode = 1;
   }
+  // The demo applied samples/extensions: the mesh-default Telemetry (access logs on) and an EnvoyFilter
+  // adding a response header to the gateway's port-8080 routes. Both must show in what push serves.
+  const logged = accessLogPaths(dumpedListeners.map((listener) => listener.filterChains));
+  const patched = routes.filter((config) => addedHeaders(config).length > 0).map((config) => config.name);
+  console.log(
+    `  Telemetry istio-system/mesh-default: ${logged.length > 0 ? `access log to ${logged.join(", ")} on the gateway's connection managers` : "NO access log"}`,
+  );
+  console.log(
+    `  EnvoyFilter istio-system/gateway-response-header: ${patched.length > 0 ? `merged into route config ${patched.join(", ")}` : "NOT applied"}`,
+  );
+  if (logged.length === 0 || patched.length === 0) process.exitCode = 1;
 } catch (error) {
   console.error(`gateway view failed: ${(error as Error).message}`);
   process.exitCode = 1;

@@ -7,6 +7,8 @@ export const webhookContract = {
   buckets: {
     // proxyconfigs/proxy-config-store.ts: the stored ProxyConfigs, which injection merges (read only).
     read: [Buckets.config],
+    // @sextant/bus's runner: this replica's membership record (sextantctl version).
+    write: [Buckets.members],
   },
   ports: {
     https: {

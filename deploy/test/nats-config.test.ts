@@ -85,7 +85,7 @@ const BUCKET_ACCESS: Record<string, { writers: NatsService[]; readers: NatsServi
   // ingest records each change, push what it built and each proxy's answer (`sextantctl trace`).
   [Buckets.traces.name]: { writers: ["ingest", "push"], readers: [] },
   // Every service that connects to NATS keeps its own membership record (`sextantctl version`).
-  [Buckets.members.name]: { writers: ["ingest", "discovery", "push", "ca"], readers: [] },
+  [Buckets.members.name]: { writers: ["ingest", "discovery", "push", "ca", "webhook"], readers: [] },
 };
 
 describe("deploy/nats/auth.conf is what scripts/generate-nats-auth.ts renders", () => {

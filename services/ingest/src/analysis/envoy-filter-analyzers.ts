@@ -44,7 +44,7 @@ export function analyzeEnvoyFilters(filters: readonly DecodedConfig<EnvoyFilter>
       }
       if (cp.applyTo === ApplyTo.EXTENSION_CONFIG) {
         ignored(
-          "Sextant serves no extension config discovery (ECDS): this patch is stored but never applied",
+          "Sextant does not patch extension configs (its ECDS serves WasmPlugins only): this patch is stored but never applied",
         );
         return;
       }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { status as GrpcStatus } from "@grpc/grpc-js";
-import { Buckets, type Bus, encodeKey, Subjects } from "@sextant/bus";
+import { Buckets, encodeKey, Subjects } from "@sextant/bus";
 import { createLogger, Registry } from "@sextant/observability";
 import type { NackEvent } from "@sextant/proto";
 import {
@@ -12,28 +12,13 @@ import {
   RouteConfiguration,
   TypeUrl,
 } from "@sextant/proto/envoy";
-import {
-  DEBUG_HEADERS,
-  eventually,
-  metricValue,
-  type NatsServerFixture,
-  startGrpcServer,
-  startNatsServer,
-} from "@sextant/testing";
+import { DEBUG_HEADERS, eventually, metricValue, startGrpcServer } from "@sextant/testing";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { DiscoveryServer } from "../src/server/discovery-server.js";
 import { XdsMetrics } from "../src/server/metrics.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { DeltaTestClient, namesOf, versionsOf } from "./delta-client.js";
-import {
-  AdsTestClient,
-  grpcNode,
-  type PushFixture,
-  putConfig,
-  registerService,
-  startPush,
-  testBus,
-} from "./harness.js";
+import { AdsTestClient, grpcNode, pushForSuite, putConfig, registerService } from "./harness.js";
 
 /** Each test has hosts of its own, so that one test's config changes send nothing to another's streams. */
 const HOSTS = [
@@ -64,15 +49,16 @@ type Syncz = Array<{
 }>;
 
 describe("Delta ADS protocol", () => {
-  let nats: NatsServerFixture;
-  let bus: Bus;
-  let push: PushFixture;
-  const clients: Array<{ close(): void }> = [];
-  const connect = () => {
-    const client = new DeltaTestClient(push.xdsAddress);
-    clients.push(client);
-    return client;
-  };
+  const push = pushForSuite({
+    seed: async (bus) => {
+      for (const name of HOSTS) {
+        await registerService(bus, host(name), { name: "grpc", number: 9080 }, [
+          { address: "10.1.0.1", port: 9080, labels: { version: "v1" } },
+        ]);
+      }
+    },
+  });
+  const connect = () => push.closeAfter(new DeltaTestClient(push.xdsAddress));
   /** Opens a stream for pod and subscribes to names of a type; returns the first response. */
   const subscribe = async (client: DeltaTestClient, pod: string, typeUrl: string, names: string[]) => {
     client.send({ node: grpcNode(pod), typeUrl, resourceNamesSubscribe: names });
@@ -112,24 +98,7 @@ describe("Delta ADS protocol", () => {
   const metric = async (name: string, ...labels: string[]) =>
     metricValue(await (await fetch(`${push.httpUrl}/metrics`)).text(), name, ...labels);
   const deleteConfig = async (kind: string, name: string) =>
-    (await bus.bucket(Buckets.config)).delete(encodeKey(kind, "default", name));
-
-  before(async () => {
-    nats = await startNatsServer();
-    bus = await testBus(nats.url);
-    for (const name of HOSTS) {
-      await registerService(bus, host(name), { name: "grpc", number: 9080 }, [
-        { address: "10.1.0.1", port: 9080, labels: { version: "v1" } },
-      ]);
-    }
-    push = await startPush(nats.url);
-  });
-  after(async () => {
-    for (const client of clients) client.close();
-    await push?.stop();
-    await bus?.close();
-    await nats?.dispose();
-  });
+    (await push.bus.bucket(Buckets.config)).delete(encodeKey(kind, "default", name));
 
   it("answers a subscription of each type with the named resources, their versions, a system version and a nonce", async () => {
     const client = connect();
@@ -178,7 +147,7 @@ describe("Delta ADS protocol", () => {
       name: "gone",
       spec: { host: "gone", subsets: [{ name: "v1", labels: { version: "v1" } }] },
     };
-    await putConfig(bus, subsetRule);
+    await putConfig(push.bus, subsetRule);
     const client = connect();
     client.send({
       node: grpcNode("remover"),
@@ -195,7 +164,7 @@ describe("Delta ADS protocol", () => {
     assert.deepEqual(removal.resources, []);
     client.ack(removal);
 
-    await putConfig(bus, subsetRule);
+    await putConfig(push.bus, subsetRule);
     const back = await client.next();
     assert.deepEqual(namesOf(back), [cluster("gone", "v1")]);
     assert.deepEqual(back.removedResources, []);
@@ -214,7 +183,7 @@ describe("Delta ADS protocol", () => {
       async () => !JSON.stringify((await syncz("unsubscriber")).types).includes(listener("unsub-b")),
     );
     // A VirtualService that changes both routes.
-    await putConfig(bus, {
+    await putConfig(push.bus, {
       kind: "VirtualService",
       name: "unsub",
       spec: {
@@ -241,7 +210,7 @@ describe("Delta ADS protocol", () => {
     const observer = connect();
     const seen = await subscribe(observer, "observer", TypeUrl.RouteConfiguration, [listener("recon-a")]);
     observer.ack(seen);
-    await putConfig(bus, {
+    await putConfig(push.bus, {
       kind: "VirtualService",
       name: "recon-a",
       spec: { hosts: ["recon-a"], http: [{ route: [{ destination: { host: "recon-b" } }] }] },
@@ -287,10 +256,10 @@ describe("Delta ADS protocol", () => {
 
   it("records a NACK, reports it, and does not push the rejected resource again", async () => {
     const events: NackEvent[] = [];
-    const subscription = bus.subject(Subjects.nack).subscribe((event) => {
+    const subscription = push.bus.subject(Subjects.nack).subscribe((event) => {
       events.push(event.value);
     });
-    await bus.nc.flush();
+    await push.bus.nc.flush();
     const client = connect();
     const routes = await subscribe(client, "nacker", TypeUrl.RouteConfiguration, [listener("nack")]);
     client.ack(routes);
@@ -310,7 +279,7 @@ describe("Delta ADS protocol", () => {
     assert.ok((await metric("pilot_total_xds_rejects", 'type="lds"')) > 0);
 
     // A change pushes the routes it alters, and not the rejected listener, which it does not alter.
-    await putConfig(bus, {
+    await putConfig(push.bus, {
       kind: "VirtualService",
       name: "nack",
       spec: { hosts: ["nack"], http: [{ route: [{ destination: { host: "eds" } }] }] },
@@ -353,7 +322,7 @@ describe("Delta ADS protocol", () => {
     for (const typeUrl of [TypeUrl.Cluster, TypeUrl.ClusterLoadAssignment]) {
       client.ack(await subscribe(client, "eds-watcher", typeUrl, [cluster("eds"), cluster("sub")]));
     }
-    await registerService(bus, host("eds"), { name: "grpc", number: 9080 }, [
+    await registerService(push.bus, host("eds"), { name: "grpc", number: 9080 }, [
       { address: "10.1.0.1", port: 9080, labels: { version: "v1" } },
       { address: "10.1.0.2", port: 9080, labels: { version: "v2" } },
     ]);
@@ -373,7 +342,7 @@ describe("Delta ADS protocol", () => {
     for (const typeUrl of [TypeUrl.Cluster, TypeUrl.ClusterLoadAssignment]) {
       client.ack(await subscribe(client, "warmer", typeUrl, [cluster("warm")]));
     }
-    await putConfig(bus, {
+    await putConfig(push.bus, {
       kind: "DestinationRule",
       name: "warm",
       spec: { host: "warm", trafficPolicy: { outlierDetection: { consecutive5xxErrors: 7 } } },
@@ -449,8 +418,7 @@ describe("Delta ADS protocol", () => {
   });
 
   it("serves SotW and delta streams of one node side by side", async () => {
-    const sotw = new AdsTestClient(push.xdsAddress);
-    clients.push(sotw);
+    const sotw = push.adsClient();
     sotw.send({ node: grpcNode("both"), typeUrl: TypeUrl.Listener, resourceNames: [listener("sub")] });
     const delta = connect();
     const incremental = await subscribe(delta, "both", TypeUrl.Listener, [listener("sub")]);

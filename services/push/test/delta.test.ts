@@ -2,23 +2,20 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import { Buckets, encodeKey, Subjects } from "@sextant/bus";
-import { createLogger, Registry } from "@sextant/observability";
+import { Registry } from "@sextant/observability";
 import type { NackEvent } from "@sextant/proto";
-import {
-  AggregatedDiscoveryServiceService,
-  Cluster,
-  ClusterLoadAssignment,
-  Listener,
-  RouteConfiguration,
-  TypeUrl,
-} from "@sextant/proto/envoy";
-import { DEBUG_HEADERS, eventually, metricValue, startGrpcServer } from "@sextant/testing";
-import { XdsCache } from "../src/cache/xds-cache.js";
-import { DiscoveryServer } from "../src/server/discovery-server.js";
+import { Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import { DEBUG_HEADERS, eventually, metricValue } from "@sextant/testing";
 import { XdsMetrics } from "../src/server/metrics.js";
-import { XDS_TYPES } from "../src/xds-types.js";
 import { DeltaTestClient, namesOf, versionsOf } from "./delta-client.js";
-import { AdsTestClient, grpcNode, pushForSuite, putConfig, registerService } from "./harness.js";
+import {
+  AdsTestClient,
+  grpcNode,
+  pushForSuite,
+  putConfig,
+  registerService,
+  startDiscoveryServer,
+} from "./harness.js";
 
 /** Each test has hosts of its own, so that one test's config changes send nothing to another's streams. */
 const HOSTS = [
@@ -433,30 +430,21 @@ describe("Delta ADS protocol", () => {
 describe("Delta ADS authorization", () => {
   it("refuses a stream its authorizer refuses (XDS_AUTH), as for SotW", async () => {
     const registry = new Registry();
-    const metrics = new XdsMetrics(registry);
     const connected: string[] = [];
-    const discovery = new DiscoveryServer({
-      logger: createLogger({ service: "test", level: "silent" }),
-      metrics,
-      types: XDS_TYPES,
-      cache: new XdsCache(),
-      context: () => undefined,
-      events: {
-        connected: (connection) => connected.push(connection.proxy.id),
-        disconnected: () => {},
-        changed: () => {},
-        nacked: () => {},
-      },
-      concurrency: 1,
-    });
-    const server = await startGrpcServer([
+    const server = await startDiscoveryServer(
       {
-        definition: AggregatedDiscoveryServiceService,
-        implementation: discovery.implementation((_stream, proxy) =>
-          proxy.namespace === "default" ? "authorization failed: a refusal for the test" : undefined,
-        ),
+        metrics: new XdsMetrics(registry),
+        context: () => undefined,
+        events: {
+          connected: (connection) => connected.push(connection.proxy.id),
+          disconnected: () => {},
+          changed: () => {},
+          nacked: () => {},
+        },
       },
-    ]);
+      (_stream, proxy) =>
+        proxy.namespace === "default" ? "authorization failed: a refusal for the test" : undefined,
+    );
     const delta = new DeltaTestClient(server.address);
     const sotw = new AdsTestClient(server.address);
     try {

@@ -1,6 +1,6 @@
 import { after, before } from "node:test";
 import { Buckets, type Bus, connectBus, encodeKey } from "@sextant/bus";
-import { createLogger } from "@sextant/observability";
+import { createLogger, Registry } from "@sextant/observability";
 import {
   type ConfigResource,
   EndpointShard,
@@ -9,12 +9,31 @@ import {
   Resolution,
   Service,
 } from "@sextant/proto";
-import type { DiscoveryRequest, DiscoveryResponse } from "@sextant/proto/envoy";
+import {
+  AggregatedDiscoveryServiceService,
+  type DiscoveryRequest,
+  type DiscoveryResponse,
+} from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { type StartedService, startService } from "@sextant/runtime";
-import { debugTokenEnv, freePort, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import {
+  debugTokenEnv,
+  freePort,
+  type GrpcServerFixture,
+  type NatsServerFixture,
+  startGrpcServer,
+  startNatsServer,
+} from "@sextant/testing";
+import { XdsCache } from "../src/cache/xds-cache.js";
 import { pushService } from "../src/main.js";
+import {
+  DiscoveryServer,
+  type DiscoveryServerOptions,
+  type StreamAuthorizer,
+} from "../src/server/discovery-server.js";
+import { XdsMetrics } from "../src/server/metrics.js";
 import type { PushSettings } from "../src/settings.js";
+import { XDS_TYPES } from "../src/xds-types.js";
 import { RecordingStream } from "./recording-stream.js";
 
 /** A push replica started in-process. */
@@ -111,6 +130,30 @@ export function pushForSuite(
     adsClient: () => suite.closeAfter(new AdsTestClient(suite.xdsAddress)),
   };
   return suite;
+}
+
+/**
+ * push's ADS server alone, without NATS or main: a DiscoveryServer over `context` on a free port, with
+ * push's xDS types, a fresh cache and metrics, no event handlers and one initial push at a time unless
+ * options say otherwise; `authorize` refuses streams as XDS_AUTH would. Tests push through `discovery`.
+ */
+export async function startDiscoveryServer(
+  options: Pick<DiscoveryServerOptions, "context"> & Partial<DiscoveryServerOptions>,
+  authorize?: StreamAuthorizer,
+): Promise<GrpcServerFixture & { discovery: DiscoveryServer }> {
+  const discovery = new DiscoveryServer({
+    logger: createLogger({ service: "test", level: "silent" }),
+    metrics: new XdsMetrics(new Registry()),
+    types: XDS_TYPES,
+    cache: new XdsCache(),
+    events: { connected: () => {}, disconnected: () => {}, changed: () => {}, nacked: () => {} },
+    concurrency: 1,
+    ...options,
+  });
+  const server = await startGrpcServer([
+    { definition: AggregatedDiscoveryServiceService, implementation: discovery.implementation(authorize) },
+  ]);
+  return { ...server, discovery };
 }
 
 /** A bus client of the test's own. */

@@ -3,6 +3,7 @@
 // reject leaves the listener as it was sent and shows at /debug/envoyfilterz.
 import assert from "node:assert/strict";
 import { before, describe, it } from "node:test";
+import type { Bus } from "@sextant/bus";
 import {
   type DiscoveryResponse,
   HttpConnectionManager,
@@ -40,17 +41,21 @@ const AFTER_ROUTER = {
   },
 };
 
+/** Stores an EnvoyFilter of one patch in the root namespace: it applies mesh-wide. */
+const putMeshEnvoyFilter = (bus: Bus, name: string, patch: Record<string, unknown>) =>
+  putConfig(bus, {
+    kind: "EnvoyFilter",
+    apiVersion: "networking.istio.io/v1alpha3",
+    namespace: "istio-system",
+    name,
+    spec: { configPatches: [patch] },
+  });
+
 describe("EnvoyFilters over ADS", () => {
   const push = pushForSuite({
     seed: async (bus) => {
       await putBookinfoGateway(bus);
-      await putConfig(push.bus, {
-        kind: "EnvoyFilter",
-        apiVersion: "networking.istio.io/v1alpha3",
-        namespace: "istio-system",
-        name: "response-header",
-        spec: { configPatches: [ROUTE_HEADER] },
-      });
+      await putMeshEnvoyFilter(bus, "response-header", ROUTE_HEADER);
     },
   });
   let client: AdsTestClient;
@@ -85,13 +90,7 @@ describe("EnvoyFilters over ADS", () => {
   });
 
   it("keeps the listener it sent when a patch would make Envoy reject it, and lists the failure at /debug/envoyfilterz", async () => {
-    await putConfig(push.bus, {
-      kind: "EnvoyFilter",
-      apiVersion: "networking.istio.io/v1alpha3",
-      namespace: "istio-system",
-      name: "after-router",
-      spec: { configPatches: [AFTER_ROUTER] },
-    });
+    await putMeshEnvoyFilter(push.bus, "after-router", AFTER_ROUTER);
     // The push runs the generators (which refuse the patch) and finds the listener unchanged: nothing to resend.
     type Failure = { filters: Array<{ name: string }>; resource: string; reason: string };
     const failures = await eventually(async () => {

@@ -44,7 +44,7 @@ export function patchListener(
   const patched = patchElement(
     listener,
     patchesIn(patches, ApplyTo.LISTENER, context),
-    (current, patch) => listenerMatches(current, patch),
+    listenerMatches,
     (current, value) => mergeMessage(LISTENER, current, value),
     applied,
   );

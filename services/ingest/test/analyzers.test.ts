@@ -1,26 +1,13 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { configKey, credentialKey } from "@sextant/model";
+import { credentialKey } from "@sextant/model";
 import { type ConfigResource, Severity } from "@sextant/proto";
-import { AnalysisCodes, analyze } from "../src/analysis/analyzers.js";
+import { AnalysisCodes } from "../src/analysis/analyzers.js";
 import type { AnalysisWorkload, CredentialIndex } from "../src/analysis/gateway-analyzers.js";
+import { analyzeResources, messagesOf, storedResource } from "./harness.js";
 
-const resource = (
-  kind: string,
-  name: string,
-  spec: Record<string, unknown>,
-  namespace = "default",
-): ConfigResource => ({
-  kind,
-  apiVersion: "networking.istio.io/v1",
-  namespace,
-  name,
-  labels: {},
-  annotations: {},
-  generation: 1,
-  revision: 0,
-  spec,
-});
+const resource = (kind: string, name: string, spec: Record<string, unknown>, namespace = "default") =>
+  storedResource({ kind, apiVersion: "networking.istio.io/v1", namespace, name }, spec);
 const registry = new Set(["reviews.default.svc.cluster.local", "ratings.default.svc.cluster.local"]);
 /** Istio's ingress gateway pods, and a Bookinfo workload. */
 const workloads: AnalysisWorkload[] = [
@@ -28,9 +15,9 @@ const workloads: AnalysisWorkload[] = [
   { namespace: "default", labels: { app: "reviews", version: "v1" } },
 ];
 const run = (resources: ConfigResource[], credentials: CredentialIndex = new Map()) =>
-  analyze({ resources, registryHosts: registry, workloads, credentials, domainSuffix: "cluster.local" });
+  analyzeResources(resources, { registryHosts: registry, workloads, credentials });
 const codes = (result: ReturnType<typeof run>, r: ConfigResource) =>
-  (result.get(configKey(r)) ?? []).map((m) => [m.code, m.field]);
+  messagesOf(result, r).map((m) => [m.code, m.field]);
 
 describe("analyzers", () => {
   it("warns that a credentialName without workloadSelector gives sidecars no TLS, and is silent with one (served over SDS)", () => {
@@ -44,8 +31,8 @@ describe("analyzers", () => {
       trafficPolicy: { tls: { mode: "SIMPLE", credentialName: "ratings-ca" } },
     });
     const result = run([withSelector, withoutSelector]);
-    assert.deepEqual(result.get(configKey(withSelector)) ?? [], []);
-    const [ignored] = result.get(configKey(withoutSelector)) ?? [];
+    assert.deepEqual(messagesOf(result, withSelector), []);
+    const [ignored] = messagesOf(result, withoutSelector);
     assert.equal(ignored?.severity, Severity.SEVERITY_WARNING);
     assert.match(ignored?.message ?? "", /without workloadSelector is ignored .* no TLS/);
   });
@@ -161,7 +148,7 @@ describe("analyzers", () => {
 
 describe("gateway analyzers", () => {
   const messages = (result: ReturnType<typeof run>, r: ConfigResource) =>
-    (result.get(configKey(r)) ?? []).map((m) => [m.code, m.field, m.message]);
+    messagesOf(result, r).map((m) => [m.code, m.field, m.message]);
   const gateway = (
     name: string,
     servers: unknown[],
@@ -297,7 +284,7 @@ describe("gateway analyzers", () => {
       const web = gateway("web", [https("SIMPLE", "web-cred")]);
       const result = run([web], index(["istio-system", "web-cred", present(false, true)]));
       assert.deepEqual(codes(result, web), [["SXT0003", "spec.servers[0].tls.credentialName"]]);
-      assert.match(result.get(configKey(web))?.[0]?.message ?? "", /holds no certificate and private key/);
+      assert.match(messagesOf(result, web)[0]?.message ?? "", /holds no certificate and private key/);
     });
 
     it("leaves alone modes that read no Secret, and builtin:// names", () => {
@@ -341,7 +328,7 @@ describe("gateway analyzers", () => {
       assert.deepEqual(codes(result, files), [
         [AnalysisCodes.FieldIgnored, "spec.servers[0].tls.tlsCertificates"],
       ]);
-      assert.equal(result.get(configKey(files))?.[0]?.severity, Severity.SEVERITY_WARNING);
+      assert.equal(messagesOf(result, files)[0]?.severity, Severity.SEVERITY_WARNING);
     });
 
     it("says only that the selector finds nothing when no workload is selected", () => {
@@ -417,7 +404,7 @@ describe("EnvoyFilter analyzers", () => {
       { applyTo: "HTTP_FILTER", match: { context: "WAYPOINT" }, patch: { operation: "REMOVE" } },
       { applyTo: "CLUSTER", patch: { operation: "MERGE", value: {} } },
     ]);
-    const messages = run([filter]).get(configKey(filter)) ?? [];
+    const messages = messagesOf(run([filter]), filter);
     assert.deepEqual(
       messages.map((m) => [m.code, m.field, m.severity]),
       [0, 1, 2].map((i) => ["SXT0020", `spec.configPatches[${i}]`, Severity.SEVERITY_WARNING]),

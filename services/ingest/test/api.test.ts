@@ -1,15 +1,16 @@
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { Buckets, Subjects } from "@sextant/bus";
 import { configKey, credentialKey } from "@sextant/model";
 import { CredentialPresence, EndpointShard, NackEvent } from "@sextant/proto";
 import { SEXTANT_VERSION } from "@sextant/runtime";
 import { bookinfoNetworkingDir, eventually, metricValue } from "@sextant/testing";
 import {
+  analysisMessages,
   get,
-  type IngestFixture,
+  ingestForSuite,
   post,
   startIngest,
   startNatsWithClient,
@@ -23,17 +24,7 @@ const samples = readdirSync(samplesDir)
   .map((file) => ({ file, text: readFileSync(join(samplesDir, file), "utf8") }));
 
 describe("ingest HTTP API", () => {
-  let env: Awaited<ReturnType<typeof startNatsWithClient>>;
-  let ingest: IngestFixture;
-
-  before(async () => {
-    env = await startNatsWithClient();
-    ingest = await startIngest(env.nats.url);
-  });
-  after(async () => {
-    await ingest?.stop();
-    await env?.close();
-  });
+  const ingest = ingestForSuite();
 
   it("applies every Bookinfo networking sample unchanged, and re-applying reports unchanged", async () => {
     assert.ok(samples.length >= 20, "the Bookinfo samples are missing");
@@ -306,8 +297,7 @@ spec:
       `${ingest.url}/v1/apply`,
       `${virtualService("claim-a", { hosts: ["shared"] })}---\n${virtualService("claim-b", { hosts: ["shared"] })}`,
     );
-    const report = async () =>
-      (await get(`${ingest.url}/v1/analyze`)).json.messages as Array<Record<string, string>>;
+    const report = () => analysisMessages(ingest.url);
     const find = (messages: Array<Record<string, string>>, name: string, code: string) =>
       messages.find((m) => m.name === name && m.code === code);
 
@@ -347,15 +337,13 @@ spec:
       "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: front, namespace: shop}\nspec:\n  selector: {istio: shopgateway}\n  servers:\n  - port: {number: 80, name: http, protocol: HTTP}\n    hosts: ['*']\n",
     );
     const selectorMessage = async () =>
-      ((await get(`${ingest.url}/v1/analyze`)).json.messages as Array<Record<string, string>>).find(
-        (m) => m.name === "front" && m.code === "IST0101",
-      );
+      (await analysisMessages(ingest.url)).find((m) => m.name === "front" && m.code === "IST0101");
     const message = await eventually(selectorMessage);
     assert.equal(message.field, "spec.selector");
     assert.equal(message.message, 'Referenced selector not found: "istio=shopgateway"');
 
     // discovery publishes the gateway's pod as an endpoint of its Service: the message goes.
-    await (await env.bus.bucket(Buckets.endpoints)).put(
+    await (await ingest.bus.bucket(Buckets.endpoints)).put(
       "istio-system.shop-gateway.istio-system.svc.cluster.local.kubernetes",
       EndpointShard.fromPartial({
         hostname: "shop-gateway.istio-system.svc.cluster.local",
@@ -370,7 +358,7 @@ spec:
   });
 
   it("reports a Gateway credentialName with no Secret in the gateway workload's namespace until discovery indexes one", async () => {
-    await (await env.bus.bucket(Buckets.endpoints)).put(
+    await (await ingest.bus.bucket(Buckets.endpoints)).put(
       "edge.vault-gateway.edge.svc.cluster.local.kubernetes",
       EndpointShard.fromPartial({
         hostname: "vault-gateway.edge.svc.cluster.local",
@@ -384,15 +372,13 @@ spec:
       "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: vault, namespace: shop}\nspec:\n  selector: {istio: vaultgateway}\n  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: ['vault.example.com']\n    tls: {mode: SIMPLE, credentialName: vault-cred}\n",
     );
     const credentialMessage = async () =>
-      ((await get(`${ingest.url}/v1/analyze`)).json.messages as Array<Record<string, string>>).find(
-        (m) => m.name === "vault" && m.code === "IST0101",
-      );
+      (await analysisMessages(ingest.url)).find((m) => m.name === "vault" && m.code === "IST0101");
     const message = await eventually(credentialMessage);
     assert.equal(message.field, "spec.servers[0].tls.credentialName");
     assert.equal(message.message, 'Referenced credentialName not found: "vault-cred"');
 
     // discovery indexes the Secret in the workload's namespace (edge, not the Gateway's shop): the message goes.
-    await (await env.bus.bucket(Buckets.credentialIndex)).put(
+    await (await ingest.bus.bucket(Buckets.credentialIndex)).put(
       credentialKey({ namespace: "edge", name: "vault-cred" }),
       CredentialPresence.fromPartial({ namespace: "edge", name: "vault-cred", hasCertificate: true }),
     );
@@ -401,9 +387,9 @@ spec:
 
   it("records a proxy's NACK against the config that caused it, until a new generation", async () => {
     await post(`${ingest.url}/v1/apply`, virtualService("nacked", { subset: "v1" }));
-    const statusBucket = await env.bus.bucket(Buckets.configStatus);
+    const statusBucket = await ingest.bus.bucket(Buckets.configStatus);
     const ref = { kind: "VirtualService", namespace: "default", name: "nacked" };
-    env.bus.subject(Subjects.nack).publish(
+    ingest.bus.subject(Subjects.nack).publish(
       NackEvent.fromPartial({
         proxyId: "grpc~10.0.0.7~app.default~default.svc.cluster.local",
         typeUrl: "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
@@ -413,9 +399,7 @@ spec:
       }),
     );
     const nack = await eventually(async () =>
-      ((await get(`${ingest.url}/v1/analyze`)).json.messages as Array<Record<string, string>>).find(
-        (m) => m.name === "nacked" && m.origin === "proxy",
-      ),
+      (await analysisMessages(ingest.url)).find((m) => m.name === "nacked" && m.origin === "proxy"),
     );
     assert.equal(nack.code, "SXT0001");
     assert.match(

@@ -1,34 +1,18 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { configKey } from "@sextant/model";
 import { type ConfigResource, Severity } from "@sextant/proto";
-import { AnalysisCodes, analyze } from "../src/analysis/analyzers.js";
+import { AnalysisCodes } from "../src/analysis/analyzers.js";
+import { analyzeResources, messagesOf, storedResource } from "./harness.js";
 
-const telemetry = (name: string, spec: Record<string, unknown>, namespace = "default"): ConfigResource => ({
-  kind: "Telemetry",
-  apiVersion: "telemetry.istio.io/v1",
-  namespace,
-  name,
-  labels: {},
-  annotations: {},
-  generation: 1,
-  revision: 0,
-  spec,
-});
+const telemetry = (name: string, spec: Record<string, unknown>, namespace = "default") =>
+  storedResource({ kind: "Telemetry", apiVersion: "telemetry.istio.io/v1", namespace, name }, spec);
 const workloads = [
   { namespace: "default", labels: { app: "reviews", version: "v1" } },
   { namespace: "default", labels: { app: "ratings", version: "v1" } },
 ];
-const run = (resources: ConfigResource[]) =>
-  analyze({
-    resources,
-    registryHosts: new Set(),
-    workloads,
-    credentials: new Map(),
-    domainSuffix: "cluster.local",
-  });
+const run = (resources: ConfigResource[]) => analyzeResources(resources, { workloads });
 const messages = (result: ReturnType<typeof run>, r: ConfigResource) =>
-  (result.get(configKey(r)) ?? []).map((m) => ({ code: m.code, field: m.field, severity: m.severity }));
+  messagesOf(result, r).map((m) => ({ code: m.code, field: m.field, severity: m.severity }));
 
 describe("Telemetry analyzers", () => {
   it("says nothing of one mesh-wide, one namespace-wide and one workload Telemetry with access logs and tracing", () => {
@@ -70,7 +54,7 @@ describe("Telemetry analyzers", () => {
       [AnalysisCodes.ConflictingTelemetryWorkloadSelectors],
     );
     assert.match(
-      result.get(configKey(byApp))?.[0]?.message ?? "",
+      messagesOf(result, byApp)[0]?.message ?? "",
       /by-app, by-version .*\(app=reviews,version=v1\)/,
     );
     assert.deepEqual(messages(result, ratings), []);
@@ -108,14 +92,7 @@ describe("Telemetry analyzers", () => {
       { namespace: "grpc", labels: { app: "echo" }, proxyless: true },
       { namespace: "grpc", labels: { app: "envoy-client" } },
     ];
-    const analyse = (resources: ConfigResource[]) =>
-      analyze({
-        resources,
-        registryHosts: new Set(),
-        workloads: proxyless,
-        credentials: new Map(),
-        domainSuffix: "cluster.local",
-      });
+    const analyse = (resources: ConfigResource[]) => analyzeResources(resources, { workloads: proxyless });
     const mesh = telemetry("mesh", { accessLogging: [{ providers: [{ name: "envoy" }] }] }, "istio-system");
     const echo = telemetry("echo", { selector: { matchLabels: { app: "echo" } }, tracing: [{}] }, "grpc");
     const envoyOnly = telemetry(
@@ -127,7 +104,7 @@ describe("Telemetry analyzers", () => {
     const metricsOnly = telemetry("metrics-ns", { metrics: [{}] }, "grpc");
     const result = analyse([mesh, echo, envoyOnly, otherNamespace, metricsOnly]);
     for (const r of [mesh, echo]) {
-      const [message] = result.get(configKey(r)) ?? [];
+      const [message] = messagesOf(result, r);
       assert.equal(message?.code, AnalysisCodes.TelemetryIgnored, r.name);
       assert.match(
         message?.message ?? "",

@@ -1,11 +1,11 @@
 // A Telemetry through ingest's generic config API: apply (v1 and v1alpha1),
 // read back, list, analysis, delete; an invalid one is refused.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { Buckets, encodeKey } from "@sextant/bus";
 import { EndpointShard, ProxyStatus } from "@sextant/proto";
 import { eventually } from "@sextant/testing";
-import { get, type IngestFixture, post, startIngest, startNatsWithClient } from "./harness.js";
+import { analysisMessages, get, ingestForSuite, post } from "./harness.js";
 
 const MESH_DEFAULT = `apiVersion: telemetry.istio.io/v1
 kind: Telemetry
@@ -19,17 +19,7 @@ spec:
 `;
 
 describe("Telemetry through the config API", () => {
-  let env: Awaited<ReturnType<typeof startNatsWithClient>>;
-  let ingest: IngestFixture;
-
-  before(async () => {
-    env = await startNatsWithClient();
-    ingest = await startIngest(env.nats.url);
-  });
-  after(async () => {
-    await ingest?.stop();
-    await env?.close();
-  });
+  const ingest = ingestForSuite();
 
   it("stores a Telemetry, returns it as written, lists it by kind and plural, and deletes it", async () => {
     const applied = await post(`${ingest.url}/v1/apply`, MESH_DEFAULT);
@@ -73,14 +63,14 @@ describe("Telemetry through the config API", () => {
       "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: metrics, namespace: prod}\nspec:\n  metrics:\n  - providers: [{name: prometheus}]\n",
     );
     const message = await eventually(async () => {
-      const messages = (await get(`${ingest.url}/v1/analyze`)).json.messages as Array<Record<string, string>>;
+      const messages = await analysisMessages(ingest.url);
       return messages.find((m) => m.name === "metrics" && m.code === "SXT0022");
     });
     assert.equal(message.field, "spec.metrics[0]");
   });
 
   it("tells when a Telemetry reaches a connected proxyless gRPC client, from push's proxy status", async () => {
-    await (await env.bus.bucket(Buckets.endpoints)).put(
+    await (await ingest.bus.bucket(Buckets.endpoints)).put(
       "grpc.echo.grpc.svc.cluster.local.kubernetes",
       EndpointShard.fromPartial({
         hostname: "echo.grpc.svc.cluster.local",
@@ -94,9 +84,7 @@ describe("Telemetry through the config API", () => {
       "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: echo, namespace: grpc}\nspec:\n  selector: {matchLabels: {app: echo}}\n  tracing:\n  - randomSamplingPercentage: 5\n  metrics:\n  - providers: [{name: prometheus}]\n",
     );
     const echoMessages = async () =>
-      ((await get(`${ingest.url}/v1/analyze`)).json.messages as Array<Record<string, string>>).filter(
-        (m) => m.name === "echo" && m.code === "SXT0022",
-      );
+      (await analysisMessages(ingest.url)).filter((m) => m.name === "echo" && m.code === "SXT0022");
     // Analysed (its metrics message is there), but nothing about proxyless before such a client connects there.
     const before = await eventually(async () => {
       const found = await echoMessages();
@@ -107,7 +95,7 @@ describe("Telemetry through the config API", () => {
       ["spec.metrics[0]"],
     );
     const proxyId = "sidecar~10.244.0.30~echo-1.grpc~grpc.svc.cluster.local";
-    await (await env.bus.bucket(Buckets.proxyStatus)).put(
+    await (await ingest.bus.bucket(Buckets.proxyStatus)).put(
       encodeKey(proxyId),
       ProxyStatus.fromPartial({ proxyId, generator: "grpc", replica: "push-0" }),
     );

@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { configKey } from "@sextant/model";
+import { describe, it } from "node:test";
 import { type ConfigResource, Severity } from "@sextant/proto";
-import { AnalysisCodes, analyze } from "../src/analysis/analyzers.js";
-import { get, type IngestFixture, post, startIngest, startNatsWithClient } from "./harness.js";
+import { AnalysisCodes } from "../src/analysis/analyzers.js";
+import { analyzeResources, get, ingestForSuite, messagesOf, post, storedResource } from "./harness.js";
 
 const plugin = (priority: number) => `apiVersion: extensions.istio.io/v1alpha1
 kind: WasmPlugin
@@ -22,17 +21,7 @@ spec:
 `;
 
 describe("ingest stores WasmPlugins (extensions.istio.io/v1alpha1)", () => {
-  let env: Awaited<ReturnType<typeof startNatsWithClient>>;
-  let ingest: IngestFixture;
-
-  before(async () => {
-    env = await startNatsWithClient();
-    ingest = await startIngest(env.nats.url);
-  });
-  after(async () => {
-    await ingest?.stop();
-    await env?.close();
-  });
+  const ingest = ingestForSuite();
 
   it("applies, lists, reads, updates and deletes one", async () => {
     const created = await post(`${ingest.url}/v1/apply`, plugin(10));
@@ -69,26 +58,14 @@ describe("ingest stores WasmPlugins (extensions.istio.io/v1alpha1)", () => {
 });
 
 describe("WasmPlugin analysis", () => {
-  const wasmPlugin = (name: string, spec: Record<string, unknown>): ConfigResource => ({
-    kind: "WasmPlugin",
-    apiVersion: "extensions.istio.io/v1alpha1",
-    namespace: "shop",
-    name,
-    labels: {},
-    annotations: {},
-    generation: 1,
-    revision: 0,
-    spec,
-  });
+  const wasmPlugin = (name: string, spec: Record<string, unknown>) =>
+    storedResource(
+      { kind: "WasmPlugin", apiVersion: "extensions.istio.io/v1alpha1", namespace: "shop", name },
+      spec,
+    );
   const messages = (...resources: ConfigResource[]) => {
-    const result = analyze({
-      resources,
-      registryHosts: new Set(),
-      workloads: [],
-      credentials: new Map(),
-      domainSuffix: "cluster.local",
-    });
-    return resources.map((r) => (result.get(configKey(r)) ?? []).map((m) => [m.code, m.severity, m.field]));
+    const result = analyzeResources(resources);
+    return resources.map((r) => messagesOf(result, r).map((m) => [m.code, m.severity, m.field]));
   };
 
   it("warns that a module to download never runs, and says what is accepted but ignored", () => {

@@ -1,38 +1,20 @@
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { status as GrpcStatus } from "@grpc/grpc-js";
-import { Buckets, type Bus, encodeKey, Subjects } from "@sextant/bus";
-import { createLogger, Registry } from "@sextant/observability";
+import { Buckets, encodeKey, Subjects } from "@sextant/bus";
+import { Registry } from "@sextant/observability";
 import type { NackEvent } from "@sextant/proto";
-import {
-  AggregatedDiscoveryServiceService,
-  Cluster,
-  ClusterLoadAssignment,
-  Listener,
-  RouteConfiguration,
-  TypeUrl,
-} from "@sextant/proto/envoy";
-import {
-  DEBUG_HEADERS,
-  eventually,
-  metricValue,
-  type NatsServerFixture,
-  startGrpcServer,
-  startNatsServer,
-} from "@sextant/testing";
-import { XdsCache } from "../src/cache/xds-cache.js";
-import { DiscoveryServer } from "../src/server/discovery-server.js";
+import { Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import { DEBUG_HEADERS, eventually, metricValue } from "@sextant/testing";
 import { XdsMetrics } from "../src/server/metrics.js";
-import { XDS_TYPES } from "../src/xds-types.js";
 import { DeltaTestClient, namesOf, versionsOf } from "./delta-client.js";
 import {
   AdsTestClient,
   grpcNode,
-  type PushFixture,
+  pushForSuite,
   putConfig,
   registerService,
-  startPush,
-  testBus,
+  startDiscoveryServer,
 } from "./harness.js";
 
 /** Each test has hosts of its own, so that one test's config changes send nothing to another's streams. */
@@ -64,15 +46,16 @@ type Syncz = Array<{
 }>;
 
 describe("Delta ADS protocol", () => {
-  let nats: NatsServerFixture;
-  let bus: Bus;
-  let push: PushFixture;
-  const clients: Array<{ close(): void }> = [];
-  const connect = () => {
-    const client = new DeltaTestClient(push.xdsAddress);
-    clients.push(client);
-    return client;
-  };
+  const push = pushForSuite({
+    seed: async (bus) => {
+      for (const name of HOSTS) {
+        await registerService(bus, host(name), { name: "grpc", number: 9080 }, [
+          { address: "10.1.0.1", port: 9080, labels: { version: "v1" } },
+        ]);
+      }
+    },
+  });
+  const connect = () => push.closeAfter(new DeltaTestClient(push.xdsAddress));
   /** Opens a stream for pod and subscribes to names of a type; returns the first response. */
   const subscribe = async (client: DeltaTestClient, pod: string, typeUrl: string, names: string[]) => {
     client.send({ node: grpcNode(pod), typeUrl, resourceNamesSubscribe: names });
@@ -112,24 +95,7 @@ describe("Delta ADS protocol", () => {
   const metric = async (name: string, ...labels: string[]) =>
     metricValue(await (await fetch(`${push.httpUrl}/metrics`)).text(), name, ...labels);
   const deleteConfig = async (kind: string, name: string) =>
-    (await bus.bucket(Buckets.config)).delete(encodeKey(kind, "default", name));
-
-  before(async () => {
-    nats = await startNatsServer();
-    bus = await testBus(nats.url);
-    for (const name of HOSTS) {
-      await registerService(bus, host(name), { name: "grpc", number: 9080 }, [
-        { address: "10.1.0.1", port: 9080, labels: { version: "v1" } },
-      ]);
-    }
-    push = await startPush(nats.url);
-  });
-  after(async () => {
-    for (const client of clients) client.close();
-    await push?.stop();
-    await bus?.close();
-    await nats?.dispose();
-  });
+    (await push.bus.bucket(Buckets.config)).delete(encodeKey(kind, "default", name));
 
   it("answers a subscription of each type with the named resources, their versions, a system version and a nonce", async () => {
     const client = connect();
@@ -178,7 +144,7 @@ describe("Delta ADS protocol", () => {
       name: "gone",
       spec: { host: "gone", subsets: [{ name: "v1", labels: { version: "v1" } }] },
     };
-    await putConfig(bus, subsetRule);
+    await putConfig(push.bus, subsetRule);
     const client = connect();
     client.send({
       node: grpcNode("remover"),
@@ -195,7 +161,7 @@ describe("Delta ADS protocol", () => {
     assert.deepEqual(removal.resources, []);
     client.ack(removal);
 
-    await putConfig(bus, subsetRule);
+    await putConfig(push.bus, subsetRule);
     const back = await client.next();
     assert.deepEqual(namesOf(back), [cluster("gone", "v1")]);
     assert.deepEqual(back.removedResources, []);
@@ -214,7 +180,7 @@ describe("Delta ADS protocol", () => {
       async () => !JSON.stringify((await syncz("unsubscriber")).types).includes(listener("unsub-b")),
     );
     // A VirtualService that changes both routes.
-    await putConfig(bus, {
+    await putConfig(push.bus, {
       kind: "VirtualService",
       name: "unsub",
       spec: {
@@ -241,7 +207,7 @@ describe("Delta ADS protocol", () => {
     const observer = connect();
     const seen = await subscribe(observer, "observer", TypeUrl.RouteConfiguration, [listener("recon-a")]);
     observer.ack(seen);
-    await putConfig(bus, {
+    await putConfig(push.bus, {
       kind: "VirtualService",
       name: "recon-a",
       spec: { hosts: ["recon-a"], http: [{ route: [{ destination: { host: "recon-b" } }] }] },
@@ -287,10 +253,10 @@ describe("Delta ADS protocol", () => {
 
   it("records a NACK, reports it, and does not push the rejected resource again", async () => {
     const events: NackEvent[] = [];
-    const subscription = bus.subject(Subjects.nack).subscribe((event) => {
+    const subscription = push.bus.subject(Subjects.nack).subscribe((event) => {
       events.push(event.value);
     });
-    await bus.nc.flush();
+    await push.bus.nc.flush();
     const client = connect();
     const routes = await subscribe(client, "nacker", TypeUrl.RouteConfiguration, [listener("nack")]);
     client.ack(routes);
@@ -310,7 +276,7 @@ describe("Delta ADS protocol", () => {
     assert.ok((await metric("pilot_total_xds_rejects", 'type="lds"')) > 0);
 
     // A change pushes the routes it alters, and not the rejected listener, which it does not alter.
-    await putConfig(bus, {
+    await putConfig(push.bus, {
       kind: "VirtualService",
       name: "nack",
       spec: { hosts: ["nack"], http: [{ route: [{ destination: { host: "eds" } }] }] },
@@ -353,7 +319,7 @@ describe("Delta ADS protocol", () => {
     for (const typeUrl of [TypeUrl.Cluster, TypeUrl.ClusterLoadAssignment]) {
       client.ack(await subscribe(client, "eds-watcher", typeUrl, [cluster("eds"), cluster("sub")]));
     }
-    await registerService(bus, host("eds"), { name: "grpc", number: 9080 }, [
+    await registerService(push.bus, host("eds"), { name: "grpc", number: 9080 }, [
       { address: "10.1.0.1", port: 9080, labels: { version: "v1" } },
       { address: "10.1.0.2", port: 9080, labels: { version: "v2" } },
     ]);
@@ -373,7 +339,7 @@ describe("Delta ADS protocol", () => {
     for (const typeUrl of [TypeUrl.Cluster, TypeUrl.ClusterLoadAssignment]) {
       client.ack(await subscribe(client, "warmer", typeUrl, [cluster("warm")]));
     }
-    await putConfig(bus, {
+    await putConfig(push.bus, {
       kind: "DestinationRule",
       name: "warm",
       spec: { host: "warm", trafficPolicy: { outlierDetection: { consecutive5xxErrors: 7 } } },
@@ -449,8 +415,7 @@ describe("Delta ADS protocol", () => {
   });
 
   it("serves SotW and delta streams of one node side by side", async () => {
-    const sotw = new AdsTestClient(push.xdsAddress);
-    clients.push(sotw);
+    const sotw = push.adsClient();
     sotw.send({ node: grpcNode("both"), typeUrl: TypeUrl.Listener, resourceNames: [listener("sub")] });
     const delta = connect();
     const incremental = await subscribe(delta, "both", TypeUrl.Listener, [listener("sub")]);
@@ -465,30 +430,21 @@ describe("Delta ADS protocol", () => {
 describe("Delta ADS authorization", () => {
   it("refuses a stream its authorizer refuses (XDS_AUTH), as for SotW", async () => {
     const registry = new Registry();
-    const metrics = new XdsMetrics(registry);
     const connected: string[] = [];
-    const discovery = new DiscoveryServer({
-      logger: createLogger({ service: "test", level: "silent" }),
-      metrics,
-      types: XDS_TYPES,
-      cache: new XdsCache(),
-      context: () => undefined,
-      events: {
-        connected: (connection) => connected.push(connection.proxy.id),
-        disconnected: () => {},
-        changed: () => {},
-        nacked: () => {},
-      },
-      concurrency: 1,
-    });
-    const server = await startGrpcServer([
+    const server = await startDiscoveryServer(
       {
-        definition: AggregatedDiscoveryServiceService,
-        implementation: discovery.implementation((_stream, proxy) =>
-          proxy.namespace === "default" ? "authorization failed: a refusal for the test" : undefined,
-        ),
+        metrics: new XdsMetrics(registry),
+        context: () => undefined,
+        events: {
+          connected: (connection) => connected.push(connection.proxy.id),
+          disconnected: () => {},
+          changed: () => {},
+          nacked: () => {},
+        },
       },
-    ]);
+      (_stream, proxy) =>
+        proxy.namespace === "default" ? "authorization failed: a refusal for the test" : undefined,
+    );
     const delta = new DeltaTestClient(server.address);
     const sotw = new AdsTestClient(server.address);
     try {

@@ -16,6 +16,7 @@ import { Applied } from "../src/translate/envoyfilter/common.js";
 import { EnvoyFilterFailures } from "../src/translate/envoyfilter/failures.js";
 import { patchListener } from "../src/translate/envoyfilter/listeners.js";
 import { mergeMessage } from "../src/translate/envoyfilter/merge.js";
+import { patchRouteConfiguration } from "../src/translate/envoyfilter/routes.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { contextOf } from "./golden-inputs.js";
 import { snapshotViolations } from "./xds-checks.js";
@@ -265,6 +266,59 @@ describe("EnvoyFilter: listener filters", () => {
     assert.deepEqual(
       applied.refs.map((ref) => ref.name),
       ["lf"],
+    );
+  });
+});
+
+describe("EnvoyFilter: virtual hosts and routes", () => {
+  it("replaces, removes and merges virtual hosts in patch order, then removes and merges the routes of those kept", () => {
+    const push = pushWith(
+      envoyFilter(
+        "default",
+        "vh",
+        `configPatches:
+  - applyTo: VIRTUAL_HOST
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {vhost: {name: old}}}
+    patch: {operation: REPLACE, value: {name: new, domains: [new.example]}}
+  - applyTo: VIRTUAL_HOST
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {vhost: {name: gone}}}
+    patch: {operation: REMOVE}
+  - applyTo: VIRTUAL_HOST
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {vhost: {name: new}}}
+    patch: {operation: MERGE, value: {include_request_attempt_count: true}}
+  - applyTo: HTTP_ROUTE
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {vhost: {name: kept, route: {name: drop}}}}
+    patch: {operation: REMOVE}
+  - applyTo: HTTP_ROUTE
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {vhost: {name: kept, route: {name: keep}}}}
+    patch: {operation: MERGE, value: {route: {timeout: 5s}}}`,
+      ),
+    );
+    const patches = proxyPatches(push.envoyFilters, push.rootNamespace, node());
+    assert.ok(patches);
+    const route = (name: string) => ({ name, match: { prefix: "/" }, route: { cluster: "c" } });
+    const config: Record<string, unknown> = {
+      name: "9080",
+      virtualHosts: [
+        { name: "old", domains: ["old.example"], routes: [route("old-route")] },
+        { name: "gone", domains: ["gone.example"] },
+        { name: "kept", domains: ["kept.example"], routes: [route("drop"), route("keep")] },
+      ],
+    };
+    const applied = new Applied();
+    patchRouteConfiguration(config, patches, PatchContext.SIDECAR_OUTBOUND, applied);
+    assert.deepEqual(config.virtualHosts, [
+      // The MERGE matches the host as the REPLACE before it left it.
+      { name: "new", domains: ["new.example"], includeRequestAttemptCount: true },
+      {
+        name: "kept",
+        domains: ["kept.example"],
+        routes: [{ name: "keep", match: { prefix: "/" }, route: { cluster: "c", timeout: "5s" } }],
+      },
+    ]);
+    assert.deepEqual(
+      applied.refs.map((ref) => ref.name),
+      ["vh"],
     );
   });
 });

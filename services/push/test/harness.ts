@@ -1,5 +1,6 @@
+import { after, before } from "node:test";
 import { Buckets, type Bus, connectBus, encodeKey } from "@sextant/bus";
-import { createLogger } from "@sextant/observability";
+import { createLogger, Registry } from "@sextant/observability";
 import {
   type ConfigResource,
   EndpointShard,
@@ -8,12 +9,31 @@ import {
   Resolution,
   Service,
 } from "@sextant/proto";
-import type { DiscoveryRequest, DiscoveryResponse } from "@sextant/proto/envoy";
+import {
+  AggregatedDiscoveryServiceService,
+  type DiscoveryRequest,
+  type DiscoveryResponse,
+} from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { type StartedService, startService } from "@sextant/runtime";
-import { debugTokenEnv, freePort } from "@sextant/testing";
+import {
+  debugTokenEnv,
+  freePort,
+  type GrpcServerFixture,
+  type NatsServerFixture,
+  startGrpcServer,
+  startNatsServer,
+} from "@sextant/testing";
+import { XdsCache } from "../src/cache/xds-cache.js";
 import { pushService } from "../src/main.js";
+import {
+  DiscoveryServer,
+  type DiscoveryServerOptions,
+  type StreamAuthorizer,
+} from "../src/server/discovery-server.js";
+import { XdsMetrics } from "../src/server/metrics.js";
 import type { PushSettings } from "../src/settings.js";
+import { XDS_TYPES } from "../src/xds-types.js";
 import { RecordingStream } from "./recording-stream.js";
 
 /** A push replica started in-process. */
@@ -48,6 +68,92 @@ export async function startPush(natsUrl: string, env: Record<string, string> = {
     service,
     stop: () => service.stop(),
   };
+}
+
+/** What pushForSuite gives a describe block's tests: push's addresses, a bus client, and clients closed for them. */
+export interface PushSuite {
+  readonly xdsAddress: string;
+  readonly httpUrl: string;
+  readonly natsUrl: string;
+  readonly bus: Bus;
+  /** Closes closer after the suite's tests, before push stops. */
+  closeAfter<T extends { close(): void }>(closer: T): T;
+  /** A new ADS client on push, closed after the suite's tests. */
+  adsClient(): AdsTestClient;
+}
+
+/**
+ * A nats-server, a bus client and push, shared by the enclosing describe block's tests (call it in the
+ * describe body). Before them, seed writes to the bus what push finds when it starts, and push starts with
+ * env; after them, the clients given to closeAfter close, then push, the bus client and nats-server stop.
+ */
+export function pushForSuite(
+  options: { seed?: (bus: Bus) => Promise<void>; env?: Record<string, string> } = {},
+): PushSuite {
+  let nats: NatsServerFixture | undefined;
+  let bus: Bus | undefined;
+  let push: PushFixture | undefined;
+  const closers: Array<{ close(): void }> = [];
+  before(async () => {
+    nats = await startNatsServer();
+    bus = await testBus(nats.url);
+    await options.seed?.(bus);
+    push = await startPush(nats.url, options.env);
+  });
+  after(async () => {
+    for (const closer of closers) closer.close();
+    await push?.stop();
+    await bus?.close();
+    await nats?.dispose();
+  });
+  const started = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error("pushForSuite: read before the suite's before() ran");
+    return value;
+  };
+  const suite: PushSuite = {
+    get xdsAddress() {
+      return started(push).xdsAddress;
+    },
+    get httpUrl() {
+      return started(push).httpUrl;
+    },
+    get natsUrl() {
+      return started(nats).url;
+    },
+    get bus() {
+      return started(bus);
+    },
+    closeAfter(closer) {
+      closers.push(closer);
+      return closer;
+    },
+    adsClient: () => suite.closeAfter(new AdsTestClient(suite.xdsAddress)),
+  };
+  return suite;
+}
+
+/**
+ * push's ADS server alone, without NATS or main: a DiscoveryServer over `context` on a free port, with
+ * push's xDS types, a fresh cache and metrics, no event handlers and one initial push at a time unless
+ * options say otherwise; `authorize` refuses streams as XDS_AUTH would. Tests push through `discovery`.
+ */
+export async function startDiscoveryServer(
+  options: Pick<DiscoveryServerOptions, "context"> & Partial<DiscoveryServerOptions>,
+  authorize?: StreamAuthorizer,
+): Promise<GrpcServerFixture & { discovery: DiscoveryServer }> {
+  const discovery = new DiscoveryServer({
+    logger: createLogger({ service: "test", level: "silent" }),
+    metrics: new XdsMetrics(new Registry()),
+    types: XDS_TYPES,
+    cache: new XdsCache(),
+    events: { connected: () => {}, disconnected: () => {}, changed: () => {}, nacked: () => {} },
+    concurrency: 1,
+    ...options,
+  });
+  const server = await startGrpcServer([
+    { definition: AggregatedDiscoveryServiceService, implementation: discovery.implementation(authorize) },
+  ]);
+  return { ...server, discovery };
 }
 
 /** A bus client of the test's own. */
@@ -133,6 +239,52 @@ export class AdsTestClient extends RecordingStream<DiscoveryRequest, DiscoveryRe
       ...request,
     });
   }
+
+  /** ACKs response: its type, version and nonce, with resourceNames as the subscription. */
+  ack(response: DiscoveryResponse, resourceNames: string[] = []): void {
+    this.send({
+      typeUrl: response.typeUrl,
+      resourceNames,
+      versionInfo: response.versionInfo,
+      responseNonce: response.nonce,
+    });
+  }
+}
+
+/** The node of an ingress gateway pod (istio=ingressgateway in istio-system), as the agent's `proxy router` sends it. */
+export const ingressGatewayNode = Node.fromPartial({
+  id: "router~10.244.3.20~istio-ingressgateway-abc.istio-system~istio-system.svc.cluster.local",
+  metadata: { NAMESPACE: "istio-system", LABELS: { istio: "ingressgateway" } },
+  userAgentName: "test",
+});
+
+/** A Gateway on the ingress gateway with an HTTP server for every host on each port. */
+export const ingressGatewaySpec = (ports: number[]) => ({
+  selector: { istio: "ingressgateway" },
+  servers: ports.map((number) => ({
+    port: { number, name: `http-${number}`, protocol: "HTTP" },
+    hosts: ["*"],
+  })),
+});
+
+/**
+ * Bookinfo at the ingress gateway: reviews (one v1 endpoint on 9080), the Gateway bookinfo-gateway on
+ * port 8080, and the VirtualService bookinfo that routes every host through it to reviews.
+ */
+export async function putBookinfoGateway(bus: Bus): Promise<void> {
+  await registerService(bus, "reviews.default.svc.cluster.local", { name: "http", number: 9080 }, [
+    { address: "10.1.0.1", port: 9080, labels: { version: "v1" } },
+  ]);
+  await putConfig(bus, { kind: "Gateway", name: "bookinfo-gateway", spec: ingressGatewaySpec([8080]) });
+  await putConfig(bus, {
+    kind: "VirtualService",
+    name: "bookinfo",
+    spec: {
+      hosts: ["*"],
+      gateways: ["bookinfo-gateway"],
+      http: [{ route: [{ destination: { host: "reviews", port: { number: 9080 } } }] }],
+    },
+  });
 }
 
 /** The node of a proxyless gRPC client in namespace default. */

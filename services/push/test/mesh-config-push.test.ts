@@ -6,19 +6,9 @@ import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
-import type { Bus } from "@sextant/bus";
+import { describe, it } from "node:test";
 import { type DiscoveryResponse, TypeUrl } from "@sextant/proto/envoy";
-import { type NatsServerFixture, startNatsServer } from "@sextant/testing";
-import {
-  AdsTestClient,
-  grpcNode,
-  type PushFixture,
-  putConfig,
-  registerService,
-  startPush,
-  testBus,
-} from "./harness.js";
+import { grpcNode, pushForSuite, putConfig, registerService } from "./harness.js";
 
 /** The bytes of the virtualInbound listener (its nested filter configs are embedded, names and all). */
 function virtualInbound(response: DiscoveryResponse): Buffer {
@@ -28,43 +18,33 @@ function virtualInbound(response: DiscoveryResponse): Buffer {
 }
 
 describe("MESH_CONFIG_FILE in a running push", () => {
-  let nats: NatsServerFixture;
-  let bus: Bus;
-  let push: PushFixture;
-  let client: AdsTestClient | undefined;
   const meshFile = join(mkdtempSync(join(tmpdir(), "push-mesh-")), "mesh");
 
-  before(async () => {
-    nats = await startNatsServer();
-    bus = await testBus(nats.url);
-    await registerService(bus, "reviews.default.svc.cluster.local", { name: "http", number: 9080 }, [
-      { address: "10.1.0.1", port: 9080, labels: { app: "reviews" } },
-    ]);
-    await registerService(bus, "ext-authz.foo.svc.cluster.local", { name: "grpc", number: 9000 }, [
-      { address: "10.1.0.20", port: 9000, labels: { app: "ext-authz" } },
-    ]);
-    await putConfig(bus, {
-      kind: "AuthorizationPolicy",
-      apiVersion: "security.istio.io/v1",
-      name: "ext-authz",
-      spec: {
-        action: "CUSTOM",
-        provider: { name: "authz" },
-        rules: [{ to: [{ operation: { paths: ["/admin/*"] } }] }],
-      },
-    });
+  const push = pushForSuite({
+    seed: async (bus) => {
+      await registerService(bus, "reviews.default.svc.cluster.local", { name: "http", number: 9080 }, [
+        { address: "10.1.0.1", port: 9080, labels: { app: "reviews" } },
+      ]);
+      await registerService(bus, "ext-authz.foo.svc.cluster.local", { name: "grpc", number: 9000 }, [
+        { address: "10.1.0.20", port: 9000, labels: { app: "ext-authz" } },
+      ]);
+      await putConfig(bus, {
+        kind: "AuthorizationPolicy",
+        apiVersion: "security.istio.io/v1",
+        name: "ext-authz",
+        spec: {
+          action: "CUSTOM",
+          provider: { name: "authz" },
+          rules: [{ to: [{ operation: { paths: ["/admin/*"] } }] }],
+        },
+      });
+    },
     // The file does not exist yet: an optional ConfigMap that has not been created.
-    push = await startPush(nats.url, { MESH_CONFIG_FILE: meshFile });
-  });
-  after(async () => {
-    client?.close();
-    await push?.stop();
-    await bus?.close();
-    await nats?.dispose();
+    env: { MESH_CONFIG_FILE: meshFile },
   });
 
   it("denies for a missing provider, then runs ext_authz once the file defines it", async () => {
-    client = new AdsTestClient(push.xdsAddress);
+    const client = push.adsClient();
     // A sidecar (no GENERATOR) of reviews at 10.1.0.1.
     const node = {
       ...grpcNode(),
@@ -76,7 +56,7 @@ describe("MESH_CONFIG_FILE in a running push", () => {
     const denying = virtualInbound(first);
     assert.ok(denying.includes("-deny-due-to-bad-CUSTOM-action"));
     assert.ok(!denying.includes("envoy.filters.http.ext_authz"));
-    client.send({ typeUrl: TypeUrl.Listener, versionInfo: first.versionInfo, responseNonce: first.nonce });
+    client.ack(first);
 
     writeFileSync(
       meshFile,

@@ -5,12 +5,10 @@
 // golden files testdata/sidecar/name-table-*.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { createLogger, Registry } from "@sextant/observability";
 import { Service } from "@sextant/proto";
-import { AggregatedDiscoveryServiceService, RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
+import { RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { NameTable } from "@sextant/proto/gen/istio/networking/nds/v1/nds";
-import { startGrpcServer } from "@sextant/testing";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import {
   allocateAddresses,
@@ -20,13 +18,11 @@ import {
 } from "../src/model/auto-allocation.js";
 import { parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
-import { DiscoveryServer } from "../src/server/discovery-server.js";
-import { XdsMetrics } from "../src/server/metrics.js";
 import { NAME_TABLE_TYPE_URL } from "../src/translate/sidecar/name-table.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { DeltaTestClient } from "./delta-client.js";
 import { contextOf } from "./golden-inputs.js";
-import { AdsTestClient, grpcNode } from "./harness.js";
+import { AdsTestClient, grpcNode, startDiscoveryServer } from "./harness.js";
 
 /** A ServiceEntry host without an address, as discovery writes it. */
 function entry(hostname: string, namespace = "default", extra: Record<string, unknown> = {}): Service {
@@ -287,18 +283,7 @@ describe("the NDS generator", () => {
   it("is served over both ADS variants: the table on an empty first request, and again when it changes", async () => {
     const db = entry("db.example.com");
     let push = contextOf({ services: [reviews] });
-    const discovery = new DiscoveryServer({
-      logger: createLogger({ service: "test", level: "silent" }),
-      metrics: new XdsMetrics(new Registry()),
-      types: XDS_TYPES,
-      cache: new XdsCache(),
-      context: () => push,
-      events: { connected: () => {}, disconnected: () => {}, changed: () => {}, nacked: () => {} },
-      concurrency: 1,
-    });
-    const server = await startGrpcServer([
-      { definition: AggregatedDiscoveryServiceService, implementation: discovery.implementation() },
-    ]);
+    const server = await startDiscoveryServer({ context: () => push });
     const sotw = new AdsTestClient(server.address);
     const delta = new DeltaTestClient(server.address);
     try {
@@ -317,8 +302,8 @@ describe("the NDS generator", () => {
       delta.ack(initial);
 
       push = contextOf({ services: [reviews, Service.toJSON(db) as Record<string, unknown>] });
-      discovery.push({ full: true, endpointHosts: new Set() }, Date.now());
-      await discovery.idle();
+      server.discovery.push({ full: true, endpointHosts: new Set() }, Date.now());
+      await server.discovery.idle();
       const [pushed, incremental] = [await sotw.next(), await delta.next()];
       const expected = push.autoAllocatedAddresses(db)?.ipv4;
       assert.ok(expected);

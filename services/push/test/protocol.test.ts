@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { status as GrpcStatus } from "@grpc/grpc-js";
-import { Buckets, type Bus, encodeKey, Subjects } from "@sextant/bus";
+import { Buckets, encodeKey, Subjects } from "@sextant/bus";
 import {
   ClusterLoadAssignment,
   type DiscoveryResponse,
@@ -9,36 +9,24 @@ import {
   RouteConfiguration,
   TypeUrl,
 } from "@sextant/proto/envoy";
-import {
-  DEBUG_HEADERS,
-  eventually,
-  metricValue,
-  type NatsServerFixture,
-  startNatsServer,
-} from "@sextant/testing";
-import {
-  AdsTestClient,
-  grpcNode,
-  type PushFixture,
-  putConfig,
-  registerService,
-  startPush,
-  testBus,
-} from "./harness.js";
+import { DEBUG_HEADERS, eventually, metricValue } from "@sextant/testing";
+import { AdsTestClient, grpcNode, pushForSuite, putConfig, registerService, startPush } from "./harness.js";
 
 const HOST = "reviews.default.svc.cluster.local";
 const LISTENER = `${HOST}:9080`;
 
 describe("ADS protocol", () => {
-  let nats: NatsServerFixture;
-  let bus: Bus;
-  let push: PushFixture;
-  const clients: AdsTestClient[] = [];
-  const connect = () => {
-    const client = new AdsTestClient(push.xdsAddress);
-    clients.push(client);
-    return client;
-  };
+  const push = pushForSuite({
+    seed: async (bus) => {
+      await registerService(bus, HOST, { name: "grpc", number: 9080 }, [
+        { address: "10.1.0.1", port: 9080, labels: { version: "v1" } },
+      ]);
+      await registerService(bus, "ratings.default.svc.cluster.local", { name: "grpc", number: 9080 }, [
+        { address: "10.1.0.9", port: 9080, labels: { version: "v1" } },
+      ]);
+    },
+  });
+  const connect = () => push.adsClient();
   /** Subscribes to the listener and returns the first response. */
   const subscribe = async (client: AdsTestClient, pod = "client-1", metadata = {}) => {
     client.send({ node: grpcNode(pod, metadata), typeUrl: TypeUrl.Listener, resourceNames: [LISTENER] });
@@ -56,24 +44,6 @@ describe("ADS protocol", () => {
     assert.equal(client.unread, 0);
     return probe;
   };
-
-  before(async () => {
-    nats = await startNatsServer();
-    bus = await testBus(nats.url);
-    await registerService(bus, HOST, { name: "grpc", number: 9080 }, [
-      { address: "10.1.0.1", port: 9080, labels: { version: "v1" } },
-    ]);
-    await registerService(bus, "ratings.default.svc.cluster.local", { name: "grpc", number: 9080 }, [
-      { address: "10.1.0.9", port: 9080, labels: { version: "v1" } },
-    ]);
-    push = await startPush(nats.url);
-  });
-  after(async () => {
-    for (const client of clients) client.close();
-    await push?.stop();
-    await bus?.close();
-    await nats?.dispose();
-  });
 
   it("answers a new subscription with the named resource, a version and a nonce", async () => {
     const client = connect();
@@ -150,7 +120,7 @@ describe("ADS protocol", () => {
       versionInfo: routes.versionInfo,
       responseNonce: routes.nonce,
     });
-    await putConfig(bus, {
+    await putConfig(push.bus, {
       kind: "VirtualService",
       name: "reviews-nack",
       spec: { hosts: ["reviews"], http: [{ route: [{ destination: { host: "ratings" } }] }] },
@@ -201,7 +171,7 @@ describe("ADS protocol", () => {
   });
 
   it("serves a second stream from the same node, and keeps its status until the last stream closes", async () => {
-    const proxyStatus = await bus.bucket(Buckets.proxyStatus);
+    const proxyStatus = await push.bus.bucket(Buckets.proxyStatus);
     const key = encodeKey(grpcNode("twice").id);
     const a = connect();
     const b = connect();
@@ -225,13 +195,13 @@ describe("ADS protocol", () => {
   // registers through it); a plaintext client could claim any group and address.
   it("serves a plaintext proxy naming a WorkloadGroup but does not register it, and counts the refusal", async () => {
     const events: string[] = [];
-    const registrations = bus.subject(Subjects.registration).subscribe(() => {
+    const registrations = push.bus.subject(Subjects.registration).subscribe(() => {
       events.push("registration");
     });
-    const nacks = bus.subject(Subjects.nack).subscribe(() => {
+    const nacks = push.bus.subject(Subjects.nack).subscribe(() => {
       events.push("nack");
     });
-    await bus.nc.flush();
+    await push.bus.nc.flush();
     const client = connect();
     const first = await subscribe(client, "vm-1", {
       AUTO_REGISTER_GROUP: "reviews-vms",
@@ -263,12 +233,11 @@ describe("ADS protocol", () => {
   });
 
   it("gives the same versions from two replicas with the same inputs", async () => {
-    const other = await startPush(nats.url);
+    const other = await startPush(push.natsUrl);
     try {
       const responses: DiscoveryResponse[] = [];
       for (const address of [push.xdsAddress, other.xdsAddress]) {
-        const client = new AdsTestClient(address);
-        clients.push(client);
+        const client = push.closeAfter(new AdsTestClient(address));
         client.send({
           node: grpcNode("replica-check"),
           typeUrl: TypeUrl.RouteConfiguration,
@@ -300,7 +269,7 @@ describe("ADS protocol", () => {
     };
     const first = await eds(watching, "eds-watcher", cluster);
     await eds(other, "eds-other", "outbound|9080||ratings.default.svc.cluster.local");
-    await registerService(bus, HOST, { name: "grpc", number: 9080 }, [
+    await registerService(push.bus, HOST, { name: "grpc", number: 9080 }, [
       { address: "10.1.0.1", port: 9080, labels: { version: "v1" } },
       { address: "10.1.0.2", port: 9080, labels: { version: "v2" } },
     ]);

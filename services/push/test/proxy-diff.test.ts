@@ -2,20 +2,11 @@
 // the proxy held at its last ACK, for both protocol variants: equal once
 // ACKed, apart after a NACK (the proxy runs the older config).
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { Bus } from "@sextant/bus";
+import { describe, it } from "node:test";
 import { TypeUrl } from "@sextant/proto/envoy";
-import { DEBUG_HEADERS, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import { DEBUG_HEADERS } from "@sextant/testing";
 import { DeltaTestClient } from "./delta-client.js";
-import {
-  AdsTestClient,
-  grpcNode,
-  type PushFixture,
-  putConfig,
-  registerService,
-  startPush,
-  testBus,
-} from "./harness.js";
+import { grpcNode, pushForSuite, putConfig, registerService } from "./harness.js";
 
 const HOST = "diff.default.svc.cluster.local";
 const CLUSTER = `outbound|9080||${HOST}`;
@@ -29,24 +20,11 @@ type ProxyDiff = {
 };
 
 describe("/debug/proxy_diff", () => {
-  let nats: NatsServerFixture;
-  let bus: Bus;
-  let push: PushFixture;
-  const closers: Array<{ close(): void }> = [];
-
-  before(async () => {
-    nats = await startNatsServer();
-    bus = await testBus(nats.url);
-    await registerService(bus, HOST, { name: "grpc", number: 9080 }, [
-      { address: "10.0.0.9", port: 9080, labels: { app: "diff" } },
-    ]);
-    push = await startPush(nats.url);
-  });
-  after(async () => {
-    for (const closer of closers) closer.close();
-    await push?.stop();
-    await bus?.close();
-    await nats?.dispose();
+  const push = pushForSuite({
+    seed: (bus) =>
+      registerService(bus, HOST, { name: "grpc", number: 9080 }, [
+        { address: "10.0.0.9", port: 9080, labels: { app: "diff" } },
+      ]),
   });
 
   const diffOf = async (pod: string) => {
@@ -62,17 +40,11 @@ describe("/debug/proxy_diff", () => {
   };
 
   it("shows the ACKed clusters equal to push's, then apart after the proxy NACKs a change (SotW, then delta)", async () => {
-    const sotw = new AdsTestClient(push.xdsAddress);
-    const delta = new DeltaTestClient(push.xdsAddress);
-    closers.push(sotw, delta);
+    const sotw = push.adsClient();
+    const delta = push.closeAfter(new DeltaTestClient(push.xdsAddress));
     sotw.send({ node: grpcNode("sotw"), typeUrl: TypeUrl.Cluster, resourceNames: [CLUSTER] });
     const first = await sotw.next();
-    sotw.send({
-      typeUrl: TypeUrl.Cluster,
-      resourceNames: [CLUSTER],
-      versionInfo: first.versionInfo,
-      responseNonce: first.nonce,
-    });
+    sotw.ack(first, [CLUSTER]);
     delta.send({ node: grpcNode("delta"), typeUrl: TypeUrl.Cluster, resourceNamesSubscribe: [CLUSTER] });
     delta.ack(await delta.next());
 
@@ -83,7 +55,7 @@ describe("/debug/proxy_diff", () => {
     }
 
     // ISTIO_MUTUAL gives the cluster a transport socket; both proxies reject it.
-    await putConfig(bus, {
+    await putConfig(push.bus, {
       kind: "DestinationRule",
       name: "diff",
       spec: { host: HOST, trafficPolicy: { tls: { mode: "ISTIO_MUTUAL" } } },

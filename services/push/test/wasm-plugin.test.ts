@@ -5,22 +5,19 @@
 // testdata/{sidecar,gateway}/wasm-plugins.*.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { createLogger, Registry } from "@sextant/observability";
-import { AggregatedDiscoveryServiceService, TypedExtensionConfig, TypeUrl, Wasm } from "@sextant/proto/envoy";
+import { TypedExtensionConfig, TypeUrl, Wasm } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { StringValue } from "@sextant/proto/gen/google/protobuf/wrappers";
-import { eventually, startGrpcServer } from "@sextant/testing";
+import { eventually } from "@sextant/testing";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import type { PushContext } from "../src/model/push-context.js";
 import { type ListenerInfo, wasmPluginResourceName, wasmPluginsFor } from "../src/model/wasm-plugin.js";
-import { DiscoveryServer } from "../src/server/discovery-server.js";
-import { XdsMetrics } from "../src/server/metrics.js";
 import { moduleSource } from "../src/translate/extension/wasm-config.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { DeltaTestClient } from "./delta-client.js";
 import { contextOf } from "./golden-inputs.js";
-import { AdsTestClient } from "./harness.js";
+import { AdsTestClient, startDiscoveryServer } from "./harness.js";
 
 const node = (namespace: string, labels: Record<string, string> = { app: "reviews" }) =>
   Node.fromPartial({
@@ -139,24 +136,15 @@ describe("ECDS", () => {
     let push = contextWith(plugin("header-adder", "shop", "pluginConfig: {header: x-a}"));
     const acked: string[] = [];
     const nacked: string[] = [];
-    const discovery = new DiscoveryServer({
-      logger: createLogger({ service: "test", level: "silent" }),
-      metrics: new XdsMetrics(new Registry()),
-      types: XDS_TYPES,
-      cache: new XdsCache(),
+    const server = await startDiscoveryServer({
       context: () => push,
-      events: { connected: () => {}, disconnected: () => {}, changed: () => {}, nacked: () => {} },
       tracer: {
         sent: () => {},
         acked: (_connection, typeUrl) => acked.push(typeUrl),
         nacked: (_connection, typeUrl, message) => nacked.push(`${typeUrl}: ${message}`),
         pushed: () => {},
       },
-      concurrency: 1,
     });
-    const server = await startGrpcServer([
-      { definition: AggregatedDiscoveryServiceService, implementation: discovery.implementation() },
-    ]);
     const name = wasmPluginResourceName(ref("shop", "header-adder"));
     const configOf = (any: { value: Uint8Array } | undefined) => {
       assert.ok(any, "an extension config");
@@ -195,8 +183,8 @@ describe("ECDS", () => {
       await eventually(() => acked.length === 2 || undefined, { message: "both ACKs" });
 
       push = contextWith(plugin("header-adder", "shop", "pluginConfig: {header: x-b}"));
-      discovery.push({ full: true, endpointHosts: new Set() }, Date.now());
-      await discovery.idle();
+      server.discovery.push({ full: true, endpointHosts: new Set() }, Date.now());
+      await server.discovery.idle();
       const [pushed, incremental] = [await sotw.next(), await delta.next()];
       assert.equal(configOf(pushed.resources[0]), '{"header":"x-b"}');
       assert.notEqual(pushed.versionInfo, first.versionInfo);

@@ -6,24 +6,23 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { createLogger, Registry } from "@sextant/observability";
+import { Registry } from "@sextant/observability";
 import { packAny } from "@sextant/proto";
-import { AggregatedDiscoveryServiceService, Secret, TypeUrl } from "@sextant/proto/envoy";
-import { checkGoldenDir, metricValue, startGrpcServer } from "@sextant/testing";
+import { Secret, TypeUrl } from "@sextant/proto/envoy";
+import { checkGoldenDir, metricValue } from "@sextant/testing";
 import { parse, stringify } from "yaml";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
 import type { PushContext } from "../src/model/push-context.js";
 import type { WatchedNames } from "../src/model/types.js";
 import { configDumpDecoder } from "../src/server/debug.js";
-import { DiscoveryServer } from "../src/server/discovery-server.js";
 import { XdsMetrics } from "../src/server/metrics.js";
 import { type XdsType, XdsTypeTable } from "../src/server/xds-type-table.js";
 import type { GenerationContext } from "../src/translate/generator.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { DeltaTestClient } from "./delta-client.js";
 import { contextOf, type GoldenInput } from "./golden-inputs.js";
-import { AdsTestClient, grpcNode } from "./harness.js";
+import { AdsTestClient, grpcNode, startDiscoveryServer } from "./harness.js";
 
 // 1. The generator: a secret per name asked for, saying whom it is for and how many services the mesh has.
 function generateTestSecrets({ push, proxy }: GenerationContext, watched: WatchedNames) {
@@ -90,18 +89,11 @@ describe("an xDS type added in a test (its generator, its table entry, its golde
   it("is served over both ADS variants, pushed in the table's order, and counted under its label", async () => {
     let push: PushContext = contextOf({ services: servicesOf("a") });
     const registry = new Registry();
-    const discovery = new DiscoveryServer({
-      logger: createLogger({ service: "test", level: "silent" }),
+    const server = await startDiscoveryServer({
       metrics: new XdsMetrics(registry),
       types: TYPES,
-      cache: new XdsCache(),
       context: () => push,
-      events: { connected: () => {}, disconnected: () => {}, changed: () => {}, nacked: () => {} },
-      concurrency: 1,
     });
-    const server = await startGrpcServer([
-      { definition: AggregatedDiscoveryServiceService, implementation: discovery.implementation() },
-    ]);
     const sotw = new AdsTestClient(server.address);
     const delta = new DeltaTestClient(server.address);
     const secretOf = (any: { value: Uint8Array }) =>
@@ -121,8 +113,8 @@ describe("an xDS type added in a test (its generator, its table entry, its golde
       assert.equal(clusters.resources.length, 0, "no cluster b before service b exists");
       sotw.send({ typeUrl: TypeUrl.Cluster, resourceNames: [cluster], responseNonce: clusters.nonce });
       push = contextOf({ services: servicesOf("a", "b") });
-      discovery.push({ full: true, endpointHosts: new Set() }, Date.now());
-      await discovery.idle();
+      server.discovery.push({ full: true, endpointHosts: new Set() }, Date.now());
+      await server.discovery.idle();
       const [first, second] = [await sotw.next(), await sotw.next()];
       assert.deepEqual(
         [first.typeUrl, second.typeUrl],

@@ -7,6 +7,26 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { schemaProblems } from "./kube-schema.js";
 
+/** The CREATE AdmissionReview the API server sends /inject for a bare pod (no owner) in namespace. */
+export function podAdmissionReview(
+  uid: string,
+  namespace: string,
+  pod: { metadata: Record<string, unknown>; spec: Record<string, unknown> },
+) {
+  return {
+    apiVersion: "admission.k8s.io/v1",
+    kind: "AdmissionReview",
+    request: {
+      uid,
+      kind: { group: "", version: "v1", kind: "Pod" },
+      resource: { group: "", version: "v1", resource: "pods" },
+      namespace,
+      operation: "CREATE",
+      object: { apiVersion: "v1", kind: "Pod", ...pod },
+    },
+  };
+}
+
 /** A self-signed serving certificate for localhost, made with the openssl CLI in a temp dir. */
 export function selfSignedCert(dir = mkdtempSync(join(tmpdir(), "webhook-tls-")), cn = "localhost") {
   const certFile = join(dir, "tls.crt");

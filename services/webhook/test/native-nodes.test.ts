@@ -13,7 +13,7 @@ import {
   startNatsServer,
 } from "@sextant/testing";
 import { webhookService } from "../src/main.js";
-import { post, selfSignedCert } from "./helpers.js";
+import { podAdmissionReview, post, selfSignedCert } from "./helpers.js";
 
 const node = (name: string, kubeletVersion: string) => ({
   apiVersion: "v1",
@@ -23,23 +23,12 @@ const node = (name: string, kubeletVersion: string) => ({
 });
 
 const review = (uid: string) =>
-  JSON.stringify({
-    apiVersion: "admission.k8s.io/v1",
-    kind: "AdmissionReview",
-    request: {
-      uid,
-      kind: { group: "", version: "v1", kind: "Pod" },
-      resource: { group: "", version: "v1", resource: "pods" },
-      namespace: "default",
-      operation: "CREATE",
-      object: {
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: { name: uid },
-        spec: { containers: [{ name: "app", image: "app" }] },
-      },
-    },
-  });
+  JSON.stringify(
+    podAdmissionReview(uid, "default", {
+      metadata: { name: uid },
+      spec: { containers: [{ name: "app", image: "app" }] },
+    }),
+  );
 
 describe("ENABLE_NATIVE_SIDECARS=auto in the server (the nodes' kubelet versions)", () => {
   let nats: NatsServerFixture;

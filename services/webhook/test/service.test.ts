@@ -7,7 +7,7 @@ import { startService } from "@sextant/runtime";
 import { eventually, freePort, type NatsServerFixture, startNatsServer } from "@sextant/testing";
 import jsonPatch from "fast-json-patch";
 import { webhookService } from "../src/main.js";
-import { post, selfSignedCert } from "./helpers.js";
+import { podAdmissionReview, post, selfSignedCert } from "./helpers.js";
 
 describe("webhook service", () => {
   let nats: NatsServerFixture;
@@ -68,23 +68,10 @@ describe("webhook service", () => {
       OTEL_SDK_DISABLED: "true",
     });
     const proxyConfigOf = async () => {
-      const review = {
-        apiVersion: "admission.k8s.io/v1",
-        kind: "AdmissionReview",
-        request: {
-          uid: "u1",
-          kind: { group: "", version: "v1", kind: "Pod" },
-          resource: { group: "", version: "v1", resource: "pods" },
-          namespace: "shop",
-          operation: "CREATE",
-          object: {
-            apiVersion: "v1",
-            kind: "Pod",
-            metadata: { name: "web-0", labels: { app: "web" } },
-            spec: { containers: [{ name: "app", image: "example/web:1" }] },
-          },
-        },
-      };
+      const review = podAdmissionReview("u1", "shop", {
+        metadata: { name: "web-0", labels: { app: "web" } },
+        spec: { containers: [{ name: "app", image: "example/web:1" }] },
+      });
       const res = await post(httpsPort, "/inject", JSON.stringify(review), tls.cert);
       const patch = JSON.parse(Buffer.from(res.json().response.patch, "base64").toString("utf8"));
       const pod = jsonPatch.applyPatch(structuredClone(review.request.object), patch)

@@ -37,25 +37,26 @@ export interface FileAccessLogProvider {
   readonly omitEmptyValues: boolean;
 }
 
-/** A Zipkin tracer (`zipkin`). */
-export interface ZipkinProvider {
-  readonly name: string;
-  readonly type: "zipkin";
+/** Where a tracer sends spans, and how long its tags may be: what Zipkin and OpenTelemetry providers share. */
+interface TracingCollector {
   readonly service: string;
   readonly port: number;
   readonly maxTagLength: number;
+}
+
+/** A Zipkin tracer (`zipkin`). */
+export interface ZipkinProvider extends TracingCollector {
+  readonly name: string;
+  readonly type: "zipkin";
   /** The collector's path; Istio's default /api/v2/spans. */
   readonly path: string;
   readonly enable64bitTraceId: boolean;
 }
 
 /** An OpenTelemetry tracer (`opentelemetry`), exporting over gRPC or HTTP. */
-export interface OpenTelemetryProvider {
+export interface OpenTelemetryProvider extends TracingCollector {
   readonly name: string;
   readonly type: "opentelemetry";
-  readonly service: string;
-  readonly port: number;
-  readonly maxTagLength: number;
   readonly grpc: { timeout: DurationValue | undefined };
   readonly http: { path: string; timeout: DurationValue | undefined } | undefined;
   /** Whether a sampler (dynatraceSampler) is set: Istio then samples 100 % and leaves the decision to it. */
@@ -169,7 +170,7 @@ function parseProvider(name: string, entry: Record<string, unknown>): TelemetryP
     return {
       name,
       type,
-      path: typeof body.path === "string" && body.path !== "" ? body.path : "/dev/stdout",
+      path: nonEmptyString(body.path, "/dev/stdout"),
       format:
         format === undefined
           ? undefined
@@ -179,17 +180,17 @@ function parseProvider(name: string, entry: Record<string, unknown>): TelemetryP
       omitEmptyValues: body.omitEmptyValues === true,
     };
   }
-  const service = typeof body.service === "string" ? body.service : "";
-  const port = Number(body.port ?? 0);
-  const maxTagLength = Number(body.maxTagLength ?? 0);
+  const collector: TracingCollector = {
+    service: typeof body.service === "string" ? body.service : "",
+    port: Number(body.port ?? 0),
+    maxTagLength: Number(body.maxTagLength ?? 0),
+  };
   if (type === "zipkin") {
     return {
       name,
       type,
-      service,
-      port,
-      maxTagLength,
-      path: typeof body.path === "string" && body.path !== "" ? body.path : "/api/v2/spans",
+      ...collector,
+      path: nonEmptyString(body.path, "/api/v2/spans"),
       enable64bitTraceId: body.enable64bitTraceId === true,
     };
   }
@@ -199,9 +200,7 @@ function parseProvider(name: string, entry: Record<string, unknown>): TelemetryP
     return {
       name,
       type,
-      service,
-      port,
-      maxTagLength,
+      ...collector,
       grpc: { timeout: duration(grpc.timeout) },
       http: http && { path: typeof http.path === "string" ? http.path : "", timeout: duration(http.timeout) },
       sampler: body.dynatraceSampler !== undefined,
@@ -209,6 +208,11 @@ function parseProvider(name: string, entry: Record<string, unknown>): TelemetryP
     };
   }
   return { name, type };
+}
+
+/** value if it is a string other than "" (an unset proto3 string), else fallback (Istio's default for it). */
+function nonEmptyString(value: unknown, fallback: string): string {
+  return typeof value === "string" && value !== "" ? value : fallback;
 }
 
 function duration(value: unknown): DurationValue | undefined {

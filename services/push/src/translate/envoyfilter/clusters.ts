@@ -4,11 +4,10 @@ import {
   ApplyTo,
   type ConfigPatch,
   type JsonObject,
-  Operation,
   type PatchContext,
   type ProxyPatches,
 } from "../../model/envoy-filter.js";
-import { type Applied, objects, patchesIn } from "./common.js";
+import { type Applied, objects, patchElement, patchesIn } from "./common.js";
 import { copy, isObject, mergeMessage, mergeSocket } from "./merge.js";
 
 const CLUSTER = "envoy.config.cluster.v3.Cluster";
@@ -42,19 +41,15 @@ export function patchCluster(
   inboundHosts: readonly string[],
   applied: Applied,
 ): JsonObject | undefined {
-  let current = cluster;
+  // Istio matches every patch against the name the cluster was generated with.
   const name = String(cluster.name ?? "");
-  for (const patch of patchesIn(patches, ApplyTo.CLUSTER, context)) {
-    if (!clusterMatches(name, patch, inboundHosts)) continue;
-    if (patch.operation === Operation.REMOVE) {
-      applied.add(patch);
-      return undefined;
-    }
-    if (patch.operation !== Operation.MERGE || !patch.value) continue;
-    current = mergeCluster(current, patch.value);
-    applied.add(patch);
-  }
-  return current;
+  return patchElement(
+    cluster,
+    patchesIn(patches, ApplyTo.CLUSTER, context),
+    (_current, patch) => clusterMatches(name, patch, inboundHosts),
+    mergeCluster,
+    applied,
+  );
 }
 
 /**

@@ -98,6 +98,43 @@ export function patchSiblings(
   }
 }
 
+/**
+ * The patches on one element itself (a listener, filter chain, cluster, virtual host or route), in order, as
+ * Istio applies them: REMOVE drops it and nothing after applies; MERGE merges the patch's value with `merge`;
+ * REPLACE takes the value instead where `replace` is set (virtual hosts only); other operations are left to
+ * the caller. `matches` sees the element as the patches before it left it. Returns the patched element (a
+ * new object when a patch applied), or undefined when removed.
+ */
+export function patchElement(
+  element: JsonObject,
+  patches: readonly ConfigPatch[],
+  matches: (current: JsonObject, patch: ConfigPatch) => boolean,
+  merge: (current: JsonObject, value: JsonObject) => JsonObject,
+  applied: Applied,
+  replace = false,
+): JsonObject | undefined {
+  let current = element;
+  for (const patch of patches) {
+    if (!matches(current, patch)) continue;
+    if (patch.operation === Operation.REMOVE) {
+      applied.add(patch);
+      return undefined;
+    }
+    if (patch.operation === Operation.MERGE && patch.value) current = merge(current, patch.value);
+    else if (replace && patch.operation === Operation.REPLACE) current = copy(patch.value ?? {});
+    else continue;
+    applied.add(patch);
+  }
+  return current;
+}
+
+/** Replaces target's fields with source's, in place: a merge may drop a oneof member the patch replaced. */
+export function replaceFields(target: JsonObject, source: JsonObject): void {
+  if (source === target) return;
+  for (const key of Object.keys(target)) delete target[key];
+  Object.assign(target, source);
+}
+
 /** A JSON array field as a list of objects (absent: empty). */
 export function objects(value: unknown): JsonObject[] {
   return Array.isArray(value) ? (value as JsonObject[]) : [];

@@ -11,7 +11,15 @@ import {
   type PatchContext,
   type ProxyPatches,
 } from "../../model/envoy-filter.js";
-import { type Applied, objects, patchesIn, patchSiblings, setList } from "./common.js";
+import {
+  type Applied,
+  objects,
+  patchElement,
+  patchesIn,
+  patchSiblings,
+  replaceFields,
+  setList,
+} from "./common.js";
 import { copy, isObject, mergeAny, mergeMessage, mergeSocket } from "./merge.js";
 import { patchRouteConfiguration } from "./routes.js";
 
@@ -33,17 +41,15 @@ export function patchListener(
   context: PatchContext,
   applied: Applied,
 ): boolean {
-  for (const patch of patchesIn(patches, ApplyTo.LISTENER, context)) {
-    if (!listenerMatches(listener, patch)) continue;
-    if (patch.operation === Operation.REMOVE) {
-      applied.add(patch);
-      return false;
-    }
-    if (patch.operation === Operation.MERGE && patch.value) {
-      Object.assign(listener, replaceAll(listener, mergeMessage(LISTENER, listener, patch.value)));
-      applied.add(patch);
-    }
-  }
+  const patched = patchElement(
+    listener,
+    patchesIn(patches, ApplyTo.LISTENER, context),
+    listenerMatches,
+    (current, value) => mergeMessage(LISTENER, current, value),
+    applied,
+  );
+  if (!patched) return false;
+  replaceFields(listener, patched);
   patchListenerFilters(listener, patches, context, applied);
   const chains = objects(listener.filterChains).filter((chain) =>
     patchFilterChain(listener, chain, patches, context, applied),
@@ -59,12 +65,6 @@ export function patchListener(
   }
   setList(listener, "filterChains", chains);
   return true;
-}
-
-/** The keys of `merged` replace those of `target`: a merge may drop a oneof member the patch replaced. */
-function replaceAll(target: JsonObject, merged: JsonObject): JsonObject {
-  for (const key of Object.keys(target)) delete target[key];
-  return merged;
 }
 
 function listenerPort(listener: JsonObject): number | undefined {
@@ -142,17 +142,15 @@ function patchFilterChain(
   context: PatchContext,
   applied: Applied,
 ): boolean {
-  for (const patch of patchesIn(patches, ApplyTo.FILTER_CHAIN, context)) {
-    if (!listenerMatches(listener, patch) || !filterChainMatches(listener, chain, patch)) continue;
-    if (patch.operation === Operation.REMOVE) {
-      applied.add(patch);
-      return false;
-    }
-    if (patch.operation === Operation.MERGE && patch.value) {
-      Object.assign(chain, replaceAll(chain, mergeFilterChain(chain, patch.value)));
-      applied.add(patch);
-    }
-  }
+  const patched = patchElement(
+    chain,
+    patchesIn(patches, ApplyTo.FILTER_CHAIN, context),
+    (current, patch) => listenerMatches(listener, patch) && filterChainMatches(listener, current, patch),
+    mergeFilterChain,
+    applied,
+  );
+  if (!patched) return false;
+  replaceFields(chain, patched);
   patchNetworkFilters(listener, chain, patches, context, applied);
   return objects(chain.filters).length > 0;
 }
@@ -172,9 +170,61 @@ function mergeFilterChain(chain: JsonObject, patch: JsonObject): JsonObject {
   return merged;
 }
 
-function filterMatches(filter: JsonObject, patch: ConfigPatch): boolean {
-  const named = patch.match.listener?.filterChain?.filter?.name;
-  return !named || filter.name === named;
+/**
+ * A level of filters a patch can name: the network filters of a filter chain, or the HTTP filters of an
+ * HTTP connection manager (a network filter's sub filters).
+ */
+interface FilterLevel {
+  /** Whether the patch names a filter at this level (the sibling its list operation goes next to). */
+  names(patch: ConfigPatch): boolean;
+  /** Whether the filter is the one the patch names (any filter, when it names none). */
+  matches(filter: JsonObject, patch: ConfigPatch): boolean;
+}
+
+const NETWORK_FILTERS: FilterLevel = {
+  names: (patch) => !!patch.match.listener?.filterChain?.filter,
+  matches: (filter, patch) => {
+    const named = patch.match.listener?.filterChain?.filter?.name;
+    return !named || filter.name === named;
+  },
+};
+
+const HTTP_FILTERS: FilterLevel = {
+  names: (patch) => !!patch.match.listener?.filterChain?.filter?.subFilter,
+  matches: (filter, patch) => {
+    const named = patch.match.listener?.filterChain?.filter?.subFilter?.name;
+    return !named || filter.name === named;
+  },
+};
+
+/** The list operations (all but MERGE) of patches on one level's filters, in patch order. */
+function patchFilterList(
+  filters: JsonObject[],
+  patches: readonly ConfigPatch[],
+  level: FilterLevel,
+  applied: Applied,
+): JsonObject[] {
+  let list = filters;
+  for (const patch of patches) {
+    if (patch.operation === Operation.MERGE) continue;
+    const result = patchSiblings(list, patch, level.names(patch), (filter) => level.matches(filter, patch));
+    list = result.list;
+    if (result.applied) applied.add(patch);
+  }
+  return list;
+}
+
+/** The MERGEs of patches that name filter at its level, in patch order. */
+function mergeIntoFilter(
+  filter: JsonObject,
+  patches: readonly ConfigPatch[],
+  level: FilterLevel,
+  applied: Applied,
+): void {
+  for (const patch of patches) {
+    if (patch.operation === Operation.MERGE && level.matches(filter, patch))
+      mergeFilter(filter, patch, applied);
+  }
 }
 
 function patchNetworkFilters(
@@ -184,22 +234,12 @@ function patchNetworkFilters(
   context: PatchContext,
   applied: Applied,
 ): void {
-  let filters = objects(chain.filters);
   const networkPatches = patchesIn(patches, ApplyTo.NETWORK_FILTER, context).filter(
     (patch) => listenerMatches(listener, patch) && filterChainMatches(listener, chain, patch),
   );
-  for (const patch of networkPatches) {
-    if (patch.operation === Operation.MERGE) continue;
-    const namesSibling = !!patch.match.listener?.filterChain?.filter;
-    const result = patchSiblings(filters, patch, namesSibling, (filter) => filterMatches(filter, patch));
-    filters = result.list;
-    if (result.applied) applied.add(patch);
-  }
+  const filters = patchFilterList(objects(chain.filters), networkPatches, NETWORK_FILTERS, applied);
   for (const filter of filters) {
-    for (const patch of networkPatches) {
-      if (patch.operation === Operation.MERGE && filterMatches(filter, patch))
-        mergeFilter(filter, patch, applied);
-    }
+    mergeIntoFilter(filter, networkPatches, NETWORK_FILTERS, applied);
     if (filter.name === HCM_NAME && isObject(filter.typedConfig)) {
       patchHttpFilters(listener, chain, filter, filter.typedConfig, patches, context, applied);
     }
@@ -228,29 +268,13 @@ function patchHttpFilters(
   applied: Applied,
 ): void {
   if (isObject(hcm.routeConfig)) patchRouteConfiguration(hcm.routeConfig, patches, context, applied);
-  let filters = objects(hcm.httpFilters);
   const httpPatches = patchesIn(patches, ApplyTo.HTTP_FILTER, context).filter(
     (patch) =>
       listenerMatches(listener, patch) &&
       filterChainMatches(listener, chain, patch) &&
-      filterMatches(network, patch),
+      NETWORK_FILTERS.matches(network, patch),
   );
-  const subFilterMatches = (filter: JsonObject, patch: ConfigPatch) => {
-    const named = patch.match.listener?.filterChain?.filter?.subFilter?.name;
-    return !named || filter.name === named;
-  };
-  for (const patch of httpPatches) {
-    if (patch.operation === Operation.MERGE) continue;
-    const namesSibling = !!patch.match.listener?.filterChain?.filter?.subFilter;
-    const result = patchSiblings(filters, patch, namesSibling, (filter) => subFilterMatches(filter, patch));
-    filters = result.list;
-    if (result.applied) applied.add(patch);
-  }
-  for (const filter of filters) {
-    for (const patch of httpPatches) {
-      if (patch.operation === Operation.MERGE && subFilterMatches(filter, patch))
-        mergeFilter(filter, patch, applied);
-    }
-  }
+  const filters = patchFilterList(objects(hcm.httpFilters), httpPatches, HTTP_FILTERS, applied);
+  for (const filter of filters) mergeIntoFilter(filter, httpPatches, HTTP_FILTERS, applied);
   setList(hcm, "httpFilters", filters);
 }

@@ -8,7 +8,15 @@ import {
   PatchContext,
   type ProxyPatches,
 } from "../../model/envoy-filter.js";
-import { type Applied, objects, patchesIn, patchSiblings, setList } from "./common.js";
+import {
+  type Applied,
+  objects,
+  patchElement,
+  patchesIn,
+  patchSiblings,
+  replaceFields,
+  setList,
+} from "./common.js";
 import { copy, mergeMessage } from "./merge.js";
 
 const ROUTE_CONFIGURATION = "envoy.config.route.v3.RouteConfiguration";
@@ -27,25 +35,21 @@ export function patchRouteConfiguration(
     patchesIn(patches, applyTo, context).filter((patch) => routeConfigurationMatches(name, context, patch));
   for (const patch of inConfig(ApplyTo.ROUTE_CONFIGURATION)) {
     if (patch.operation !== Operation.MERGE || !patch.value) continue;
-    const merged = mergeMessage(ROUTE_CONFIGURATION, config, patch.value);
-    for (const key of Object.keys(config)) delete config[key];
-    Object.assign(config, merged);
+    replaceFields(config, mergeMessage(ROUTE_CONFIGURATION, config, patch.value));
     applied.add(patch);
   }
   const hostPatches = inConfig(ApplyTo.VIRTUAL_HOST);
   const routePatches = inConfig(ApplyTo.HTTP_ROUTE);
   const hosts: JsonObject[] = [];
   for (const original of objects(config.virtualHosts)) {
-    let host: JsonObject | undefined = original;
-    for (const patch of hostPatches) {
-      if (!host || !virtualHostMatches(host, patch)) continue;
-      if (patch.operation === Operation.REMOVE) host = undefined;
-      else if (patch.operation === Operation.MERGE && patch.value)
-        host = mergeMessage(VIRTUAL_HOST, host, patch.value);
-      else if (patch.operation === Operation.REPLACE) host = copy(patch.value ?? {});
-      else continue;
-      applied.add(patch);
-    }
+    const host = patchElement(
+      original,
+      hostPatches,
+      virtualHostMatches,
+      (current, value) => mergeMessage(VIRTUAL_HOST, current, value),
+      applied,
+      true,
+    );
     if (!host) continue;
     patchRoutes(host, routePatches, applied);
     hosts.push(host);
@@ -111,15 +115,13 @@ function patchRoutes(host: JsonObject, patches: readonly ConfigPatch[], applied:
   const forHost = patches.filter((patch) => virtualHostMatches(host, patch));
   let routes: JsonObject[] = [];
   for (const original of objects(host.routes)) {
-    let route: JsonObject | undefined = original;
-    for (const patch of forHost) {
-      if (!route || !routeMatches(route, patch)) continue;
-      if (patch.operation === Operation.REMOVE) route = undefined;
-      else if (patch.operation === Operation.MERGE && patch.value)
-        route = mergeMessage(ROUTE, route, patch.value);
-      else continue;
-      applied.add(patch);
-    }
+    const route = patchElement(
+      original,
+      forHost,
+      routeMatches,
+      (current, value) => mergeMessage(ROUTE, current, value),
+      applied,
+    );
     if (route) routes.push(route);
   }
   for (const patch of forHost) {

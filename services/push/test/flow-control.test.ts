@@ -5,40 +5,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { DeltaDiscoveryResponse } from "@sextant/proto/envoy";
-import { type DebounceClock, Debouncer } from "../src/server/debounce.js";
+import { Debouncer } from "../src/server/debounce.js";
 import { mergeDiffs } from "../src/server/delta-connection.js";
 import { PushThrottle } from "../src/server/push-throttle.js";
 import { MAX_UNFLUSHED, SendQueue, type SendQueueHooks } from "../src/server/send-queue.js";
-
-/** A clock that moves only when the test advances it. */
-class FakeClock implements DebounceClock {
-  #now = 0;
-  #timers = new Map<number, { at: number; callback: () => void }>();
-  #ids = 0;
-  now = () => this.#now;
-  setTimer = (callback: () => void, ms: number) => {
-    const id = ++this.#ids;
-    this.#timers.set(id, { at: this.#now + ms, callback });
-    return id;
-  };
-  clearTimer = (timer: unknown) => {
-    this.#timers.delete(timer as number);
-  };
-  /** Moves time forward, firing due timers in order. */
-  advance(ms: number): void {
-    const end = this.#now + ms;
-    for (;;) {
-      const due = [...this.#timers.entries()]
-        .filter(([, timer]) => timer.at <= end)
-        .sort(([, a], [, b]) => a.at - b.at)[0];
-      if (!due) break;
-      this.#timers.delete(due[0]);
-      this.#now = due[1].at;
-      due[1].callback();
-    }
-    this.#now = end;
-  }
-}
+import { FakeClock } from "./fake-clock.js";
 
 function debouncer(leadingEdge: boolean, clock: FakeClock, afterMs = 100, maxMs = 1_000) {
   const flushes: number[] = [];

@@ -84,9 +84,9 @@ export class PushInputs implements Runner {
     });
   }
 
-  /** The debounce's flushes so far, and how many were leading-edge (tests). */
-  get debounceCounts(): { flushes: number; leading: number } {
-    return this.#debouncer.counts;
+  /** The debounce's flushes so far, how many were leading-edge, and the config changes waiting (tests). */
+  get debounceState(): { flushes: number; leading: number; pendingConfigChanges: number } {
+    return { ...this.#debouncer.counts, pendingConfigChanges: this.#pending?.configChanges.size ?? 0 };
   }
 
   /** A new MeshConfig (its file changed): a full push, as for a config change. */

@@ -76,8 +76,9 @@ export const pushSettings = baseSettings.extend({
   PUSH_THROTTLE: z.coerce.number().int().positive().default(100),
   /**
    * How long a push may hold its PUSH_THROTTLE slot waiting for a slow
-   * stream to take its bytes (istiod: PILOT_XDS_SEND_TIMEOUT). The stream is
-   * not closed: its newer responses replace unsent ones, one per type.
+   * stream to take its bytes. The stream is not closed: its newer responses
+   * replace unsent ones, one per type. (istiod's former PILOT_XDS_SEND_TIMEOUT,
+   * off by default, failed the stream; istiod 1.30 holds the slot while Send blocks.)
    */
   PUSH_SEND_TIMEOUT: millisecondsSetting(5_000),
   /**

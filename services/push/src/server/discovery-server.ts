@@ -300,7 +300,8 @@ export class DiscoveryServer {
    * Resolves once the connection's transport took what was written, or
    * after PUSH_SEND_TIMEOUT: a proxy that does not read keeps its slot no
    * longer than that, and its stream stays open with its newest responses
-   * held, one per type (istiod closes such a stream instead).
+   * held, one per type. (istiod 1.30 holds the slot for as long as Send
+   * blocks; its former PILOT_XDS_SEND_TIMEOUT failed the stream instead.)
    */
   private async untilSent(connection: Connection): Promise<void> {
     let timer: NodeJS.Timeout | undefined;

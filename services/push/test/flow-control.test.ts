@@ -163,9 +163,21 @@ describe("SendQueue", () => {
     assert.equal(counts.depth, MAX_UNFLUSHED + 2, "the depth gauge counts what is in the transport and held");
 
     let flushed = false;
+    let unblocked = false;
     const done = queue.flushed().then(() => {
       flushed = true;
     });
+    const handedOver = queue.unblocked().then(() => {
+      unblocked = true;
+    });
+    transport.take();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.ok(!unblocked, "one message taken: room for one of the two held");
+    transport.take();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.ok(unblocked, "two taken: both held ones are in the transport");
+    assert.ok(!flushed, "but the transport still has messages the peer has not read");
+    await handedOver;
     // The peer reads again: the held messages follow, in the order their types were first held.
     while (transport.inFlight > 0) transport.take();
     await done;

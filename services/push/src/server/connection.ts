@@ -137,6 +137,11 @@ export abstract class Connection<Request = unknown> {
     return this.#sendQueue.flushed();
   }
 
+  /** Resolves once no response is held back (each handed to the transport), or the stream closed. */
+  unblocked(): Promise<void> {
+    return this.#sendQueue.unblocked();
+  }
+
   /** The stream is gone: drops the responses it did not take. */
   streamClosed(): void {
     this.#sendQueue.close();

@@ -223,7 +223,7 @@ export class DiscoveryServer {
             handle(request);
             if (connection) {
               this.options.metrics.pushTriggers.inc({ type: "proxyrequest" });
-              return this.untilSent(connection);
+              return this.untilSent(connection.flushed());
             }
           });
         })
@@ -282,8 +282,12 @@ export class DiscoveryServer {
 
   /**
    * Pushes one change to one connection: every watched type, in the table's
-   * order; each decides what to send. Resolves once the stream took it (the
-   * throttle slot is held until then), or PUSH_SEND_TIMEOUT.
+   * order; each decides what to send. Resolves (freeing the throttle slot)
+   * once nothing is held back, as gRPC-Go's Send returns once its message
+   * fits the transport: at once for a proxy that reads, up to
+   * PUSH_SEND_TIMEOUT for one that does not. An initial push, the whole
+   * config, holds its slot until the transport took every byte, which is
+   * what paces a burst of reconnects.
    */
   private pushTo(id: string, change: PushChange, startedAt: number): Promise<void> | undefined {
     const connection = this.#connections.get(id);
@@ -293,23 +297,22 @@ export class DiscoveryServer {
       if (connection.watched.has(typeUrl)) connection.push(typeUrl, change, startedAt);
     }
     this.options.tracer?.pushed(connection);
-    return this.untilSent(connection);
+    if (connection.sendQueue.held.size > 0) return this.untilSent(connection.unblocked());
   }
 
   /**
-   * Resolves once the connection's transport took what was written, or
-   * after PUSH_SEND_TIMEOUT: a proxy that does not read keeps its slot no
-   * longer than that, and its stream stays open with its newest responses
-   * held, one per type. (istiod 1.30 holds the slot for as long as Send
-   * blocks; its former PILOT_XDS_SEND_TIMEOUT failed the stream instead.)
+   * Resolves when sent does, or after PUSH_SEND_TIMEOUT: a proxy that does
+   * not read keeps its slot no longer than that, and its stream stays open
+   * with its newest responses held, one per type. (istiod 1.30 holds the
+   * slot for as long as Send blocks; its former PILOT_XDS_SEND_TIMEOUT
+   * failed the stream instead.)
    */
-  private async untilSent(connection: Connection): Promise<void> {
+  private async untilSent(sent: Promise<void>): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<boolean>((resolve) => {
       timer = setTimeout(() => resolve(true), this.options.sendTimeoutMs ?? 5_000);
     });
-    const sent = connection.flushed().then(() => false);
-    if (await Promise.race([sent, timedOut])) this.options.metrics.writeTimeouts.inc();
+    if (await Promise.race([sent.then(() => false), timedOut])) this.options.metrics.writeTimeouts.inc();
     clearTimeout(timer);
   }
 

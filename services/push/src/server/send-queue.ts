@@ -18,6 +18,7 @@ export interface SendQueueState {
   readonly held: ReadonlyMap<string, unknown>;
   readonly unflushed: number;
   flushed(): Promise<void>;
+  unblocked(): Promise<void>;
   close(): void;
 }
 
@@ -42,7 +43,8 @@ export class SendQueue<Message> implements SendQueueState {
   readonly #held = new Map<string, Message>();
   #unflushed = 0;
   #closed = false;
-  #flushWaiters: Array<() => void> = [];
+  readonly #flushWaiters: Array<() => void> = [];
+  readonly #unblockWaiters: Array<() => void> = [];
 
   constructor(
     private readonly stream: WritableStream<Message>,
@@ -84,6 +86,16 @@ export class SendQueue<Message> implements SendQueueState {
     return new Promise((resolve) => this.#flushWaiters.push(resolve));
   }
 
+  /**
+   * Resolves once nothing is held back, every message handed to the
+   * transport (as gRPC-Go's Send returns once its message fits the
+   * transport's window), or the stream closed.
+   */
+  unblocked(): Promise<void> {
+    if (this.#closed || this.#held.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#unblockWaiters.push(resolve));
+  }
+
   /** The stream is gone: drops what is held and releases every waiter. */
   close(): void {
     if (this.#closed) return;
@@ -115,12 +127,16 @@ export class SendQueue<Message> implements SendQueueState {
       this.hooks.depth(-1);
       this.write(message);
     }
-    if (this.#unflushed === 0) this.wake();
+    if (this.#held.size === 0) release(this.#unblockWaiters.splice(0));
+    if (this.#unflushed === 0) release(this.#flushWaiters.splice(0));
   }
 
   private wake(): void {
-    const waiters = this.#flushWaiters;
-    this.#flushWaiters = [];
-    for (const resolve of waiters) resolve();
+    release(this.#unblockWaiters.splice(0));
+    release(this.#flushWaiters.splice(0));
   }
+}
+
+function release(waiters: Array<() => void>): void {
+  for (const resolve of waiters) resolve();
 }

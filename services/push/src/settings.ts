@@ -70,8 +70,9 @@ export const pushSettings = baseSettings.extend({
     .transform((value) => value === "true"),
   /**
    * Pushes in flight at once, initial pushes of new streams included, served
-   * first come first served (istiod: PILOT_PUSH_THROTTLE). A push is in
-   * flight until the stream's transport took its bytes, or PUSH_SEND_TIMEOUT.
+   * first come first served (istiod: PILOT_PUSH_THROTTLE). An initial push is
+   * in flight until the stream's transport took its bytes, a change push until
+   * none of it is held back; either at most PUSH_SEND_TIMEOUT.
    */
   PUSH_THROTTLE: z.coerce.number().int().positive().default(100),
   /**

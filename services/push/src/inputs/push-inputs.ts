@@ -41,14 +41,15 @@ export interface PushInputsOptions {
 /**
  * PushInputs mirrors `sextant-config`, `sextant-services` and
  * `sextant-endpoints` (each replays, then follows) and turns bursts of
- * changes into snapshots (server/debounce.ts): a change after a quiet
- * period at once, the changes that follow it after PUSH_DEBOUNCE_AFTER of
- * quiet, or at most PUSH_DEBOUNCE_MAX after the first change. A config or service change
- * rebuilds the PushContext; an endpoint-only change keeps the config and
- * names the hosts whose endpoints changed. It mirrors `sextant-credentials`
- * too: a credential-only change (a rotated Secret) keeps config and
- * endpoints and names the Secrets that changed, for SDS. If NATS goes away the last
- * snapshot keeps serving, and the watches resume where they stopped.
+ * changes into snapshots (server/debounce.ts): a change after a quiet period
+ * at once, the changes that follow it after PUSH_DEBOUNCE_AFTER of quiet, or
+ * at most PUSH_DEBOUNCE_MAX after the first change. A config or service
+ * change rebuilds the PushContext; an endpoint-only change keeps the config
+ * and names the hosts whose endpoints changed. It mirrors
+ * `sextant-credentials` too: a credential-only change (a rotated Secret)
+ * keeps config and endpoints and names the Secrets that changed, for SDS. If
+ * NATS goes away the last snapshot keeps serving, and the watches resume
+ * where they stopped.
  */
 export class PushInputs implements Runner {
   readonly name = "push-inputs";
@@ -136,14 +137,11 @@ export class PushInputs implements Runner {
       }),
       credentials.subscribe(({ state, changes }) => {
         this.#credentials = state;
-        const secrets = changes.map((change) => change.value ?? change.previous);
-        this.changed(
-          false,
-          [],
-          secrets
-            .filter((secret) => secret !== undefined)
-            .map((secret) => `${secret.namespace}/${secret.name}`),
-        );
+        const secrets = changes
+          .map((change) => change.value ?? change.previous)
+          .filter((secret) => secret !== undefined)
+          .map((secret) => `${secret.namespace}/${secret.name}`);
+        if (secrets.length > 0) this.changed(false, [], secrets);
       }),
     );
     await Promise.all(this.#subscriptions.map((subscription) => subscription.synced));

@@ -9,6 +9,8 @@ import { describe, it } from "node:test";
 import { createLogger, Registry } from "@sextant/observability";
 import {
   AggregatedDiscoveryServiceService,
+  DeltaDiscoveryRequest,
+  DeltaDiscoveryResponse,
   DiscoveryRequest,
   DiscoveryResponse,
   TypeUrl,
@@ -60,24 +62,29 @@ function grpcFrame(bytes: Uint8Array): Buffer {
  * comes back until resume(): HTTP/2 flow control stops the server's writes
  * once the stream's window is full, as with a proxy that hangs.
  */
-class StalledStream {
+class StalledStream<Response> {
   readonly #session;
   readonly #stream: ClientHttp2Stream;
   #buffer = Buffer.alloc(0);
-  readonly responses: DiscoveryResponse[] = [];
+  readonly responses: Response[] = [];
 
-  constructor(address: string, request: DiscoveryRequest) {
+  constructor(
+    address: string,
+    method: "StreamAggregatedResources" | "DeltaAggregatedResources",
+    request: Uint8Array,
+    private readonly decode: (bytes: Uint8Array) => Response,
+  ) {
     this.#session = connect(`http://${address}`);
     this.#stream = this.#session.request({
       ":method": "POST",
-      ":path": "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources",
+      ":path": `/envoy.service.discovery.v3.AggregatedDiscoveryService/${method}`,
       "content-type": "application/grpc",
       te: "trailers",
     });
     // The server's shutdown at the end of the test resets the session: expected, not a failure.
     this.#session.on("error", () => {});
     this.#stream.on("error", () => {});
-    this.#stream.write(grpcFrame(DiscoveryRequest.encode(request).finish()));
+    this.#stream.write(grpcFrame(request));
     this.#stream.pause();
   }
 
@@ -87,7 +94,7 @@ class StalledStream {
       this.#buffer = Buffer.concat([this.#buffer, chunk]);
       while (this.#buffer.length >= 5 && this.#buffer.length >= 5 + this.#buffer.readUInt32BE(1)) {
         const length = this.#buffer.readUInt32BE(1);
-        this.responses.push(DiscoveryResponse.decode(this.#buffer.subarray(5, 5 + length)));
+        this.responses.push(this.decode(this.#buffer.subarray(5, 5 + length)));
         this.#buffer = this.#buffer.subarray(5 + length);
       }
     });
@@ -114,7 +121,12 @@ describe("ADS flow control", () => {
     ]);
     const request = (pod: string) =>
       DiscoveryRequest.fromPartial({ node: grpcNode(pod), typeUrl: TypeUrl.Cluster, resourceNames: names });
-    const stalled = new StalledStream(grpc.address, request("stalled"));
+    const stalled = new StalledStream(
+      grpc.address,
+      "StreamAggregatedResources",
+      DiscoveryRequest.encode(request("stalled")).finish(),
+      DiscoveryResponse.decode,
+    );
     const healthy = new AdsTestClient(grpc.address);
     try {
       const stalledConnection = await eventually(() =>
@@ -165,6 +177,60 @@ describe("ADS flow control", () => {
     } finally {
       stalled.close();
       healthy.close();
+      await grpc.close();
+    }
+  });
+
+  it("merges a delta proxy's unsent diffs: once it reads again it holds every resource, none lost", async () => {
+    let services = 400;
+    let push = contextOf({ services: servicesUpTo(services) });
+    const changes = 2 * MAX_UNFLUSHED + 4;
+    const names = Array.from({ length: services + changes }, (_, i) => clusterOf(i));
+    const { discovery, registry } = server(() => push, 2, 50);
+    const grpc = await startGrpcServer([
+      { definition: AggregatedDiscoveryServiceService, implementation: discovery.implementation() },
+    ]);
+    const request = DeltaDiscoveryRequest.fromPartial({
+      node: grpcNode("stalled-delta"),
+      typeUrl: TypeUrl.Cluster,
+      resourceNamesSubscribe: names,
+    });
+    const stalled = new StalledStream(
+      grpc.address,
+      "DeltaAggregatedResources",
+      DeltaDiscoveryRequest.encode(request).finish(),
+      DeltaDiscoveryResponse.decode,
+    );
+    try {
+      const connection = await eventually(() =>
+        discovery.connections().find((c) => c.proxy.id.includes("stalled-delta")),
+      );
+      // Each change adds one cluster: each diff carries only it, so a diff replaced rather than merged would lose one.
+      for (let change = 0; change < changes; change++) {
+        services += 1;
+        push = contextOf({ services: servicesUpTo(services) });
+        discovery.push({ full: true, endpointHosts: new Set() }, Date.now());
+        await discovery.idle();
+      }
+      assert.deepEqual([...connection.sendQueue.held.keys()], [TypeUrl.Cluster]);
+      assert.ok(metricValue(await registry.metrics(), "sextant_xds_send_superseded", 'type="cds"') > 0);
+
+      stalled.resume();
+      const held = new Set<string>();
+      await eventually(() => {
+        for (const response of stalled.responses.splice(0)) {
+          for (const name of response.removedResources) held.delete(name);
+          for (const resource of response.resources) held.add(resource.name);
+        }
+        return held.size === services;
+      });
+      assert.deepEqual(
+        [...held].sort(),
+        names.slice(0, services).sort(),
+        "every cluster, the ones of replaced diffs too",
+      );
+    } finally {
+      stalled.close();
       await grpc.close();
     }
   });

@@ -68,6 +68,7 @@ export class PushInputs implements Runner {
         endpointHosts: Set<string>;
         secrets: Set<string>;
         configChanges: Map<string, ConfigChangeRef>;
+        firstAt: number;
       }
     | undefined;
   readonly #debouncer: Debouncer;
@@ -80,7 +81,7 @@ export class PushInputs implements Runner {
       afterMs: options.debounceAfterMs,
       maxMs: options.debounceMaxMs,
       leadingEdge: options.debounceLeadingEdge ?? true,
-      flush: (firstAt) => this.flush(firstAt),
+      flush: () => this.flush(),
       ...(options.clock ? { clock: options.clock } : {}),
     });
   }
@@ -190,7 +191,13 @@ export class PushInputs implements Runner {
       );
       return;
     }
-    this.#pending ??= { full: false, endpointHosts: new Set(), secrets: new Set(), configChanges: new Map() };
+    this.#pending ??= {
+      full: false,
+      endpointHosts: new Set(),
+      secrets: new Set(),
+      configChanges: new Map(),
+      firstAt: Date.now(),
+    };
     this.#pending.full ||= full;
     for (const host of endpointHosts) this.#pending.endpointHosts.add(host);
     for (const secret of secrets) this.#pending.secrets.add(secret);
@@ -198,7 +205,7 @@ export class PushInputs implements Runner {
     this.#debouncer.changed();
   }
 
-  private flush(firstAt: number): void {
+  private flush(): void {
     const pending = this.#pending;
     this.#pending = undefined;
     if (!pending || !this.#context) return;
@@ -208,10 +215,10 @@ export class PushInputs implements Runner {
       if (pending.secrets.size > 0) this.#context = this.#context.withCredentials(this.#credentials);
     }
     if (pending.configChanges.size > 0)
-      this.options.onConfigBuilt?.([...pending.configChanges.values()], firstAt);
+      this.options.onConfigBuilt?.([...pending.configChanges.values()], pending.firstAt);
     this.options.onPush(
       { full: pending.full, endpointHosts: pending.endpointHosts, secrets: pending.secrets },
-      firstAt,
+      pending.firstAt,
     );
   }
 }

@@ -65,6 +65,8 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       ...(meshConfig ? { meshConfig: meshConfig.current } : {}),
       debounceAfterMs: settings.PUSH_DEBOUNCE_AFTER,
       debounceMaxMs: settings.PUSH_DEBOUNCE_MAX,
+      debounceLeadingEdge: settings.PUSH_DEBOUNCE_LEADING_EDGE,
+      edsDebounce: settings.PUSH_ENABLE_EDS_DEBOUNCE,
       onPush: (change, startedAt) => discovery.push(change, startedAt),
       onConfigBuilt: (changes, startedAt) => tracer.built(changes, startedAt),
     });
@@ -81,7 +83,8 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       context: () => inputs.context,
       events: status,
       tracer,
-      concurrency: settings.PUSH_CONCURRENCY,
+      concurrency: settings.PUSH_THROTTLE,
+      sendTimeoutMs: settings.PUSH_SEND_TIMEOUT,
       envoyFilterFailures,
     });
     // The debug routes show every proxy's config: bearer-authenticated, the `debug` verb.

@@ -54,8 +54,34 @@ export const pushSettings = baseSettings.extend({
   PUSH_DEBOUNCE_AFTER: millisecondsSetting(100),
   /** Longest a burst of changes can delay a push (istiod: PILOT_DEBOUNCE_MAX). */
   PUSH_DEBOUNCE_MAX: millisecondsSetting(10_000),
-  /** Proxies pushed to at once (istiod: PILOT_PUSH_THROTTLE). */
-  PUSH_CONCURRENCY: z.coerce.number().int().positive().default(100),
+  /**
+   * Push a change that follows PUSH_DEBOUNCE_AFTER of quiet at once, and
+   * debounce only the changes that follow it. false: istiod's trailing
+   * debounce, where every push waits PUSH_DEBOUNCE_AFTER.
+   */
+  PUSH_DEBOUNCE_LEADING_EDGE: z
+    .enum(["true", "false"])
+    .default("true")
+    .transform((value) => value === "true"),
+  /** Debounce endpoint-only changes too (istiod: PILOT_ENABLE_EDS_DEBOUNCE); false pushes each at once. */
+  PUSH_ENABLE_EDS_DEBOUNCE: z
+    .enum(["true", "false"])
+    .default("true")
+    .transform((value) => value === "true"),
+  /**
+   * Pushes in flight at once, initial pushes of new streams included, served
+   * first come first served (istiod: PILOT_PUSH_THROTTLE). An initial push is
+   * in flight until the stream's transport took its bytes, a change push until
+   * none of it is held back; either at most PUSH_SEND_TIMEOUT.
+   */
+  PUSH_THROTTLE: z.coerce.number().int().positive().default(100),
+  /**
+   * How long a push may hold its PUSH_THROTTLE slot waiting for a slow
+   * stream to take its bytes. The stream is not closed: its newer responses
+   * replace unsent ones, one per type. (istiod's former PILOT_XDS_SEND_TIMEOUT,
+   * off by default, failed the stream; istiod 1.30 holds the slot while Send blocks.)
+   */
+  PUSH_SEND_TIMEOUT: millisecondsSetting(5_000),
   /**
    * Istio's MeshConfig as YAML: the key `mesh` of the ConfigMap `istio`,
    * mounted as a file as istiod reads it (`/etc/istio/config/mesh`), and

@@ -5,6 +5,7 @@ import type { Runner } from "@sextant/runtime";
 import type { MeshConfig } from "../model/mesh-config.js";
 import { PushContext } from "../model/push-context.js";
 import type { PushChange } from "../model/types.js";
+import { type DebounceClock, Debouncer } from "../server/debounce.js";
 
 /** A config resource changed in a snapshot: which, and to what generation (the last, if deleted). */
 export interface ConfigChangeRef {
@@ -25,6 +26,12 @@ export interface PushInputsOptions {
   meshConfig?: MeshConfig;
   debounceAfterMs: number;
   debounceMaxMs: number;
+  /** Push a change after a quiet period at once (PUSH_DEBOUNCE_LEADING_EDGE); off: istiod's trailing debounce. */
+  debounceLeadingEdge?: boolean;
+  /** Debounce endpoint-only changes too (istiod: PILOT_ENABLE_EDS_DEBOUNCE); off: each is pushed at once. */
+  edsDebounce?: boolean;
+  /** The debounce's timers (tests). */
+  clock?: DebounceClock;
   /** Called with each new snapshot and what changed; startedAt is when the first change of the burst arrived. */
   onPush(change: PushChange, startedAt: number): void;
   /** Called before onPush with the config resources that changed in the new snapshot (for their traces), and when the burst began. */
@@ -34,13 +41,15 @@ export interface PushInputsOptions {
 /**
  * PushInputs mirrors `sextant-config`, `sextant-services` and
  * `sextant-endpoints` (each replays, then follows) and turns bursts of
- * changes into snapshots: after PUSH_DEBOUNCE_AFTER of quiet, or at most
- * PUSH_DEBOUNCE_MAX after the first change. A config or service change
- * rebuilds the PushContext; an endpoint-only change keeps the config and
- * names the hosts whose endpoints changed. It mirrors `sextant-credentials`
- * too: a credential-only change (a rotated Secret) keeps config and
- * endpoints and names the Secrets that changed, for SDS. If NATS goes away the last
- * snapshot keeps serving, and the watches resume where they stopped.
+ * changes into snapshots (server/debounce.ts): a change after a quiet period
+ * at once, the changes that follow it after PUSH_DEBOUNCE_AFTER of quiet, or
+ * at most PUSH_DEBOUNCE_MAX after the first change. A config or service
+ * change rebuilds the PushContext; an endpoint-only change keeps the config
+ * and names the hosts whose endpoints changed. It mirrors
+ * `sextant-credentials` too: a credential-only change (a rotated Secret)
+ * keeps config and endpoints and names the Secrets that changed, for SDS. If
+ * NATS goes away the last snapshot keeps serving, and the watches resume
+ * where they stopped.
  */
 export class PushInputs implements Runner {
   readonly name = "push-inputs";
@@ -62,13 +71,24 @@ export class PushInputs implements Runner {
         firstAt: number;
       }
     | undefined;
-  #quietTimer: NodeJS.Timeout | undefined;
-  #maxTimer: NodeJS.Timeout | undefined;
+  readonly #debouncer: Debouncer;
   #initialized = false;
   #meshConfig: MeshConfig | undefined;
 
   constructor(private readonly options: PushInputsOptions) {
     this.#meshConfig = options.meshConfig;
+    this.#debouncer = new Debouncer({
+      afterMs: options.debounceAfterMs,
+      maxMs: options.debounceMaxMs,
+      leadingEdge: options.debounceLeadingEdge ?? true,
+      flush: () => this.flush(),
+      ...(options.clock ? { clock: options.clock } : {}),
+    });
+  }
+
+  /** The debounce's flushes so far, how many were leading-edge, and the config changes waiting (tests). */
+  get debounceState(): { flushes: number; leading: number; pendingConfigChanges: number } {
+    return { ...this.#debouncer.counts, pendingConfigChanges: this.#pending?.configChanges.size ?? 0 };
   }
 
   /** A new MeshConfig (its file changed): a full push, as for a config change. */
@@ -93,11 +113,16 @@ export class PushInputs implements Runner {
     this.#subscriptions.push(
       config.subscribe(({ state, changes }) => {
         this.#config = state;
-        this.changed(true);
-        for (const { key, value, previous } of changes) {
-          const generation = (value ?? previous)?.generation ?? 0;
-          this.#pending?.configChanges.set(key, { key, generation, deleted: value === undefined });
-        }
+        this.changed(
+          true,
+          [],
+          [],
+          changes.map(({ key, value, previous }) => ({
+            key,
+            generation: (value ?? previous)?.generation ?? 0,
+            deleted: value === undefined,
+          })),
+        );
       }),
       services.subscribe(({ state }) => {
         this.#services = state;
@@ -105,19 +130,23 @@ export class PushInputs implements Runner {
       }),
       endpoints.subscribe(({ state, changes }) => {
         this.#shards = state;
-        for (const change of changes) this.changed(false, (change.value ?? change.previous)?.hostname);
+        const hosts = changes.map((change) => (change.value ?? change.previous)?.hostname);
+        this.changed(
+          false,
+          hosts.filter((host) => host !== undefined),
+        );
       }),
       credentials.subscribe(({ state, changes }) => {
         this.#credentials = state;
-        for (const change of changes) {
-          const secret = change.value ?? change.previous;
-          if (secret) this.changed(false, undefined, `${secret.namespace}/${secret.name}`);
-        }
+        const secrets = changes
+          .map((change) => change.value ?? change.previous)
+          .filter((secret) => secret !== undefined)
+          .map((secret) => `${secret.namespace}/${secret.name}`);
+        if (secrets.length > 0) this.changed(false, [], secrets);
       }),
     );
     await Promise.all(this.#subscriptions.map((subscription) => subscription.synced));
-    clearTimeout(this.#quietTimer);
-    clearTimeout(this.#maxTimer);
+    this.#debouncer.reset();
     this.#pending = undefined;
     this.#context = this.build();
     this.#initialized = true;
@@ -129,8 +158,7 @@ export class PushInputs implements Runner {
   }
 
   async close(): Promise<void> {
-    clearTimeout(this.#quietTimer);
-    clearTimeout(this.#maxTimer);
+    this.#debouncer.reset();
     await Promise.all(this.#mirrors.map((mirror) => mirror.close()));
   }
 
@@ -146,28 +174,38 @@ export class PushInputs implements Runner {
     });
   }
 
-  private changed(full: boolean, endpointHost?: string, secret?: string): void {
+  private changed(
+    full: boolean,
+    endpointHosts: readonly string[] = [],
+    secrets: readonly string[] = [],
+    configChanges: readonly ConfigChangeRef[] = [],
+  ): void {
     if (!this.#initialized) return; // the replay is folded into the first snapshot
-    const now = Date.now();
+    if (!full && secrets.length === 0 && endpointHosts.length > 0 && this.options.edsDebounce === false) {
+      // istiod without EDS debounce: endpoints go out at once, beside any pending full push.
+      if (!this.#context) return;
+      this.#context = this.#context.withEndpoints(this.#shards);
+      this.options.onPush(
+        { full: false, endpointHosts: new Set(endpointHosts), secrets: new Set() },
+        Date.now(),
+      );
+      return;
+    }
     this.#pending ??= {
       full: false,
       endpointHosts: new Set(),
       secrets: new Set(),
       configChanges: new Map(),
-      firstAt: now,
+      firstAt: Date.now(),
     };
     this.#pending.full ||= full;
-    if (endpointHost) this.#pending.endpointHosts.add(endpointHost);
-    if (secret) this.#pending.secrets.add(secret);
-    clearTimeout(this.#quietTimer);
-    this.#quietTimer = setTimeout(() => this.flush(), this.options.debounceAfterMs);
-    this.#maxTimer ??= setTimeout(() => this.flush(), this.options.debounceMaxMs);
+    for (const host of endpointHosts) this.#pending.endpointHosts.add(host);
+    for (const secret of secrets) this.#pending.secrets.add(secret);
+    for (const change of configChanges) this.#pending.configChanges.set(change.key, change);
+    this.#debouncer.changed();
   }
 
   private flush(): void {
-    clearTimeout(this.#quietTimer);
-    clearTimeout(this.#maxTimer);
-    this.#maxTimer = undefined;
     const pending = this.#pending;
     this.#pending = undefined;
     if (!pending || !this.#context) return;

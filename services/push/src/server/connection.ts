@@ -3,6 +3,7 @@ import type { SpiffeId } from "@sextant/identity";
 import type { Logger } from "@sextant/observability";
 import type { MeshProxy } from "../model/proxy.js";
 import type { GeneratedResource, PushChange, WatchedNames } from "../model/types.js";
+import type { SendQueueHooks, SendQueueState } from "./send-queue.js";
 
 /** A proxy's last rejection of a type. */
 export interface NackRecord {
@@ -84,6 +85,8 @@ export interface StreamCallbacks {
   nacked(connection: Connection, typeUrl: string, state: WatchState, nonce: string, message: string): void;
   /** Counts a request that answers a response other than the latest (its ACK or NACK is ignored). */
   expiredNonce(connection: Connection, typeUrl: string): void;
+  /** What every stream's send queue reports. */
+  readonly sendQueue: SendQueueHooks;
 }
 
 let streams = 0;
@@ -110,14 +113,38 @@ export abstract class Connection<Request = unknown> {
   verifiedIdentity: SpiffeId | undefined;
   #nonces = 0;
   readonly #stream: { end(): void };
+  readonly #sendQueue: SendQueueState;
 
   constructor(
     readonly proxy: MeshProxy,
     protected readonly resources: ResourceSource,
     protected readonly callbacks: StreamCallbacks,
     stream: { end(): void },
+    /** The stream's send queue, through which the subclass sends every response. */
+    sendQueue: SendQueueState,
   ) {
     this.#stream = stream;
+    this.#sendQueue = sendQueue;
+  }
+
+  /** Responses held back because the proxy does not take them (by type), and how many its transport has not taken. */
+  get sendQueue(): Pick<SendQueueState, "held" | "unflushed"> {
+    return this.#sendQueue;
+  }
+
+  /** Resolves once the transport took every response so far, or the stream closed. */
+  flushed(): Promise<void> {
+    return this.#sendQueue.flushed();
+  }
+
+  /** Resolves once no response is held back (each handed to the transport), or the stream closed. */
+  unblocked(): Promise<void> {
+    return this.#sendQueue.unblocked();
+  }
+
+  /** The stream is gone: drops the responses it did not take. */
+  streamClosed(): void {
+    this.#sendQueue.close();
   }
 
   /** Handles one request of the stream (the first included, once the connection is open). */

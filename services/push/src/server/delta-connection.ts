@@ -16,6 +16,7 @@ import {
   WILDCARD,
   watchedNames,
 } from "./connection.js";
+import { SendQueue } from "./send-queue.js";
 
 /** What a response must say beyond the diff. */
 interface Answer {
@@ -54,14 +55,17 @@ const NOTHING_ASKED: Answer = { always: false, mention: new Set() };
  */
 export class DeltaConnection extends Connection<DeltaDiscoveryRequest> {
   readonly protocol = "delta";
+  readonly #send: SendQueue<DeltaDiscoveryResponse>;
 
   constructor(
     proxy: MeshProxy,
     resources: ResourceSource,
     callbacks: StreamCallbacks,
-    private readonly stream: ServerDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse>,
+    stream: ServerDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse>,
   ) {
-    super(proxy, resources, callbacks, stream);
+    const send = new SendQueue<DeltaDiscoveryResponse>(stream, callbacks.sendQueue, mergeDiffs);
+    super(proxy, resources, callbacks, stream, send);
+    this.#send = send;
   }
 
   handle(request: DeltaDiscoveryRequest): void {
@@ -174,7 +178,7 @@ export class DeltaConnection extends Connection<DeltaDiscoveryRequest> {
 
     const nonce = this.nextNonce();
     const systemVersion = contentVersion(resources);
-    this.stream.write({
+    this.#send.send(typeUrl, {
       systemVersionInfo: systemVersion,
       resources: changed.map((r) => ({
         name: r.name,
@@ -219,4 +223,23 @@ export class DeltaConnection extends Connection<DeltaDiscoveryRequest> {
       this.respond(TypeUrl.ClusterLoadAssignment, state, FULL, startedAt, { always: false, mention });
     }
   }
+}
+
+/**
+ * Folds a newer diff of a type into one the proxy has not taken yet: the
+ * proxy must end up where both would have taken it. A resource the newer
+ * diff sends or removes takes its latest fate; the rest of the older diff
+ * stays. The nonce and system version are the newer's (what the server
+ * records as sent).
+ */
+export function mergeDiffs(
+  unsent: DeltaDiscoveryResponse,
+  newer: DeltaDiscoveryResponse,
+): DeltaDiscoveryResponse {
+  const resources = new Map(unsent.resources.map((resource) => [resource.name, resource]));
+  for (const name of newer.removedResources) resources.delete(name);
+  for (const resource of newer.resources) resources.set(resource.name, resource);
+  const removed = new Set(unsent.removedResources.filter((name) => !resources.has(name)));
+  for (const name of newer.removedResources) removed.add(name);
+  return { ...newer, resources: [...resources.values()], removedResources: [...removed].sort() };
 }

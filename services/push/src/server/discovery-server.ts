@@ -14,6 +14,7 @@ import { DeltaConnection } from "./delta-connection.js";
 import { GeneratedResources } from "./generated-resources.js";
 import type { XdsMetrics } from "./metrics.js";
 import { PushQueue } from "./push-queue.js";
+import { PushThrottle } from "./push-throttle.js";
 import { SotwConnection } from "./sotw-connection.js";
 import type { XdsTypeTable } from "./xds-type-table.js";
 
@@ -54,7 +55,10 @@ export interface DiscoveryServerOptions {
   events: DiscoveryServerEvents;
   /** Follows config changes to every proxy's answer (status/change-tracer.ts); none in some tests. */
   tracer?: StreamTracer;
+  /** Pushes in flight at once, initial pushes included (PUSH_THROTTLE). */
   concurrency: number;
+  /** How long a push waits for a slow stream's transport before giving up its slot (PUSH_SEND_TIMEOUT); 5 s if not given. */
+  sendTimeoutMs?: number;
   /** Where refused EnvoyFilter patches are reported (translate/envoyfilter/failures.ts); none in some tests. */
   envoyFilterFailures?: EnvoyFilterFailures;
 }
@@ -79,12 +83,22 @@ export interface StreamTracer {
 export class DiscoveryServer {
   readonly #connections = new Map<string, Connection>();
   readonly #queue: PushQueue;
+  readonly #throttle: PushThrottle;
   readonly #resources: GeneratedResources;
   readonly #callbacks: StreamCallbacks;
 
   constructor(private readonly options: DiscoveryServerOptions) {
+    const { metrics } = options;
+    this.#throttle = new PushThrottle(options.concurrency, {
+      throttled: () => metrics.throttled.inc(),
+      dequeued: (waited) => metrics.queueTime.observe(waited),
+      changed: (inFlight, waiting) => {
+        metrics.throttleInFlight.set(inFlight);
+        metrics.throttleWaiting.set(waiting);
+      },
+    });
     this.#queue = new PushQueue(options.concurrency, (id, change, startedAt) =>
-      this.pushTo(id, change, startedAt),
+      this.#throttle.run(() => this.pushTo(id, change, startedAt)),
     );
     this.#resources = new GeneratedResources(
       options.types,
@@ -112,6 +126,11 @@ export class DiscoveryServer {
         this.recordNack(connection, typeUrl, state, nonce, message),
       expiredNonce: (_connection, typeUrl) =>
         options.metrics.expiredNonces.inc({ type: options.types.label(typeUrl) }),
+      sendQueue: {
+        sent: (seconds) => metrics.sendTime.observe(seconds),
+        superseded: (typeUrl) => metrics.superseded.inc({ type: options.types.label(typeUrl) }),
+        depth: (delta) => metrics.sendQueueDepth.inc(delta),
+      },
     };
   }
 
@@ -151,6 +170,11 @@ export class DiscoveryServer {
     return this.#queue.idle();
   }
 
+  /** The push throttle's slots in use, pushes waiting, the most slots ever in use, and pushes that waited. */
+  get throttle(): PushThrottle["stats"] {
+    return this.#throttle.stats;
+  }
+
   /** Closes every stream. */
   closeAll(): void {
     for (const connection of this.#connections.values()) connection.close();
@@ -165,7 +189,7 @@ export class DiscoveryServer {
    * Runs one stream of either variant: its first request opens the
    * connection (or refuses the stream), then every request goes to it.
    */
-  private serve<Request extends { node?: Node | undefined }>(
+  private serve<Request extends { node?: Node | undefined; typeUrl: string }>(
     stream: ServerDuplexStream<Request, unknown>,
     authorize: StreamAuthorizer | undefined,
     connect: (proxy: MeshProxy) => Connection<Request>,
@@ -173,7 +197,15 @@ export class DiscoveryServer {
     let connection: Connection<Request> | undefined;
     // Requests of one stream are handled one at a time, in order.
     let handling: Promise<void> = Promise.resolve();
+    const handle = (request: Request) => {
+      if (!connection) {
+        connection = this.open(stream, request, authorize, connect);
+        if (!connection) return;
+      }
+      connection.handle(request);
+    };
     const close = () => {
+      connection?.streamClosed();
       if (!connection || !this.#connections.has(connection.id)) return;
       this.#connections.delete(connection.id);
       this.options.metrics.connected.dec();
@@ -182,11 +214,18 @@ export class DiscoveryServer {
     stream.on("data", (request: Request) => {
       handling = handling
         .then(() => {
-          if (!connection) {
-            connection = this.open(stream, request, authorize, connect);
-            if (!connection) return;
-          }
-          connection.handle(request);
+          // A type's first request on a stream is an initial push, the whole
+          // set: it takes a throttle slot, in arrival order, as change pushes
+          // do, so a burst of reconnects cannot flood the event loop and the
+          // memory with every stream's full config at once.
+          if (connection?.watched.has(request.typeUrl)) return handle(request);
+          return this.#throttle.run(() => {
+            handle(request);
+            if (connection) {
+              this.options.metrics.pushTriggers.inc({ type: "proxyrequest" });
+              return this.untilSent(connection.flushed());
+            }
+          });
         })
         .catch((error) =>
           this.options.logger.error({ err: error, proxy: connection?.proxy.id }, "xDS request failed"),
@@ -241,14 +280,40 @@ export class DiscoveryServer {
     return connection;
   }
 
-  /** Pushes one change to one connection: every watched type, in the table's order; each decides what to send. */
-  private pushTo(id: string, change: PushChange, startedAt: number): void {
+  /**
+   * Pushes one change to one connection: every watched type, in the table's
+   * order; each decides what to send. Resolves (freeing the throttle slot)
+   * once nothing is held back, as gRPC-Go's Send returns once its message
+   * fits the transport: at once for a proxy that reads, up to
+   * PUSH_SEND_TIMEOUT for one that does not. An initial push, the whole
+   * config, holds its slot until the transport took every byte, which is
+   * what paces a burst of reconnects.
+   */
+  private pushTo(id: string, change: PushChange, startedAt: number): Promise<void> | undefined {
     const connection = this.#connections.get(id);
     if (!connection) return;
+    this.options.metrics.pushTriggers.inc({ type: triggerOf(change) });
     for (const { typeUrl } of this.options.types.types) {
       if (connection.watched.has(typeUrl)) connection.push(typeUrl, change, startedAt);
     }
     this.options.tracer?.pushed(connection);
+    if (connection.sendQueue.held.size > 0) return this.untilSent(connection.unblocked());
+  }
+
+  /**
+   * Resolves when sent does, or after PUSH_SEND_TIMEOUT: a proxy that does
+   * not read keeps its slot no longer than that, and its stream stays open
+   * with its newest responses held, one per type. (istiod 1.30 holds the
+   * slot for as long as Send blocks; its former PILOT_XDS_SEND_TIMEOUT
+   * failed the stream instead.)
+   */
+  private async untilSent(sent: Promise<void>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(true), this.options.sendTimeoutMs ?? 5_000);
+    });
+    if (await Promise.race([sent.then(() => false), timedOut])) this.options.metrics.writeTimeouts.inc();
+    clearTimeout(timer);
   }
 
   /** Records a NACK and reports it, traced to the config resources that built what was rejected. */
@@ -288,6 +353,13 @@ export class DiscoveryServer {
     );
     this.options.events.changed(connection);
   }
+}
+
+/** The reason of a push, as istiod's pilot_push_triggers labels it. */
+function triggerOf(change: PushChange): string {
+  if (change.full) return "config";
+  if (change.secrets && change.secrets.size > 0) return "secret";
+  return "endpoint";
 }
 
 /**

@@ -9,6 +9,15 @@ export class XdsMetrics {
   readonly expiredNonces: Counter<"type">;
   readonly connected: Gauge;
   readonly authorizationFailures: Counter;
+  readonly pushTriggers: Counter<"type">;
+  readonly queueTime: Histogram;
+  readonly sendTime: Histogram;
+  readonly writeTimeouts: Counter;
+  readonly sendQueueDepth: Gauge;
+  readonly superseded: Counter<"type">;
+  readonly throttleInFlight: Gauge;
+  readonly throttleWaiting: Gauge;
+  readonly throttled: Counter;
 
   constructor(registry: Registry) {
     this.pushes = new Counter({
@@ -46,6 +55,55 @@ export class XdsMetrics {
     this.authorizationFailures = new Counter({
       name: "sextant_xds_auth_failures",
       help: "Streams on the mTLS port refused because the certificate's identity does not match the node (XDS_AUTH).",
+      registers: [registry],
+    });
+    this.pushTriggers = new Counter({
+      name: "pilot_push_triggers",
+      help: "Pushes to a proxy, by reason: config, endpoint, secret, or proxyrequest (a new subscription's first answer).",
+      labelNames: ["type"],
+      registers: [registry],
+    });
+    this.queueTime = new Histogram({
+      name: "pilot_proxy_queue_time",
+      help: "Seconds a push waited for a PUSH_THROTTLE slot.",
+      buckets: [0.1, 0.5, 1, 3, 5, 10, 20, 30],
+      registers: [registry],
+    });
+    this.sendTime = new Histogram({
+      name: "pilot_xds_send_time",
+      help: "Seconds from writing a response until the stream's transport took it.",
+      buckets: [0.01, 0.1, 1, 3, 5, 10, 20, 30],
+      registers: [registry],
+    });
+    this.writeTimeouts = new Counter({
+      name: "pilot_xds_write_timeout",
+      help: "Pushes that gave up their PUSH_THROTTLE slot after PUSH_SEND_TIMEOUT because the proxy did not take its responses (the stream stays open).",
+      registers: [registry],
+    });
+    this.sendQueueDepth = new Gauge({
+      name: "sextant_xds_send_queue_depth",
+      help: "Responses written to streams that their transports have not taken yet, or held back one per type, over every stream.",
+      registers: [registry],
+    });
+    this.superseded = new Counter({
+      name: "sextant_xds_send_superseded",
+      help: "Responses never sent because a newer one of their type replaced them while the proxy was not reading, by type.",
+      labelNames: ["type"],
+      registers: [registry],
+    });
+    this.throttleInFlight = new Gauge({
+      name: "sextant_push_throttle_in_flight",
+      help: "Pushes holding a PUSH_THROTTLE slot.",
+      registers: [registry],
+    });
+    this.throttleWaiting = new Gauge({
+      name: "sextant_push_throttle_waiting",
+      help: "Pushes waiting for a PUSH_THROTTLE slot.",
+      registers: [registry],
+    });
+    this.throttled = new Counter({
+      name: "sextant_push_throttled",
+      help: "Pushes that had to wait for a PUSH_THROTTLE slot.",
       registers: [registry],
     });
   }

@@ -15,6 +15,7 @@ import {
   WILDCARD,
   watchedNames,
 } from "./connection.js";
+import { SendQueue } from "./send-queue.js";
 
 const FULL: PushChange = { full: true, endpointHosts: new Set() };
 
@@ -31,14 +32,18 @@ const FULL: PushChange = { full: true, endpointHosts: new Set() };
  */
 export class SotwConnection extends Connection<DiscoveryRequest> {
   readonly protocol = "sotw";
+  readonly #send: SendQueue<DiscoveryResponse>;
 
   constructor(
     proxy: MeshProxy,
     resources: ResourceSource,
     callbacks: StreamCallbacks,
-    private readonly stream: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
+    stream: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
   ) {
-    super(proxy, resources, callbacks, stream);
+    // An unsent response is replaced by a newer one of its type: each carries the whole set.
+    const send = new SendQueue<DiscoveryResponse>(stream, callbacks.sendQueue);
+    super(proxy, resources, callbacks, stream, send);
+    this.#send = send;
   }
 
   handle(request: DiscoveryRequest): void {
@@ -90,7 +95,7 @@ export class SotwConnection extends Connection<DiscoveryRequest> {
     const version = contentVersion(resources);
     if (!always && version === state.versionSent) return;
     const nonce = this.nextNonce();
-    this.stream.write({
+    this.#send.send(typeUrl, {
       versionInfo: version,
       resources: resources.map((r) => r.resource),
       canary: false,

@@ -1,5 +1,6 @@
 import { packAny, Resolution } from "@sextant/proto";
 import { ClusterLoadAssignment, TypeUrl } from "@sextant/proto/envoy";
+import type { CacheDependencies } from "../../cache/dependencies.js";
 import { cacheKey } from "../../cache/xds-cache.js";
 import { sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, PushChange, WatchedNames } from "../../model/types.js";
@@ -8,6 +9,8 @@ import { endpointsChanged } from "../grpc/endpoints.js";
 import { parseOutboundClusterName } from "../names.js";
 import { dependsOnProxyLabels, localityGroups, localityLbEndpoints } from "./cluster-endpoints.js";
 import { sidecarDestinationRule } from "./cluster-rules.js";
+
+const LOAD_ASSIGNMENT: CacheDependencies = { class: "sidecar-eds" };
 
 /**
  * EDS for Envoy sidecars (istiod's EDS generator with its EndpointBuilder):
@@ -19,7 +22,7 @@ import { sidecarDestinationRule } from "./cluster-rules.js";
  * port, or a DNS cluster, whose endpoints are inline in CDS) gets an empty
  * assignment, as istiod sends it, so that Envoy never waits for it.
  *
- * Cached by the cluster name, the config version, the host's endpoint
+ * Cached by the cluster name (until a config it reads changes), the host's endpoint
  * version, the DestinationRule chosen, the proxy's locality (priorities), its
  * node only for a node-local service, and its labels only when
  * failoverPriority reads them: an endpoint change rebuilds only its host's
@@ -50,7 +53,6 @@ export function generateSidecarEndpoints(
     const key = cacheKey(
       "eds-sidecar",
       name,
-      push.configVersion,
       push.endpointVersions.get(service.hostname) ?? "none",
       service.namespace,
       rule ? `${rule.ref.namespace}/${rule.ref.name}` : "-",
@@ -58,24 +60,28 @@ export function generateSidecarEndpoints(
       service.nodeLocal ? `node=${proxy.nodeName}` : "",
       dependsOnProxyLabels(rule?.spec, parsed.subset, port.number) ? JSON.stringify(proxy.labels) : "",
     );
-    const built = cache.get(key, () => {
-      const groups = localityGroups(push, proxy, {
-        service,
-        port,
-        subset: parsed.subset,
-        rule: rule?.spec,
-        use: "eds",
-      });
-      const endpoints = localityLbEndpoints(groups);
-      const assignment = ClusterLoadAssignment.fromPartial(
-        endpoints.length > 0 ? { clusterName: name, endpoints } : { clusterName: name },
-      );
-      return {
-        name,
-        resource: packAny(TypeUrl.ClusterLoadAssignment, ClusterLoadAssignment, assignment),
-        sources: rule && parsed.subset ? [rule.ref] : [],
-      };
-    });
+    const built = cache.get(
+      key,
+      () => {
+        const groups = localityGroups(push, proxy, {
+          service,
+          port,
+          subset: parsed.subset,
+          rule: rule?.spec,
+          use: "eds",
+        });
+        const endpoints = localityLbEndpoints(groups);
+        const assignment = ClusterLoadAssignment.fromPartial(
+          endpoints.length > 0 ? { clusterName: name, endpoints } : { clusterName: name },
+        );
+        return {
+          name,
+          resource: packAny(TypeUrl.ClusterLoadAssignment, ClusterLoadAssignment, assignment),
+          sources: rule && parsed.subset ? [rule.ref] : [],
+        };
+      },
+      LOAD_ASSIGNMENT,
+    );
     if (built) out.push(built);
   }
   return out;

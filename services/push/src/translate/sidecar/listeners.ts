@@ -14,6 +14,8 @@ import type {
   VirtualService,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { Protocol, Resolution } from "@sextant/proto/gen/sextant/mesh/v1/service";
+import type { CacheDependencies } from "../../cache/dependencies.js";
+import { labelsKey, sourceLabelsSelection } from "../../cache/selection.js";
 import { cacheKey } from "../../cache/xds-cache.js";
 import { aliasesByTarget, clusterHost, isAlias } from "../../model/aliases.js";
 import type { MeshProxy } from "../../model/proxy.js";
@@ -45,7 +47,7 @@ import {
 } from "./filters.js";
 import { buildVirtualInbound, VIRTUAL_INBOUND, virtualInboundKey } from "./inbound.js";
 import { staticListenerPorts, VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND_PORT } from "./proxy-ports.js";
-import { alternativeHosts, isHttpProtocol, labelsKey } from "./routes.js";
+import { alternativeHosts, isHttpProtocol } from "./routes.js";
 
 /** The outbound capture listener's name (iptables redirects outbound traffic there; its port is in ./proxy-ports.ts). */
 export const VIRTUAL_OUTBOUND = "virtualOutbound";
@@ -63,11 +65,13 @@ const debug = debuglog("sextant-listeners");
  * Prometheus (15090) listeners are static in the agent's Envoy bootstrap,
  * as in Istio's, so they are not served here.
  *
- * Cache keys: outbound listeners by the proxy's namespace, Sidecar, labels
- * (sourceLabels of TCP/TLS routes) and the listener's plan (which services
- * share it, its binds: endpoints of headless services and the proxy's IP
- * family decide those); virtualInbound by namespace, labels and the proxy's
- * inbound ports (which follow endpoints, not config).
+ * Cache keys: outbound listeners by the proxy's namespace, Sidecar, the
+ * VirtualService source labels and WasmPlugins that select it, and the
+ * listener's plan (which services share it, its binds: endpoints of
+ * headless services and the proxy's IP family decide those), so that the
+ * proxies of a namespace share them; virtualInbound by namespace, labels
+ * and the proxy's inbound ports (which follow endpoints, not config).
+ * Outbound ones outlive changes that cannot reach them (cache/dependencies.ts).
  */
 export function generateSidecarListeners(
   context: GenerationContext,
@@ -76,7 +80,7 @@ export function generateSidecarListeners(
   const { push, proxy, cache } = context;
   const scope = sidecarScope(push, proxy);
   const sidecar = scope.sidecar ? `${scope.sidecar.ref.namespace}/${scope.sidecar.ref.name}` : "";
-  const labels = labelsKey(proxy.labels);
+  const selection = sourceLabelsSelection(push, proxy);
   const plans = outboundPlans(push, proxy);
   const telemetry = listenerTelemetry(push, proxy);
   const wanted = (name: string) => watched === "*" || watched.has(name);
@@ -88,7 +92,7 @@ export function generateSidecarListeners(
     if (name === VIRTUAL_INBOUND) {
       const ports = virtualInboundKey(push, proxy);
       resource = cache.get(
-        cacheKey("lds-sidecar-inbound", proxy.namespace, labels, ports, push.configVersion, telemetry.key),
+        cacheKey("lds-sidecar-inbound", proxy.namespace, labelsKey(proxy.labels), ports, telemetry.key),
         () => {
           const inbound = buildVirtualInbound(push, proxy);
           return inbound && withTelemetry(inbound, telemetry, proxy.kind);
@@ -97,51 +101,43 @@ export function generateSidecarListeners(
     } else if (name === VIRTUAL_OUTBOUND) {
       const binds = wildcardAddresses(proxy);
       resource = cache.get(
-        cacheKey(
-          "lds-sidecar",
-          scope.outboundTrafficPolicy,
-          sidecar,
-          name,
-          binds.join(","),
-          push.configVersion,
-          telemetry.key,
-        ),
+        cacheKey("lds-sidecar", scope.outboundTrafficPolicy, sidecar, name, binds.join(","), telemetry.key),
         () =>
           withTelemetry(
             buildVirtualOutbound(scope.outboundTrafficPolicy, scope.sidecar?.ref, binds),
             telemetry,
             proxy.kind,
           ),
+        OUTBOUND_LISTENER,
       );
     } else {
       const plan = plans.get(name)!;
+      const extensions = listenerExtensions(push, proxy, { class: "outbound", port: plan.port });
       resource = cache.get(
         cacheKey(
           "lds-sidecar",
           proxy.namespace,
           sidecar,
-          labels,
+          selection,
+          extensions.sources.map((ref) => `${ref.namespace}/${ref.name}`).join(","),
           JSON.stringify(plan),
-          push.configVersion,
           telemetry.key,
         ),
         () =>
           withTelemetry(
-            buildOutboundListener(
-              plan,
-              scope.outboundTrafficPolicy,
-              scope.sidecar?.ref,
-              listenerExtensions(push, proxy, { class: "outbound", port: plan.port }),
-            ),
+            buildOutboundListener(plan, scope.outboundTrafficPolicy, scope.sidecar?.ref, extensions),
             telemetry,
             proxy.kind,
           ),
+        OUTBOUND_LISTENER,
       );
     }
     if (resource) out.push(resource);
   }
   return out;
 }
+
+const OUTBOUND_LISTENER: CacheDependencies = { class: "sidecar-lds" };
 
 /**
  * Istio's `virtualOutbound` on the proxy's wildcard address (`::` on an

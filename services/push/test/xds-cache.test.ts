@@ -1,0 +1,350 @@
+// The cache's dependency tracking: what a config change drops (istiod's
+// ConfigsUpdated scoping) and what sidecars of different workloads share.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { Service } from "@sextant/proto";
+import { TypeUrl } from "@sextant/proto/envoy";
+import {
+  ANY_VIRTUAL_SERVICE,
+  type ConfigChange,
+  configChanges,
+  routeDependencies,
+  SERVICES,
+  UNPLACED_VIRTUAL_SERVICE,
+  virtualServiceHost,
+} from "../src/cache/dependencies.js";
+import { sourceLabelsSelection } from "../src/cache/selection.js";
+import { XdsCache } from "../src/cache/xds-cache.js";
+import type { MeshProxy } from "../src/model/proxy.js";
+import { PushContext } from "../src/model/push-context.js";
+import type { GeneratedResource } from "../src/model/types.js";
+import { GeneratedResources } from "../src/server/generated-resources.js";
+import { XDS_TYPES } from "../src/xds-types.js";
+import { bookinfo, ratingsVirtualService, sidecarProxy } from "./sidecar-routes.fixtures.test.js";
+import type { ConfigItem } from "./stored-config.js";
+
+const RATINGS = "ratings.default.svc.cluster.local";
+const REVIEWS = "reviews.default.svc.cluster.local";
+
+const reviewsRule = (subsets: string[]): ConfigItem => ({
+  kind: "DestinationRule",
+  name: "reviews",
+  spec: { host: "reviews", subsets: subsets.map((name) => ({ name, labels: { version: name } })) },
+});
+
+const mongoVirtualService = (weight: number): ConfigItem => ({
+  kind: "VirtualService",
+  name: "mongodb",
+  spec: {
+    hosts: ["mongodb"],
+    tcp: [
+      {
+        route: [
+          { destination: { host: "mongodb" }, weight: 100 - weight },
+          { destination: { host: "ratings" }, weight },
+        ],
+      },
+    ],
+  },
+});
+
+const routeTo = (host: string) => [{ route: [{ destination: { host } }] }];
+
+function sorted(set: ReadonlySet<string>): string[] {
+  return [...set].sort();
+}
+
+describe("configChanges (what a new snapshot changed)", () => {
+  it("is nothing for the same config, and everything without a previous snapshot", () => {
+    const push = bookinfo([ratingsVirtualService(routeTo("ratings"))]);
+    const again = bookinfo([ratingsVirtualService(routeTo("ratings"))]);
+    assert.deepEqual(configChanges(push, again), { all: false, kinds: new Set(), tokens: new Set() });
+    assert.equal(configChanges(undefined, push).all, true);
+  });
+
+  it("names a changed VirtualService's kind and its hosts", () => {
+    const before = bookinfo([ratingsVirtualService(routeTo("ratings")), reviewsRule(["v1"])]);
+    const after = bookinfo([ratingsVirtualService(routeTo("reviews")), reviewsRule(["v1"])]);
+    const change = configChanges(before, after);
+    assert.equal(change.all, false);
+    assert.deepEqual(sorted(change.kinds), ["VirtualService"]);
+    assert.deepEqual(
+      sorted(change.tokens),
+      sorted(new Set([ANY_VIRTUAL_SERVICE, virtualServiceHost(RATINGS)])),
+    );
+  });
+
+  it("names the hosts of an added and of a removed VirtualService", () => {
+    const none = bookinfo([]);
+    const one = bookinfo([ratingsVirtualService(routeTo("ratings"))]);
+    assert.deepEqual(
+      sorted(configChanges(none, one).tokens),
+      sorted(new Set([ANY_VIRTUAL_SERVICE, virtualServiceHost(RATINGS)])),
+    );
+    assert.deepEqual(
+      sorted(configChanges(one, none).tokens),
+      sorted(new Set([ANY_VIRTUAL_SERVICE, virtualServiceHost(RATINGS)])),
+    );
+  });
+
+  it("cannot place a delegate VirtualService (no hosts) or a wildcard host", () => {
+    const delegate = (uri: string): ConfigItem => ({
+      kind: "VirtualService",
+      name: "ratings-delegate",
+      spec: { http: [{ match: [{ uri: { prefix: uri } }], route: [{ destination: { host: "ratings" } }] }] },
+    });
+    assert.deepEqual(
+      sorted(configChanges(bookinfo([delegate("/a")]), bookinfo([delegate("/b")])).tokens),
+      sorted(new Set([ANY_VIRTUAL_SERVICE, UNPLACED_VIRTUAL_SERVICE])),
+    );
+    const wildcard = (host: string): ConfigItem => ({
+      kind: "VirtualService",
+      name: "wildcard",
+      spec: { hosts: ["*.default.svc.cluster.local"], http: routeTo(host) },
+    });
+    assert.ok(
+      configChanges(bookinfo([wildcard("ratings")]), bookinfo([wildcard("reviews")])).tokens.has(
+        UNPLACED_VIRTUAL_SERVICE,
+      ),
+    );
+  });
+
+  it("names other kinds without tokens, and a registry change as services", () => {
+    const change = configChanges(bookinfo([]), bookinfo([reviewsRule(["v1"])]));
+    assert.deepEqual(sorted(change.kinds), ["DestinationRule"]);
+    assert.deepEqual(sorted(change.tokens), []);
+    const registry = (hosts: string[]) =>
+      PushContext.build({
+        config: new Map(),
+        services: new Map(
+          hosts.map((host) => [
+            `default/${host}`,
+            Service.fromJSON({ hostname: host, namespace: "default", name: host.split(".")[0], ports: [] }),
+          ]),
+        ),
+        endpointShards: new Map(),
+        domainSuffix: "cluster.local",
+      });
+    assert.deepEqual(sorted(configChanges(registry([RATINGS]), registry([RATINGS, REVIEWS])).kinds), [
+      SERVICES,
+    ]);
+  });
+
+  it("is everything when a mesh-wide setting changes", () => {
+    const inputs = {
+      config: new Map(),
+      services: new Map(),
+      endpointShards: new Map(),
+      domainSuffix: "cluster.local",
+    };
+    const change = configChanges(
+      PushContext.build(inputs),
+      PushContext.build({ ...inputs, rootNamespace: "mesh-root" }),
+    );
+    assert.equal(change.all, true);
+  });
+});
+
+describe("XdsCache.invalidate", () => {
+  const resource = (name: string): GeneratedResource => ({
+    name,
+    resource: { typeUrl: "", value: new Uint8Array() },
+    sources: [],
+  });
+  const change = (kinds: string[], tokens: string[] = []): ConfigChange => ({
+    all: false,
+    kinds: new Set(kinds),
+    tokens: new Set(tokens),
+  });
+
+  function filled(): XdsCache {
+    const cache = new XdsCache();
+    cache.get("any", () => resource("any"));
+    cache.get("cds", () => resource("cds"), { class: "sidecar-cds" });
+    cache.get("eds", () => resource("eds"), { class: "sidecar-eds" });
+    cache.get("lds", () => resource("lds"), { class: "sidecar-lds" });
+    cache.get("rds-ratings", () => resource("rds"), routeDependencies(false, [RATINGS]));
+    cache.get("rds-reviews", () => resource("rds"), routeDependencies(false, [REVIEWS]));
+    cache.get("rds-scoped", () => resource("rds"), routeDependencies(true, [REVIEWS]));
+    return cache;
+  }
+
+  /** The keys left after change. */
+  function kept(change: ConfigChange): string[] {
+    const cache = filled();
+    const keys = ["any", "cds", "eds", "lds", "rds-ratings", "rds-reviews", "rds-scoped"];
+    cache.invalidate(change);
+    // A key is kept if asking for it again builds nothing.
+    return keys.filter((key) => {
+      const misses = cache.stats.misses;
+      cache.get(key, () => resource(key));
+      return cache.stats.misses === misses;
+    });
+  }
+
+  it("drops for a VirtualService of one host the listeners, the route configurations holding that host and those of a Sidecar scope", () => {
+    assert.deepEqual(kept(change(["VirtualService"], [ANY_VIRTUAL_SERVICE, virtualServiceHost(REVIEWS)])), [
+      "cds",
+      "eds",
+      "rds-ratings",
+    ]);
+  });
+
+  it("drops every route configuration for an unplaced VirtualService", () => {
+    assert.deepEqual(kept(change(["VirtualService"], [ANY_VIRTUAL_SERVICE, UNPLACED_VIRTUAL_SERVICE])), [
+      "cds",
+      "eds",
+    ]);
+  });
+
+  it("keeps clusters, assignments and routes through an AuthorizationPolicy change; drops all but the entries of no config through a DestinationRule's", () => {
+    assert.deepEqual(kept(change(["AuthorizationPolicy"])), [
+      "cds",
+      "eds",
+      "rds-ratings",
+      "rds-reviews",
+      "rds-scoped",
+    ]);
+    assert.deepEqual(kept(change(["DestinationRule"])), []);
+    assert.deepEqual(kept(change(["EnvoyFilter"])), [
+      "cds",
+      "eds",
+      "lds",
+      "rds-ratings",
+      "rds-reviews",
+      "rds-scoped",
+    ]);
+  });
+
+  it("drops everything for a mesh-wide change", () => {
+    assert.deepEqual(kept({ all: true, kinds: new Set(), tokens: new Set() }), []);
+  });
+});
+
+describe("generated resources through the cache", () => {
+  const productpage = sidecarProxy("10.1.0.4", { app: "productpage", version: "v1" });
+  const reviews = sidecarProxy("10.1.0.1", { app: "reviews", version: "v1" });
+
+  /** A proxy's four types as Envoy subscribes (the EDS and RDS names are bookinfo's). */
+  function snapshot(resources: GeneratedResources, proxy: MeshProxy) {
+    const eds = new Set([`outbound|9080||${REVIEWS}`, `outbound|9080||${RATINGS}`]);
+    const byName = (list: GeneratedResource[] | undefined) => new Map((list ?? []).map((r) => [r.name, r]));
+    return {
+      clusters: byName(resources.generate(proxy, TypeUrl.Cluster, "*")),
+      listeners: byName(resources.generate(proxy, TypeUrl.Listener, "*")),
+      routes: byName(resources.generate(proxy, TypeUrl.RouteConfiguration, new Set(["9080"]))),
+      endpoints: byName(resources.generate(proxy, TypeUrl.ClusterLoadAssignment, eds)),
+    };
+  }
+
+  /** The names whose resource is the same object in both (shared, not rebuilt nor re-encoded). */
+  function same(
+    a: ReadonlyMap<string, GeneratedResource>,
+    b: ReadonlyMap<string, GeneratedResource>,
+  ): string[] {
+    return [...a].filter(([name, resource]) => b.get(name) === resource).map(([name]) => name);
+  }
+
+  /** The outbound clusters' names (inbound ones are the workload's own). */
+  function outbound(clusters: ReadonlyMap<string, GeneratedResource>): string[] {
+    return outboundOf([...clusters.keys()]);
+  }
+
+  function outboundOf(names: string[]): string[] {
+    return names.filter((name) => name.startsWith("outbound|"));
+  }
+
+  function server(initial: PushContext) {
+    let push = initial;
+    const cache = new XdsCache();
+    return {
+      cache,
+      resources: new GeneratedResources(XDS_TYPES, cache, () => push),
+      switchTo(next: PushContext) {
+        push = next;
+      },
+    };
+  }
+
+  it("gives sidecars of different workloads the same outbound resources, encoded once", () => {
+    const { resources } = server(bookinfo([ratingsVirtualService(routeTo("ratings")), reviewsRule(["v1"])]));
+    const first = snapshot(resources, productpage);
+    const second = snapshot(resources, reviews);
+    assert.deepEqual(same(first.routes, second.routes), ["9080"]);
+    assert.deepEqual(outboundOf(same(first.clusters, second.clusters)), outbound(first.clusters));
+    assert.deepEqual(same(first.endpoints, second.endpoints), [...first.endpoints.keys()]);
+    const outboundListeners = [...first.listeners.keys()].filter((name) => name !== "virtualInbound");
+    assert.deepEqual(same(first.listeners, second.listeners), outboundListeners);
+  });
+
+  it("rebuilds for a VirtualService change the route configurations of its host and keeps clusters and assignments", () => {
+    const { resources, switchTo } = server(
+      bookinfo([ratingsVirtualService(routeTo("ratings")), reviewsRule(["v1"])]),
+    );
+    const before = snapshot(resources, productpage);
+    switchTo(bookinfo([ratingsVirtualService(routeTo("reviews")), reviewsRule(["v1"])]));
+    const after = snapshot(resources, productpage);
+    assert.deepEqual(same(before.routes, after.routes), []);
+    assert.deepEqual(outboundOf(same(before.clusters, after.clusters)), outbound(before.clusters));
+    assert.deepEqual(same(before.endpoints, after.endpoints), [...before.endpoints.keys()]);
+  });
+
+  it("keeps the route configuration of a port whose services a changed VirtualService is not for", () => {
+    const { resources, switchTo } = server(bookinfo([mongoVirtualService(0)]));
+    const before = snapshot(resources, productpage);
+    switchTo(bookinfo([mongoVirtualService(10)]));
+    const after = snapshot(resources, productpage);
+    assert.deepEqual(same(before.routes, after.routes), ["9080"]);
+    // The TCP route is in the mongodb listener, which is rebuilt.
+    assert.notEqual(before.listeners.get("10.96.0.13_27017"), after.listeners.get("10.96.0.13_27017"));
+  });
+
+  it("rebuilds clusters and assignments for a DestinationRule change", () => {
+    const { resources, switchTo } = server(bookinfo([reviewsRule(["v1"])]));
+    const before = snapshot(resources, productpage);
+    switchTo(bookinfo([reviewsRule(["v1", "v2"])]));
+    const after = snapshot(resources, productpage);
+    assert.deepEqual(
+      same(before.clusters, after.clusters).filter((name) => name.includes("reviews")),
+      [],
+    );
+    assert.deepEqual(same(before.endpoints, after.endpoints), []);
+  });
+});
+
+describe("sourceLabelsSelection", () => {
+  const selecting = ratingsVirtualService([
+    { match: [{ sourceLabels: { app: "reviews" } }], route: [{ destination: { host: "ratings" } }] },
+    { route: [{ destination: { host: "ratings" } }] },
+  ]);
+
+  it("is empty while no VirtualService matches on source labels", () => {
+    const push = bookinfo([ratingsVirtualService(routeTo("ratings"))]);
+    assert.equal(sourceLabelsSelection(push, { labels: { app: "reviews" } }), "");
+  });
+
+  it("tells the selected workloads from the others, and nothing more", () => {
+    const push = bookinfo([selecting]);
+    const of = (labels: Record<string, string>) => sourceLabelsSelection(push, { labels });
+    assert.notEqual(of({ app: "reviews", version: "v1" }), of({ app: "productpage", version: "v1" }));
+    assert.equal(of({ app: "reviews", version: "v1" }), of({ app: "reviews", version: "v2" }));
+    assert.equal(of({ app: "productpage" }), of({ app: "ratings" }));
+  });
+
+  it("keeps a selected workload's routes apart from the others'", () => {
+    const push = bookinfo([selecting]);
+    const resources = new GeneratedResources(XDS_TYPES, new XdsCache(), () => push);
+    const routes = (proxy: MeshProxy) =>
+      resources.generate(proxy, TypeUrl.RouteConfiguration, new Set(["9080"]))?.[0];
+    const ratings = sidecarProxy("10.1.0.3", { app: "ratings", version: "v1" });
+    assert.notEqual(routes(reviews()), routes(productpage()));
+    assert.equal(routes(ratings), routes(productpage()));
+  });
+
+  function reviews() {
+    return sidecarProxy("10.1.0.2", { app: "reviews", version: "v2" });
+  }
+  function productpage() {
+    return sidecarProxy("10.1.0.4", { app: "productpage", version: "v1" });
+  }
+});

@@ -15,7 +15,7 @@ import {
 } from "../src/cache/dependencies.js";
 import { sourceLabelsSelection } from "../src/cache/selection.js";
 import { XdsCache } from "../src/cache/xds-cache.js";
-import type { MeshProxy } from "../src/model/proxy.js";
+import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
 import type { GeneratedResource } from "../src/model/types.js";
 import { GeneratedResources } from "../src/server/generated-resources.js";
@@ -148,7 +148,7 @@ describe("configChanges (what a new snapshot changed)", () => {
 describe("XdsCache.invalidate", () => {
   const resource = (name: string): GeneratedResource => ({
     name,
-    resource: { typeUrl: "", value: new Uint8Array() },
+    resource: { typeUrl: "", value: Buffer.alloc(0) },
     sources: [],
   });
   const change = (kinds: string[], tokens: string[] = []): ConfigChange => ({
@@ -275,6 +275,28 @@ describe("generated resources through the cache", () => {
     assert.deepEqual(same(first.endpoints, second.endpoints), [...first.endpoints.keys()]);
     const outboundListeners = [...first.listeners.keys()].filter((name) => name !== "virtualInbound");
     assert.deepEqual(same(first.listeners, second.listeners), outboundListeners);
+  });
+
+  it("hands a second sidecar of the same scope and locality its assignments without a lookup per cluster", () => {
+    const { resources, cache } = server(bookinfo([reviewsRule(["v1", "v2"])]));
+    const eds = new Set([
+      `outbound|9080||${REVIEWS}`,
+      `outbound|9080|v1|${REVIEWS}`,
+      "outbound|9080||unknown",
+    ]);
+    const first = resources.generate(productpage, TypeUrl.ClusterLoadAssignment, eds);
+    const lookups = () => cache.stats.hits + cache.stats.misses;
+    const before = lookups();
+    const second = resources.generate(reviews, TypeUrl.ClusterLoadAssignment, eds);
+    assert.equal(lookups(), before);
+    assert.deepEqual(second, first);
+    const elsewhere = parseProxy({
+      id: "sidecar~10.1.0.9~reviews-abc.default~default.svc.cluster.local",
+      locality: { region: "eu-west1", zone: "eu-west1-a", subZone: "" },
+      metadata: { NAMESPACE: "default", LABELS: { app: "reviews" }, INSTANCE_IPS: "10.1.0.9" },
+    } as never);
+    resources.generate(elsewhere, TypeUrl.ClusterLoadAssignment, eds);
+    assert.ok(lookups() > before, "a proxy in another locality shares no assignment list");
   });
 
   it("rebuilds for a VirtualService change the route configurations of its host and keeps clusters and assignments", () => {

@@ -2,13 +2,15 @@ import { packAny, Resolution } from "@sextant/proto";
 import { ClusterLoadAssignment, TypeUrl } from "@sextant/proto/envoy";
 import type { CacheDependencies } from "../../cache/dependencies.js";
 import { cacheKey } from "../../cache/xds-cache.js";
-import { sidecarScope } from "../../model/sidecar-scope.js";
+import type { MeshProxy } from "../../model/proxy.js";
+import type { PushContext } from "../../model/push-context.js";
+import { type SidecarScope, sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, PushChange, WatchedNames } from "../../model/types.js";
 import type { GenerationContext } from "../generator.js";
 import { endpointsChanged } from "../grpc/endpoints.js";
 import { parseOutboundClusterName } from "../names.js";
 import { dependsOnProxyLabels, localityGroups, localityLbEndpoints } from "./cluster-endpoints.js";
-import { sidecarDestinationRule } from "./cluster-rules.js";
+import { ruleLabelsKey, sidecarDestinationRule } from "./cluster-rules.js";
 
 const LOAD_ASSIGNMENT: CacheDependencies = { class: "sidecar-eds" };
 
@@ -26,7 +28,8 @@ const LOAD_ASSIGNMENT: CacheDependencies = { class: "sidecar-eds" };
  * version, the DestinationRule chosen, the proxy's locality (priorities), its
  * node only for a node-local service, and its labels only when
  * failoverPriority reads them: an endpoint change rebuilds only its host's
- * assignments.
+ * assignments. Within a snapshot, the sidecars that read the same of it
+ * share the list's lookups too ({@link sharedAssignments}).
  */
 export function generateSidecarEndpoints(
   context: GenerationContext,
@@ -35,8 +38,14 @@ export function generateSidecarEndpoints(
   if (watched === "*") return [];
   const { push, proxy, cache } = context;
   const scope = sidecarScope(push, proxy);
+  const shared = sharedAssignments(push, proxy, scope);
   const out: GeneratedResource[] = [];
   for (const name of [...watched].filter((candidate) => candidate !== "*").sort()) {
+    const known = shared.get(name);
+    if (known) {
+      out.push(known);
+      continue;
+    }
     const parsed = parseOutboundClusterName(name);
     const service = parsed ? scope.servicesByHost.get(parsed.host) : undefined;
     const port = service?.ports.find((candidate) => candidate.number === parsed?.port);
@@ -44,12 +53,13 @@ export function generateSidecarEndpoints(
       service?.resolution === Resolution.RESOLUTION_DNS ||
       service?.resolution === Resolution.RESOLUTION_DNS_ROUND_ROBIN;
     if (!parsed || !service || !port || dns) {
-      out.push(
-        cache.get(cacheKey("eds-sidecar-empty", name), () => emptyAssignment(name)) as GeneratedResource,
-      );
+      const empty = cache.get(cacheKey("eds-sidecar-empty", name), () => emptyAssignment(name))!;
+      shared.set(name, empty);
+      out.push(empty);
       continue;
     }
     const rule = sidecarDestinationRule(push, proxy, service);
+    const byLabels = dependsOnProxyLabels(rule?.spec, parsed.subset, port.number);
     const key = cacheKey(
       "eds-sidecar",
       name,
@@ -58,7 +68,7 @@ export function generateSidecarEndpoints(
       rule ? `${rule.ref.namespace}/${rule.ref.name}` : "-",
       `${proxy.locality.region}/${proxy.locality.zone}/${proxy.locality.subzone}`,
       service.nodeLocal ? `node=${proxy.nodeName}` : "",
-      dependsOnProxyLabels(rule?.spec, parsed.subset, port.number) ? JSON.stringify(proxy.labels) : "",
+      byLabels ? JSON.stringify(proxy.labels) : "",
     );
     const built = cache.get(
       key,
@@ -82,7 +92,9 @@ export function generateSidecarEndpoints(
       },
       LOAD_ASSIGNMENT,
     );
-    if (built) out.push(built);
+    if (!built) continue;
+    if (!byLabels) shared.set(name, built);
+    out.push(built);
   }
   return out;
 }
@@ -94,6 +106,58 @@ export function generateSidecarEndpoints(
  */
 export function sidecarEndpointsNeedPush(change: PushChange, watched: WatchedNames): boolean {
   return endpointsChanged(change, watched);
+}
+
+/** Per snapshot, per scope: the assignments by cluster name, by what else of a proxy they read. */
+const assignmentMemo = new WeakMap<
+  PushContext,
+  WeakMap<SidecarScope, Map<string, Map<string, GeneratedResource>>>
+>();
+
+/**
+ * The assignments already built in this snapshot for proxies that read the
+ * same of it, by cluster name: two sidecars of one scope, DestinationRule
+ * choice, locality and (while a service is node-local) node get the same,
+ * so all but the first skip the per-cluster key and lookup. An assignment
+ * that reads the proxy's labels (failoverPriority) is never put here.
+ */
+function sharedAssignments(
+  push: PushContext,
+  proxy: MeshProxy,
+  scope: SidecarScope,
+): Map<string, GeneratedResource> {
+  let byScope = assignmentMemo.get(push);
+  if (!byScope) {
+    byScope = new WeakMap();
+    assignmentMemo.set(push, byScope);
+  }
+  let byVariant = byScope.get(scope);
+  if (!byVariant) {
+    byVariant = new Map();
+    byScope.set(scope, byVariant);
+  }
+  const variant = cacheKey(
+    ruleLabelsKey(push, proxy),
+    `${proxy.locality.region}/${proxy.locality.zone}/${proxy.locality.subzone}`,
+    hasNodeLocalServices(push) ? `node=${proxy.nodeName}` : "",
+  );
+  let shared = byVariant.get(variant);
+  if (!shared) {
+    shared = new Map();
+    byVariant.set(variant, shared);
+  }
+  return shared;
+}
+
+const nodeLocal = new WeakMap<PushContext, boolean>();
+
+function hasNodeLocalServices(push: PushContext): boolean {
+  let found = nodeLocal.get(push);
+  if (found === undefined) {
+    found = push.services.some((service) => service.nodeLocal);
+    nodeLocal.set(push, found);
+  }
+  return found;
 }
 
 function emptyAssignment(name: string): GeneratedResource {

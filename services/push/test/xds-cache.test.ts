@@ -6,7 +6,6 @@ import { Service } from "@sextant/proto";
 import { TypeUrl } from "@sextant/proto/envoy";
 import {
   ANY_VIRTUAL_SERVICE,
-  type ConfigChange,
   configChanges,
   routeDependencies,
   SERVICES,
@@ -17,7 +16,7 @@ import { sourceLabelsSelection } from "../src/cache/selection.js";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
-import type { GeneratedResource } from "../src/model/types.js";
+import type { ConfigChange, GeneratedResource } from "../src/model/types.js";
 import { GeneratedResources } from "../src/server/generated-resources.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { bookinfo, ratingsVirtualService, sidecarProxy } from "./sidecar-routes.fixtures.test.js";
@@ -369,4 +368,40 @@ describe("sourceLabelsSelection", () => {
   function productpage() {
     return sidecarProxy("10.1.0.4", { app: "productpage", version: "v1" });
   }
+});
+
+describe("sidecar EDS push scoping (istiod's edsNeedsPush)", () => {
+  const watched = new Set([`outbound|9080||${REVIEWS}`]);
+  const full = (configs?: ConfigChange) => ({
+    full: true,
+    endpointHosts: new Set<string>(),
+    ...(configs ? { configs } : {}),
+  });
+  const resources = new GeneratedResources(XDS_TYPES, new XdsCache(), () => bookinfo([]));
+  const proxy = sidecarProxy("10.1.0.4", { app: "productpage" });
+  const needsPush = (change: ReturnType<typeof full> & { endpointHosts: Set<string> }) =>
+    resources.needsPush(proxy, TypeUrl.ClusterLoadAssignment, watched, change);
+
+  it("skips a change of VirtualServices or Sidecars alone, unless its watched endpoints changed too", () => {
+    const virtualService = configChanges(
+      bookinfo([ratingsVirtualService(routeTo("ratings"))]),
+      bookinfo([ratingsVirtualService(routeTo("reviews"))]),
+    );
+    assert.equal(needsPush(full(virtualService)), false);
+    assert.equal(needsPush({ ...full(virtualService), endpointHosts: new Set([REVIEWS]) }), true);
+    assert.equal(needsPush({ ...full(virtualService), endpointHosts: new Set([RATINGS]) }), false);
+    const sidecar: ConfigChange = {
+      all: false,
+      kinds: new Set(["Sidecar", "AuthorizationPolicy"]),
+      tokens: new Set(),
+    };
+    assert.equal(needsPush(full(sidecar)), false);
+  });
+
+  it("pushes for a DestinationRule, a registry or an unknown change", () => {
+    assert.equal(needsPush(full(configChanges(bookinfo([]), bookinfo([reviewsRule(["v1"])])))), true);
+    assert.equal(needsPush(full({ all: false, kinds: new Set([SERVICES]), tokens: new Set() })), true);
+    assert.equal(needsPush(full({ all: true, kinds: new Set(), tokens: new Set() })), true);
+    assert.equal(needsPush(full()), true);
+  });
 });

@@ -1,17 +1,6 @@
 import { resolveHost } from "@sextant/model";
 import type { ConfigDigest, PushContext } from "../model/push-context.js";
-
-/**
- * What one snapshot changed against the previous (istiod's ConfigsUpdated):
- * the kinds of the configs added, changed or removed ("services" for the
- * registry), and finer tokens some entries are indexed by. `all` when
- * nothing can be kept (no previous snapshot, or a mesh-wide setting moved).
- */
-export interface ConfigChange {
-  readonly all: boolean;
-  readonly kinds: ReadonlySet<string>;
-  readonly tokens: ReadonlySet<string>;
-}
+import type { ConfigChange } from "../model/types.js";
 
 /** The pseudo-kind of a registry service's change (added, removed, or any field of it). */
 export const SERVICES = "services";
@@ -39,12 +28,17 @@ const SKIPPED_KINDS = {
     "WasmPlugin",
     "EnvoyFilter",
   ]),
-  /** Cluster load assignments: as clusters, plus PeerAuthentication (an endpoint's TLS mode metadata). */
+  /**
+   * Cluster load assignments: as clusters, plus PeerAuthentication (an
+   * endpoint's TLS mode metadata) and WorkloadEntry (endpoints). Also what
+   * a sidecar's EDS push skips (Istio's skippedEdsConfigs): a scope that
+   * a Sidecar or VirtualService change widens comes with new clusters in
+   * CDS, whose assignments Envoy then asks for.
+   */
   "sidecar-eds": new Set([
     "Gateway",
     "VirtualService",
     "Sidecar",
-    "WorkloadEntry",
     "WorkloadGroup",
     "AuthorizationPolicy",
     "RequestAuthentication",

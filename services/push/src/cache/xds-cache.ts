@@ -1,10 +1,5 @@
-import type { GeneratedResource } from "../model/types.js";
-import {
-  type CacheDependencies,
-  type ConfigChange,
-  classAffected,
-  type DependencyClass,
-} from "./dependencies.js";
+import type { ConfigChange, GeneratedResource } from "../model/types.js";
+import { type CacheDependencies, classAffected, type DependencyClass } from "./dependencies.js";
 
 const ANY: CacheDependencies = { class: "any" };
 

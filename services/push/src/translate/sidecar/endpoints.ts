@@ -1,6 +1,6 @@
 import { packAny, Resolution } from "@sextant/proto";
 import { ClusterLoadAssignment, TypeUrl } from "@sextant/proto/envoy";
-import type { CacheDependencies } from "../../cache/dependencies.js";
+import { type CacheDependencies, classAffected } from "../../cache/dependencies.js";
 import { cacheKey } from "../../cache/xds-cache.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
@@ -100,11 +100,15 @@ export function generateSidecarEndpoints(
 }
 
 /**
- * When sidecar EDS must be re-run (istiod's incremental EDS): on a full push,
- * or when the endpoints of a host the proxy watches a cluster of changed;
- * an endpoint change elsewhere leaves it alone.
+ * When sidecar EDS must be re-run (istiod's edsNeedsPush): on a full push
+ * whose changed kinds can reach a load assignment (not a VirtualService's,
+ * Sidecar's or policy's alone: cache/dependencies.ts), or when the
+ * endpoints of a host the proxy watches a cluster of changed; an endpoint
+ * change elsewhere leaves it alone.
  */
 export function sidecarEndpointsNeedPush(change: PushChange, watched: WatchedNames): boolean {
+  if (change.full && change.configs && !classAffected("sidecar-eds", change.configs))
+    return endpointsChanged({ ...change, full: false }, watched);
   return endpointsChanged(change, watched);
 }
 

@@ -2,7 +2,7 @@
 // ConfigsUpdated scoping) and what sidecars of different workloads share.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { Service } from "@sextant/proto";
+import { EndpointShard, Service } from "@sextant/proto";
 import { TypeUrl } from "@sextant/proto/envoy";
 import {
   ANY_VIRTUAL_SERVICE,
@@ -403,5 +403,58 @@ describe("sidecar EDS push scoping (istiod's edsNeedsPush)", () => {
     assert.equal(needsPush(full({ all: false, kinds: new Set([SERVICES]), tokens: new Set() })), true);
     assert.equal(needsPush(full({ all: true, kinds: new Set(), tokens: new Set() })), true);
     assert.equal(needsPush(full()), true);
+  });
+});
+
+describe("outbound listener plans shared within a snapshot", () => {
+  // A headless TCP service whose endpoints include productpage's pod: its per-endpoint listeners skip the proxy's own address.
+  const push = PushContext.build({
+    config: new Map(),
+    services: new Map([
+      [
+        "default/db.default.svc.cluster.local",
+        Service.fromJSON({
+          hostname: "db.default.svc.cluster.local",
+          namespace: "default",
+          name: "db",
+          ports: [{ name: "tcp", number: 5432, protocol: "PROTOCOL_TCP" }],
+          resolution: "RESOLUTION_PASSTHROUGH",
+          selector: { app: "db" },
+          registry: "kubernetes",
+        }),
+      ],
+    ]),
+    endpointShards: new Map([
+      [
+        "db.default.svc.cluster.local",
+        {
+          hostname: "db.default.svc.cluster.local",
+          endpoints: EndpointShard.fromJSON({
+            endpoints: ["10.1.0.4", "10.1.0.7"].map((address) => ({
+              address,
+              ports: { tcp: 5432 },
+              labels: { app: "db" },
+              namespace: "default",
+              health: "HEALTH_STATUS_HEALTHY",
+            })),
+          }).endpoints,
+        },
+      ],
+    ]),
+    domainSuffix: "cluster.local",
+  });
+  const names = (resources: GeneratedResources, proxy: MeshProxy) =>
+    (resources.generate(proxy, TypeUrl.Listener, "*") ?? [])
+      .map((r) => r.name)
+      .filter((name) => name.endsWith("_5432"));
+
+  it("plans a headless service's endpoint pod apart from the other proxies", () => {
+    const shared = new GeneratedResources(XDS_TYPES, new XdsCache(), () => push);
+    const fresh = () => new GeneratedResources(XDS_TYPES, new XdsCache(), () => push);
+    const own = sidecarProxy("10.1.0.4", { app: "db-client" });
+    const other = sidecarProxy("10.1.0.1", { app: "db-client" });
+    assert.deepEqual(names(shared, own), ["10.1.0.7_5432"]);
+    assert.deepEqual(names(shared, other), ["10.1.0.4_5432", "10.1.0.7_5432"]);
+    assert.deepEqual(names(shared, own), names(fresh(), own));
   });
 });

@@ -18,10 +18,11 @@ import type { CacheDependencies } from "../../cache/dependencies.js";
 import { labelsKey, sourceLabelsSelection } from "../../cache/selection.js";
 import { cacheKey } from "../../cache/xds-cache.js";
 import { aliasesByTarget, clusterHost, isAlias } from "../../model/aliases.js";
+import { usesAutoAllocatedAddresses } from "../../model/auto-allocation.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
-import { sidecarScope } from "../../model/sidecar-scope.js";
+import { type SidecarScope, sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, TypedConfig, WatchedNames } from "../../model/types.js";
 import { listenerTelemetry, withTelemetry } from "../common/telemetry.js";
 import { type ListenerExtensions, listenerExtensions } from "../extension/wasm-filters.js";
@@ -31,6 +32,7 @@ import { withAutoAllocatedAddresses } from "./auto-addresses.js";
 import {
   additionalAddresses,
   addressesOfProxyFamilies,
+  ipMode,
   isWildcardAddress,
   WILDCARD_IPV4,
   wildcardAddresses,
@@ -120,7 +122,7 @@ export function generateSidecarListeners(
           sidecar,
           selection,
           extensions.sources.map((ref) => `${ref.namespace}/${ref.name}`).join(","),
-          JSON.stringify(plan),
+          planKey(plan),
           telemetry.key,
         ),
         () =>
@@ -274,8 +276,79 @@ interface PortRequest {
  * if neither binds). A listener on a wildcard address at a port of the
  * proxy's own listeners is not built (see reservedPorts).
  */
+const planMemo = new WeakMap<PushContext, WeakMap<SidecarScope, Map<string, Map<string, ListenerPlan>>>>();
+
+/**
+ * The outbound listener plans of proxy, shared by the proxies of a snapshot
+ * that plan alike: of one scope, selected by the same VirtualService source
+ * labels, of the same IP families, static listener ports and use of
+ * auto-allocated addresses, and among the endpoints of headless services
+ * (whose per-endpoint listeners skip the proxy's own address) at the same
+ * addresses, which for all but those endpoints' own pods is none. The
+ * plans are read, never changed, by the callers.
+ */
 function outboundPlans(push: PushContext, proxy: MeshProxy): Map<string, ListenerPlan> {
   const scope = sidecarScope(push, proxy);
+  let byScope = planMemo.get(push);
+  if (!byScope) {
+    byScope = new WeakMap();
+    planMemo.set(push, byScope);
+  }
+  let byVariant = byScope.get(scope);
+  if (!byVariant) {
+    byVariant = new Map();
+    byScope.set(scope, byVariant);
+  }
+  const headless = headlessEndpointAddresses(push);
+  const variant = cacheKey(
+    sourceLabelsSelection(push, proxy),
+    ipMode(proxy),
+    [...reservedPorts(proxy)].sort((a, b) => a - b).join(","),
+    usesAutoAllocatedAddresses(proxy) ? "auto-allocated" : "",
+    proxy.instanceIps.filter((ip) => headless.has(ip)).join(","),
+  );
+  let plans = byVariant.get(variant);
+  if (!plans) {
+    plans = planOutbound(push, proxy, scope);
+    byVariant.set(variant, plans);
+  }
+  return plans;
+}
+
+const headlessMemo = new WeakMap<PushContext, ReadonlySet<string>>();
+
+/** The endpoint addresses of the services without an address that resolve PASSTHROUGH (what {@link portRequests} binds per endpoint). */
+function headlessEndpointAddresses(push: PushContext): ReadonlySet<string> {
+  let addresses = headlessMemo.get(push);
+  if (!addresses) {
+    const found = new Set<string>();
+    for (const service of push.services) {
+      if (
+        service.resolution !== Resolution.RESOLUTION_PASSTHROUGH ||
+        serviceAddress(service) !== WILDCARD_IPV4
+      )
+        continue;
+      for (const endpoint of push.endpointsByHost.get(service.hostname) ?? []) found.add(endpoint.address);
+    }
+    addresses = found;
+    headlessMemo.set(push, addresses);
+  }
+  return addresses;
+}
+
+/** A plan's cache-key text, once per plan (shared plans are asked for by every proxy of their variant). */
+const planKeys = new WeakMap<ListenerPlan, string>();
+
+function planKey(plan: ListenerPlan): string {
+  let key = planKeys.get(plan);
+  if (key === undefined) {
+    key = JSON.stringify(plan);
+    planKeys.set(plan, key);
+  }
+  return key;
+}
+
+function planOutbound(push: PushContext, proxy: MeshProxy, scope: SidecarScope): Map<string, ListenerPlan> {
   const placement: Placement = {
     plans: new Map(),
     owners: new Map(),

@@ -7,6 +7,7 @@ import { TypeUrl } from "@sextant/proto/envoy";
 import {
   ANY_VIRTUAL_SERVICE,
   configChanges,
+  mergedConfigs,
   routeDependencies,
   SERVICES,
   UNPLACED_VIRTUAL_SERVICE,
@@ -16,8 +17,9 @@ import { sourceLabelsSelection } from "../src/cache/selection.js";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
-import type { ConfigChange, GeneratedResource } from "../src/model/types.js";
+import type { ConfigChange, GeneratedResource, PushChange } from "../src/model/types.js";
 import { GeneratedResources } from "../src/server/generated-resources.js";
+import { PushQueue } from "../src/server/push-queue.js";
 import { XDS_TYPES } from "../src/xds-types.js";
 import { bookinfo, ratingsVirtualService, sidecarProxy } from "./sidecar-routes.fixtures.test.js";
 import type { ConfigItem } from "./stored-config.js";
@@ -456,5 +458,62 @@ describe("outbound listener plans shared within a snapshot", () => {
     assert.deepEqual(names(shared, own), ["10.1.0.7_5432"]);
     assert.deepEqual(names(shared, other), ["10.1.0.4_5432", "10.1.0.7_5432"]);
     assert.deepEqual(names(shared, own), names(fresh(), own));
+  });
+});
+
+describe("a proxy's merged pending pushes keep what their config changes changed", () => {
+  const kinds = (...names: string[]): ConfigChange => ({
+    all: false,
+    kinds: new Set(names),
+    tokens: new Set(),
+  });
+  const endpointsOnly = { full: false };
+
+  it("unites two full changes, keeps a full one's over an endpoint change, and knows nothing if either full one does not", () => {
+    assert.deepEqual(
+      sorted(
+        mergedConfigs(
+          { full: true, configs: kinds("VirtualService") },
+          { full: true, configs: kinds("Sidecar") },
+        )!.kinds,
+      ),
+      ["Sidecar", "VirtualService"],
+    );
+    assert.deepEqual(
+      mergedConfigs(endpointsOnly, { full: true, configs: kinds("Sidecar") }),
+      kinds("Sidecar"),
+    );
+    assert.deepEqual(
+      mergedConfigs({ full: true, configs: kinds("Sidecar") }, endpointsOnly),
+      kinds("Sidecar"),
+    );
+    assert.equal(mergedConfigs({ full: true }, { full: true, configs: kinds("Sidecar") }), undefined);
+    assert.equal(
+      mergedConfigs(
+        { full: true, configs: kinds("Sidecar") },
+        { full: true, configs: { ...kinds(), all: true } },
+      )?.all,
+      true,
+    );
+  });
+
+  it("carries them through the PushQueue to the push", async () => {
+    let release: () => void = () => {};
+    const blocked = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const received = new Map<string, PushChange>();
+    const queue = new PushQueue(1, async (id, change) => {
+      if (id === "blocker") await blocked;
+      received.set(id, change);
+    });
+    const change = (configs: ConfigChange): PushChange => ({ full: true, endpointHosts: new Set(), configs });
+    queue.enqueue("blocker", change(kinds()), 0);
+    // Both wait behind the blocker (one push at a time), so they merge.
+    queue.enqueue("proxy", change(kinds("VirtualService")), 1);
+    queue.enqueue("proxy", change(kinds("Sidecar")), 2);
+    release();
+    await queue.idle();
+    assert.deepEqual(sorted(received.get("proxy")!.configs!.kinds), ["Sidecar", "VirtualService"]);
   });
 });

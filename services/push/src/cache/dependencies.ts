@@ -176,3 +176,23 @@ function hostsOf(spec: unknown): string[] {
   const hosts = (spec as { hosts?: unknown } | undefined)?.hosts;
   return Array.isArray(hosts) ? hosts.filter((host): host is string => typeof host === "string") : [];
 }
+
+/**
+ * What two pushes merged into one changed (a proxy's pending push taking a
+ * second change): a full one's configs are kept, those of two full ones
+ * united, and unknown (undefined: anything) if either full one's are.
+ */
+export function mergedConfigs(
+  waiting: { readonly full: boolean; readonly configs?: ConfigChange | undefined },
+  added: { readonly full: boolean; readonly configs?: ConfigChange | undefined },
+): ConfigChange | undefined {
+  if (!added.full) return waiting.configs;
+  if (!waiting.full) return added.configs;
+  if (!waiting.configs || !added.configs) return undefined;
+  if (waiting.configs.all || added.configs.all) return EVERYTHING;
+  return {
+    all: false,
+    kinds: new Set([...waiting.configs.kinds, ...added.configs.kinds]),
+    tokens: new Set([...waiting.configs.tokens, ...added.configs.tokens]),
+  };
+}

@@ -10,6 +10,9 @@
 //      per deployment, same labels and service account, so XdsCache can
 //      share their resources): total time, per-proxy mean and the cache's
 //      hit ratio.
+//   3. A VirtualService change (svc-0's weights) after that push: a new
+//      snapshot, the cache brought up to date as the server does (dropping
+//      what the change reaches), then every sidecar's four types again.
 //
 // Subscriptions are Envoy's: listeners and clusters by wildcard, then the
 // route configs the listeners name and the EDS clusters the clusters name.
@@ -28,6 +31,7 @@ import {
   Service,
 } from "@sextant/proto";
 import { Cluster, HttpConnectionManager, Listener, TypeUrl } from "@sextant/proto/envoy";
+import { configChanges } from "../src/cache/dependencies.js";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { type MeshProxy, parseProxy } from "../src/model/proxy.js";
 import { PushContext } from "../src/model/push-context.js";
@@ -78,8 +82,8 @@ function resource(
   return { kind, apiVersion, namespace, name, labels: {}, annotations: {}, generation: 1, revision: 0, spec };
 }
 
-/** The synthetic registry and config. */
-function buildContext(): PushContext {
+/** The synthetic registry and config; svc-0's VirtualService sends v2 `changedWeight` percent. */
+function buildContext(changedWeight = 10): PushContext {
   const services = new Map<string, Service>();
   const shards = new Map<string, { hostname: string; endpoints: EndpointShard["endpoints"] }>();
   const config = new Map<string, ConfigResource>();
@@ -120,8 +124,8 @@ function buildContext(): PushContext {
         http: [
           {
             route: [
-              { destination: { host: name, subset: "v1" }, weight: 90 },
-              { destination: { host: name, subset: "v2" }, weight: 10 },
+              { destination: { host: name, subset: "v1" }, weight: 100 - (i === 0 ? changedWeight : 10) },
+              { destination: { host: name, subset: "v2" }, weight: i === 0 ? changedWeight : 10 },
             ],
             timeout: "5s",
             retries: { attempts: 3, perTryTimeout: "2s" },
@@ -280,3 +284,25 @@ console.log(`| bytes generated (all proxies) | ${(sent / 1e6).toFixed(1)} MB |`)
 // The bench decodes LDS and CDS to find the RDS and EDS names, as Envoy would; not push's cost.
 console.log(`| wall time incl. the bench's decoding of names | ${ms(pushMs)} ms |`);
 console.log(`| heap used after | ${(process.memoryUsage().heapUsed / 1e6).toFixed(0)} MB |`);
+
+// 3. A VirtualService change, then every sidecar again through the same cache.
+const changed = buildContext(20);
+const before = cache.stats;
+start = performance.now();
+const dropped = cache.invalidate(configChanges(push, changed));
+const invalidateMs = performance.now() - start;
+const afterChange = { lds: 0, rds: 0, cds: 0, eds: 0 } as Record<Type, number>;
+for (const proxy of proxies) {
+  const result = generateAll(generators, { push: changed, proxy, cache });
+  for (const type of ["lds", "rds", "cds", "eds"] as const) afterChange[type] += result.times[type];
+}
+const changeMs = afterChange.lds + afterChange.rds + afterChange.cds + afterChange.eds;
+console.log(`\nVirtualService change (svc-0), then all ${PROXIES} sidecars again through the same cache\n`);
+console.log("| measure | value |");
+console.log("|---|---:|");
+console.log(`| entries dropped / kept | ${dropped} / ${before.size - dropped} (in ${ms(invalidateMs)} ms) |`);
+console.log(`| total push time (generators) | ${ms(changeMs)} ms |`);
+for (const type of ["lds", "rds", "cds", "eds"] as const) {
+  console.log(`| ${type.toUpperCase()} share | ${ms(afterChange[type])} ms |`);
+}
+console.log(`| cache misses (rebuilt) | ${cache.stats.misses - before.misses} |`);

@@ -12,8 +12,10 @@ import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { checkGoldenDir, goldenCases } from "@sextant/testing";
 import { parse, stringify } from "yaml";
+import { configChanges } from "../src/cache/dependencies.js";
 import { XdsCache } from "../src/cache/xds-cache.js";
 import { parseProxy } from "../src/model/proxy.js";
+import type { PushContext } from "../src/model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
 import type { GenerationContext } from "../src/translate/generator.js";
 import { NAME_TABLE_TYPE_URL } from "../src/translate/sidecar/name-table.js";
@@ -160,6 +162,8 @@ function renderCase(
   violations?: string[],
   /** Collects why the case's resources are not consistent with each other (dangling names, orphans). */
   inconsistent?: string[],
+  /** Called with the case's snapshot before anything is generated (as the server brings its cache up to date). */
+  beforeGenerate?: (push: PushContext) => void,
 ): Record<string, string> {
   const pods = { ...registry.pods, ...testCase.pods };
   const endpoints = new Map<string, Array<Record<string, unknown>>>();
@@ -182,6 +186,7 @@ function renderCase(
   assert.ok(proxyPod, `no pod ${testCase.proxy} in the registry or the case`);
   const proxy = parseProxy(sidecarNode(proxyPod, testCase.proxyMetadata) as never);
   assert.equal(proxy.kind, "sidecar");
+  beforeGenerate?.(push);
   const context = { push, proxy, cache };
   // What GeneratedResources does after the generators: the proxy's EnvoyFilters.
   const envoyFilters = envoyFilterPatcher(push, proxy);
@@ -299,5 +304,28 @@ describe("Envoy sidecar translation (golden files)", () => {
       );
     }
     assert.ok(shared.stats.hits > 0, "the shared cache was never hit");
+  });
+
+  it("gives the same output from a cache carried from case to case, dropping what each change reaches, as from a fresh one", async () => {
+    const [generators, codecs] = await loaded;
+    const cases = goldenCases(testdata);
+    // Forwards and backwards: each case's change against its neighbour both ways.
+    for (const order of [cases, [...cases].reverse()]) {
+      const carried = new XdsCache();
+      let last: PushContext | undefined;
+      const invalidate = (push: PushContext) => {
+        carried.invalidate(configChanges(last, push));
+        last = push;
+      };
+      for (const testCase of order) {
+        const input = parse(testCase.input) as SidecarCase;
+        assert.deepEqual(
+          renderCase(input, generators, codecs, carried, undefined, undefined, invalidate),
+          renderCase(input, generators, codecs),
+          testCase.name,
+        );
+      }
+      assert.ok(carried.stats.hits > 0, "the carried cache was never hit");
+    }
   });
 });

@@ -2,6 +2,7 @@ import { Buckets, type Bus, type Mirror, type MirrorSubscription } from "@sextan
 import type { Logger, ReadinessGate } from "@sextant/observability";
 import type { ConfigResource, Credential, EndpointShard, Service } from "@sextant/proto";
 import type { Runner } from "@sextant/runtime";
+import { configChanges } from "../cache/dependencies.js";
 import type { MeshConfig } from "../model/mesh-config.js";
 import { PushContext } from "../model/push-context.js";
 import type { PushChange } from "../model/types.js";
@@ -209,6 +210,7 @@ export class PushInputs implements Runner {
     const pending = this.#pending;
     this.#pending = undefined;
     if (!pending || !this.#context) return;
+    const previous = this.#context;
     if (pending.full) this.#context = this.build();
     else {
       this.#context = this.#context.withEndpoints(this.#shards);
@@ -217,7 +219,12 @@ export class PushInputs implements Runner {
     if (pending.configChanges.size > 0)
       this.options.onConfigBuilt?.([...pending.configChanges.values()], pending.firstAt);
     this.options.onPush(
-      { full: pending.full, endpointHosts: pending.endpointHosts, secrets: pending.secrets },
+      {
+        full: pending.full,
+        endpointHosts: pending.endpointHosts,
+        secrets: pending.secrets,
+        ...(pending.full ? { configs: configChanges(previous, this.#context) } : {}),
+      },
       pending.firstAt,
     );
   }

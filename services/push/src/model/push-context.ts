@@ -54,6 +54,8 @@ const MESH_GATEWAY = "mesh";
  */
 export class PushContext {
   readonly configVersion: string;
+  /** What the config version hashes, item by item: the cache compares two snapshots' to drop only what changed. */
+  readonly dependencies: ContextDependencies;
   readonly trustDomain: string;
   readonly rootNamespace: string;
   readonly meshConfig: MeshConfig;
@@ -92,6 +94,7 @@ export class PushContext {
     parts: ContextParts & { endpointsByHost: Map<string, Endpoint[]>; endpointVersions: Map<string, string> },
   ) {
     this.configVersion = parts.configVersion;
+    this.dependencies = parts.dependencies;
     this.trustDomain = parts.trustDomain;
     this.rootNamespace = parts.rootNamespace;
     this.meshConfig = parts.meshConfig;
@@ -135,16 +138,27 @@ export class PushContext {
     if (meshConfig.extensionProviders.length > 0 || meshConfig.telemetry)
       configHash.update(`${JSON.stringify(meshConfig)}\u0001`);
     const sortedConfig = [...inputs.config].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const configDigests = new Map<string, ConfigDigest>();
     for (const [key, resource] of sortedConfig) {
-      configHash.update(`${key}\u0000${resource.generation}\u0000${JSON.stringify(resource.spec)}\u0001`);
+      let digest = `${key}\u0000${resource.generation}\u0000${JSON.stringify(resource.spec)}\u0001`;
       // Annotations change no generation, and one (istio.io/dry-run) changes what is built.
       if (Object.keys(resource.annotations ?? {}).length > 0)
-        configHash.update(`${JSON.stringify(resource.annotations)}\u0001`);
+        digest += `${JSON.stringify(resource.annotations)}\u0001`;
+      configHash.update(digest);
+      configDigests.set(key, {
+        kind: resource.kind,
+        namespace: resource.namespace,
+        spec: resource.spec,
+        digest,
+      });
     }
     const servicesByHost = new Map<string, Service>();
+    const serviceDigests = new Map<string, ServiceDigest>();
     for (const [key, service] of [...inputs.services].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-      configHash.update(`${key}\u0000${JSON.stringify(service)}\u0001`);
+      const digest = `${key}\u0000${JSON.stringify(service)}\u0001`;
+      configHash.update(digest);
       servicesByHost.set(service.hostname, service);
+      serviceDigests.set(key, { hostname: service.hostname, digest });
     }
     const sortedResources = sortedConfig.map(([, resource]) => resource);
     const typed = <K extends ConfigKind>(kind: K, hostsOf: (spec: ConfigSpecs[K]) => string[]) =>
@@ -158,6 +172,11 @@ export class PushContext {
     const { endpointsByHost, endpointVersions } = mergeShards(inputs.endpointShards);
     return new PushContext(inputs.domainSuffix, {
       configVersion: configHash.digest("hex").slice(0, 16),
+      dependencies: {
+        global: `${inputs.domainSuffix}\u0000${trustDomain}\u0000${rootNamespace}\u0000${JSON.stringify(meshConfig)}`,
+        configs: configDigests,
+        services: serviceDigests,
+      },
       trustDomain,
       rootNamespace,
       meshConfig,
@@ -204,6 +223,7 @@ export class PushContext {
   ): PushContext {
     return new PushContext(this.domainSuffix, {
       configVersion: this.configVersion,
+      dependencies: this.dependencies,
       trustDomain: this.trustDomain,
       rootNamespace: this.rootNamespace,
       meshConfig: this.meshConfig,
@@ -382,9 +402,39 @@ function mostSpecificHost(host: string, patterns: readonly string[]): string | u
   return best;
 }
 
+/** One config resource as the config version hashes it. */
+export interface ConfigDigest {
+  readonly kind: string;
+  readonly namespace: string;
+  /** The stored spec, undecoded (the cache reads a VirtualService's hosts from it). */
+  readonly spec: unknown;
+  /** Equal for two snapshots exactly when the resource is unchanged. */
+  readonly digest: string;
+}
+
+/** One registry service as the config version hashes it. */
+export interface ServiceDigest {
+  readonly hostname: string;
+  readonly digest: string;
+}
+
+/**
+ * The config version's inputs one by one (istiod computes ConfigsUpdated
+ * from its events; Sextant's snapshots arrive whole, so the cache diffs two).
+ */
+export interface ContextDependencies {
+  /** Domain suffix, trust domain, root namespace and MeshConfig: any change affects everything. */
+  readonly global: string;
+  /** By KV key. */
+  readonly configs: ReadonlyMap<string, ConfigDigest>;
+  /** By KV key. */
+  readonly services: ReadonlyMap<string, ServiceDigest>;
+}
+
 /** What a PushContext holds besides its endpoints. */
 interface ContextParts {
   configVersion: string;
+  dependencies: ContextDependencies;
   trustDomain: string;
   rootNamespace: string;
   meshConfig: MeshConfig;

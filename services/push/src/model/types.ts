@@ -22,10 +22,24 @@ export interface GeneratedResource {
   readonly sources: readonly ConfigRef[];
 }
 
+/**
+ * What one snapshot's config changed against the previous (istiod's
+ * ConfigsUpdated): the kinds of the configs added, changed or removed
+ * ("services" for the registry), and finer tokens some cache entries are
+ * indexed by (cache/dependencies.ts). `all` when nothing can be kept.
+ */
+export interface ConfigChange {
+  readonly all: boolean;
+  readonly kinds: ReadonlySet<string>;
+  readonly tokens: ReadonlySet<string>;
+}
+
 /** What changed since the last push. */
 export interface PushChange {
   /** Config or services changed: every type may be affected. */
   readonly full: boolean;
+  /** For a full change, what it changed; without it, a type must assume anything did. */
+  readonly configs?: ConfigChange;
   /** Hosts whose endpoints changed. */
   readonly endpointHosts: ReadonlySet<string>;
   /** Secrets (namespace/name) whose credential changed or went away: SDS pushes only these. */

@@ -1,4 +1,5 @@
 import type { Logger } from "@sextant/observability";
+import { configChanges } from "../cache/dependencies.js";
 import type { XdsCache } from "../cache/xds-cache.js";
 import type { MeshProxy } from "../model/proxy.js";
 import type { PushContext } from "../model/push-context.js";
@@ -11,11 +12,13 @@ import type { XdsTypeTable } from "./xds-type-table.js";
 /**
  * The resources connections send: the table's generator for the proxy's
  * kind, run on the current snapshot through a cache shared by every proxy.
- * The cache is emptied when the config version changes, since no key of an
- * older version can be asked for again.
+ * When the snapshot's config changes, the cache drops only the entries
+ * the change can affect (cache/dependencies.ts), so a VirtualService change
+ * rebuilds the route configurations of its hosts and little else.
  */
 export class GeneratedResources implements ResourceSource {
-  #cacheVersion = "";
+  /** The snapshot the cache's entries were last brought up to date with. */
+  #cacheContext: PushContext | undefined;
 
   constructor(
     private readonly types: XdsTypeTable,
@@ -60,9 +63,9 @@ export class GeneratedResources implements ResourceSource {
     const generator = this.types.generator(proxy.kind, typeUrl);
     const push = this.context();
     if (!generator || !push) return undefined;
-    if (push.configVersion !== this.#cacheVersion) {
-      this.cache.clear();
-      this.#cacheVersion = push.configVersion;
+    if (push !== this.#cacheContext) {
+      this.cache.invalidate(configChanges(this.#cacheContext, push));
+      this.#cacheContext = push;
     }
     const context = { push, proxy, cache: this.cache, logger: this.logger };
     const named = namedOf(names);

@@ -1,21 +1,25 @@
 import { setImmediate as yieldToIo } from "node:timers/promises";
 import { WorkQueue } from "@sextant/kube/retry";
-import type { PushChange } from "../model/types.js";
+import { mergedConfigs } from "../cache/dependencies.js";
+import type { ConfigChange, PushChange } from "../model/types.js";
 
 /** A proxy's pending push: what changed, and when the oldest change began. */
 interface Pending {
   full: boolean;
+  /** What a full change changed, if known (cache/dependencies.ts). */
+  configs?: ConfigChange | undefined;
   readonly endpointHosts: Set<string>;
   readonly secrets: Set<string>;
   startedAt: number;
 }
 
 /**
- * Two pushes waiting for one proxy are one: full if either is, every
- * endpoint host and Secret, the earlier start. The waiting one is the queue's own copy,
+ * Two pushes waiting for one proxy are one: full if either is (with what
+ * the full ones changed, united), every endpoint host and Secret, the earlier start. The waiting one is the queue's own copy,
  * so it grows in place rather than being copied on every change.
  */
 function mergePending(waiting: Pending, added: Pending): Pending {
+  waiting.configs = mergedConfigs(waiting, added);
   waiting.full ||= added.full;
   for (const host of added.endpointHosts) waiting.endpointHosts.add(host);
   for (const secret of added.secrets) waiting.secrets.add(secret);
@@ -43,7 +47,12 @@ export class PushQueue {
         await yieldToIo();
         await work(
           id,
-          { full: pending.full, endpointHosts: pending.endpointHosts, secrets: pending.secrets },
+          {
+            full: pending.full,
+            endpointHosts: pending.endpointHosts,
+            secrets: pending.secrets,
+            ...(pending.configs ? { configs: pending.configs } : {}),
+          },
           pending.startedAt,
         );
       },
@@ -58,6 +67,7 @@ export class PushQueue {
   enqueue(id: string, change: PushChange, startedAt: number): void {
     this.#queue.add(id, {
       full: change.full,
+      configs: change.configs,
       endpointHosts: new Set(change.endpointHosts),
       secrets: new Set(change.secrets),
       startedAt,

@@ -1,4 +1,5 @@
 import type { Logger } from "@sextant/observability";
+import type { CacheDependencies } from "../cache/dependencies.js";
 import type { XdsCache } from "../cache/xds-cache.js";
 import type { MeshProxy } from "../model/proxy.js";
 import type { PushContext } from "../model/push-context.js";
@@ -34,11 +35,17 @@ export function generateByName(
   watched: WatchedNames,
   keyOf: (name: string) => string,
   build: (name: string) => GeneratedResource | null,
+  /** What each resource depends on; any config change drops it if not given. */
+  dependenciesOf?: (name: string) => CacheDependencies,
 ): GeneratedResource[] {
   if (watched === "*") return [];
   const resources: GeneratedResource[] = [];
   for (const name of [...watched].sort()) {
-    const resource = context.cache.get(keyOf(name), () => build(name));
+    const resource = context.cache.get(
+      keyOf(name),
+      () => build(name),
+      dependenciesOf && (() => dependenciesOf(name)),
+    );
     if (resource) resources.push(resource);
   }
   return resources;

@@ -15,6 +15,7 @@ import {
   ServerTLSSettings_TLSProtocol as TlsProtocol,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
 import { Protocol } from "@sextant/proto/gen/sextant/mesh/v1/service";
+import { labelsKey } from "../../cache/selection.js";
 import { cacheKey } from "../../cache/xds-cache.js";
 import { metadataFlag } from "../../model/auto-allocation.js";
 import {
@@ -44,7 +45,6 @@ import { additionalAddresses, wildcardAddresses } from "../sidecar/dual-stack.js
 import { HCM_FILTER_NAME, tlsInspectorFilter, trailingHttpFilters } from "../sidecar/filters.js";
 import { routeTarget, type TcpTarget, tcpFilter } from "../sidecar/listeners.js";
 import { staticListenerPorts } from "../sidecar/proxy-ports.js";
-import { labelsKey } from "../sidecar/routes.js";
 import { autoPassthroughTargets } from "./sni-dnat.js";
 
 const ZERO = { seconds: 0, nanos: 0 };

@@ -1,13 +1,14 @@
 import { type ConfigRef, packAny } from "@sextant/proto";
 import { RouteConfiguration, TypeUrl } from "@sextant/proto/envoy";
 import { VirtualHost_TlsRequirementType as TlsRequirement } from "@sextant/proto/gen/envoy/config/route/v3/route_components";
+import { labelsKey } from "../../cache/selection.js";
 import { cacheKey } from "../../cache/xds-cache.js";
 import { intersectHosts, mergedGatewayFor, virtualServicesForGateway } from "../../model/gateway.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../../model/types.js";
 import { type GenerationContext, generateByName } from "../generator.js";
-import { buildHttpRoutes, labelsKey, MAX_DIRECT_RESPONSE_BODY_SIZE_BYTES } from "../sidecar/routes.js";
+import { buildHttpRoutes, MAX_DIRECT_RESPONSE_BODY_SIZE_BYTES } from "../sidecar/routes.js";
 
 type Plain = Record<string, unknown>;
 

@@ -19,6 +19,7 @@ import {
   type TrafficPolicy,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import type { IstioIngressListener } from "@sextant/proto/gen/istio/networking/v1alpha3/sidecar";
+import type { CacheDependencies } from "../../cache/dependencies.js";
 import { cacheKey } from "../../cache/xds-cache.js";
 import { isAlias } from "../../model/aliases.js";
 import { parseProtocol } from "../../model/protocol.js";
@@ -183,6 +184,8 @@ function resource(cluster: Cluster, sources: readonly ConfigRef[]): GeneratedRes
   return { name: cluster.name, resource: packAny(TypeUrl.Cluster, Cluster, cluster), sources };
 }
 
+const OUTBOUND_CLUSTER: CacheDependencies = { class: "sidecar-cds" };
+
 function cachedOutboundClusters(
   context: GenerationContext,
   service: Service,
@@ -197,7 +200,6 @@ function cachedOutboundClusters(
     cacheKey(
       "cds-sidecar",
       outboundClusterName(port.number, subset, service.hostname),
-      push.configVersion,
       rule ? `${rule.ref.namespace}/${rule.ref.name}` : "-",
       push.serviceAccountVersion(service.hostname),
       dependsOnEndpoints ? (push.endpointVersions.get(service.hostname) ?? "none") : "",
@@ -209,15 +211,19 @@ function cachedOutboundClusters(
   let built: Map<string, GeneratedResource | null> | undefined;
   const out: GeneratedResource[] = [];
   for (const subset of names) {
-    const found = context.cache.get(key(subset), () => {
-      built ??= new Map(
-        buildOutboundClusters(push, proxy, service, port, rule).map((entry) => [
-          entry.subset,
-          entry.resource,
-        ]),
-      );
-      return built.get(subset) ?? null;
-    });
+    const found = context.cache.get(
+      key(subset),
+      () => {
+        built ??= new Map(
+          buildOutboundClusters(push, proxy, service, port, rule).map((entry) => [
+            entry.subset,
+            entry.resource,
+          ]),
+        );
+        return built.get(subset) ?? null;
+      },
+      OUTBOUND_CLUSTER,
+    );
     if (found) out.push(found);
   }
   return out;

@@ -14,12 +14,15 @@ import type {
   VirtualService,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { Protocol, Resolution } from "@sextant/proto/gen/sextant/mesh/v1/service";
+import type { CacheDependencies } from "../../cache/dependencies.js";
+import { labelsKey, sourceLabelsSelection } from "../../cache/selection.js";
 import { cacheKey } from "../../cache/xds-cache.js";
 import { aliasesByTarget, clusterHost, isAlias } from "../../model/aliases.js";
+import { usesAutoAllocatedAddresses } from "../../model/auto-allocation.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
-import { sidecarScope } from "../../model/sidecar-scope.js";
+import { type SidecarScope, sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, TypedConfig, WatchedNames } from "../../model/types.js";
 import { listenerTelemetry, withTelemetry } from "../common/telemetry.js";
 import { type ListenerExtensions, listenerExtensions } from "../extension/wasm-filters.js";
@@ -29,6 +32,7 @@ import { withAutoAllocatedAddresses } from "./auto-addresses.js";
 import {
   additionalAddresses,
   addressesOfProxyFamilies,
+  ipMode,
   isWildcardAddress,
   WILDCARD_IPV4,
   wildcardAddresses,
@@ -45,7 +49,7 @@ import {
 } from "./filters.js";
 import { buildVirtualInbound, VIRTUAL_INBOUND, virtualInboundKey } from "./inbound.js";
 import { staticListenerPorts, VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND_PORT } from "./proxy-ports.js";
-import { alternativeHosts, isHttpProtocol, labelsKey } from "./routes.js";
+import { alternativeHosts, isHttpProtocol } from "./routes.js";
 
 /** The outbound capture listener's name (iptables redirects outbound traffic there; its port is in ./proxy-ports.ts). */
 export const VIRTUAL_OUTBOUND = "virtualOutbound";
@@ -63,11 +67,13 @@ const debug = debuglog("sextant-listeners");
  * Prometheus (15090) listeners are static in the agent's Envoy bootstrap,
  * as in Istio's, so they are not served here.
  *
- * Cache keys: outbound listeners by the proxy's namespace, Sidecar, labels
- * (sourceLabels of TCP/TLS routes) and the listener's plan (which services
- * share it, its binds: endpoints of headless services and the proxy's IP
- * family decide those); virtualInbound by namespace, labels and the proxy's
- * inbound ports (which follow endpoints, not config).
+ * Cache keys: outbound listeners by the proxy's namespace, Sidecar, the
+ * VirtualService source labels and WasmPlugins that select it, and the
+ * listener's plan (which services share it, its binds: endpoints of
+ * headless services and the proxy's IP family decide those), so that the
+ * proxies of a namespace share them; virtualInbound by namespace, labels
+ * and the proxy's inbound ports (which follow endpoints, not config).
+ * Outbound ones outlive changes that cannot reach them (cache/dependencies.ts).
  */
 export function generateSidecarListeners(
   context: GenerationContext,
@@ -76,7 +82,7 @@ export function generateSidecarListeners(
   const { push, proxy, cache } = context;
   const scope = sidecarScope(push, proxy);
   const sidecar = scope.sidecar ? `${scope.sidecar.ref.namespace}/${scope.sidecar.ref.name}` : "";
-  const labels = labelsKey(proxy.labels);
+  const selection = sourceLabelsSelection(push, proxy);
   const plans = outboundPlans(push, proxy);
   const telemetry = listenerTelemetry(push, proxy);
   const wanted = (name: string) => watched === "*" || watched.has(name);
@@ -88,7 +94,7 @@ export function generateSidecarListeners(
     if (name === VIRTUAL_INBOUND) {
       const ports = virtualInboundKey(push, proxy);
       resource = cache.get(
-        cacheKey("lds-sidecar-inbound", proxy.namespace, labels, ports, push.configVersion, telemetry.key),
+        cacheKey("lds-sidecar-inbound", proxy.namespace, labelsKey(proxy.labels), ports, telemetry.key),
         () => {
           const inbound = buildVirtualInbound(push, proxy);
           return inbound && withTelemetry(inbound, telemetry, proxy.kind);
@@ -97,51 +103,43 @@ export function generateSidecarListeners(
     } else if (name === VIRTUAL_OUTBOUND) {
       const binds = wildcardAddresses(proxy);
       resource = cache.get(
-        cacheKey(
-          "lds-sidecar",
-          scope.outboundTrafficPolicy,
-          sidecar,
-          name,
-          binds.join(","),
-          push.configVersion,
-          telemetry.key,
-        ),
+        cacheKey("lds-sidecar", scope.outboundTrafficPolicy, sidecar, name, binds.join(","), telemetry.key),
         () =>
           withTelemetry(
             buildVirtualOutbound(scope.outboundTrafficPolicy, scope.sidecar?.ref, binds),
             telemetry,
             proxy.kind,
           ),
+        OUTBOUND_LISTENER,
       );
     } else {
       const plan = plans.get(name)!;
+      const extensions = listenerExtensions(push, proxy, { class: "outbound", port: plan.port });
       resource = cache.get(
         cacheKey(
           "lds-sidecar",
           proxy.namespace,
           sidecar,
-          labels,
-          JSON.stringify(plan),
-          push.configVersion,
+          selection,
+          extensions.sources.map((ref) => `${ref.namespace}/${ref.name}`).join(","),
+          planKey(plan),
           telemetry.key,
         ),
         () =>
           withTelemetry(
-            buildOutboundListener(
-              plan,
-              scope.outboundTrafficPolicy,
-              scope.sidecar?.ref,
-              listenerExtensions(push, proxy, { class: "outbound", port: plan.port }),
-            ),
+            buildOutboundListener(plan, scope.outboundTrafficPolicy, scope.sidecar?.ref, extensions),
             telemetry,
             proxy.kind,
           ),
+        OUTBOUND_LISTENER,
       );
     }
     if (resource) out.push(resource);
   }
   return out;
 }
+
+const OUTBOUND_LISTENER: CacheDependencies = { class: "sidecar-lds" };
 
 /**
  * Istio's `virtualOutbound` on the proxy's wildcard address (`::` on an
@@ -278,8 +276,79 @@ interface PortRequest {
  * if neither binds). A listener on a wildcard address at a port of the
  * proxy's own listeners is not built (see reservedPorts).
  */
+const planMemo = new WeakMap<PushContext, WeakMap<SidecarScope, Map<string, Map<string, ListenerPlan>>>>();
+
+/**
+ * The outbound listener plans of proxy, shared by the proxies of a snapshot
+ * that plan alike: of one scope, selected by the same VirtualService source
+ * labels, of the same IP families, static listener ports and use of
+ * auto-allocated addresses, and among the endpoints of headless services
+ * (whose per-endpoint listeners skip the proxy's own address) at the same
+ * addresses, which for all but those endpoints' own pods is none. The
+ * plans are read, never changed, by the callers.
+ */
 function outboundPlans(push: PushContext, proxy: MeshProxy): Map<string, ListenerPlan> {
   const scope = sidecarScope(push, proxy);
+  let byScope = planMemo.get(push);
+  if (!byScope) {
+    byScope = new WeakMap();
+    planMemo.set(push, byScope);
+  }
+  let byVariant = byScope.get(scope);
+  if (!byVariant) {
+    byVariant = new Map();
+    byScope.set(scope, byVariant);
+  }
+  const headless = headlessEndpointAddresses(push);
+  const variant = cacheKey(
+    sourceLabelsSelection(push, proxy),
+    ipMode(proxy),
+    [...reservedPorts(proxy)].sort((a, b) => a - b).join(","),
+    usesAutoAllocatedAddresses(proxy) ? "auto-allocated" : "",
+    proxy.instanceIps.filter((ip) => headless.has(ip)).join(","),
+  );
+  let plans = byVariant.get(variant);
+  if (!plans) {
+    plans = planOutbound(push, proxy, scope);
+    byVariant.set(variant, plans);
+  }
+  return plans;
+}
+
+const headlessMemo = new WeakMap<PushContext, ReadonlySet<string>>();
+
+/** The endpoint addresses of the services without an address that resolve PASSTHROUGH (what {@link portRequests} binds per endpoint). */
+function headlessEndpointAddresses(push: PushContext): ReadonlySet<string> {
+  let addresses = headlessMemo.get(push);
+  if (!addresses) {
+    const found = new Set<string>();
+    for (const service of push.services) {
+      if (
+        service.resolution !== Resolution.RESOLUTION_PASSTHROUGH ||
+        serviceAddress(service) !== WILDCARD_IPV4
+      )
+        continue;
+      for (const endpoint of push.endpointsByHost.get(service.hostname) ?? []) found.add(endpoint.address);
+    }
+    addresses = found;
+    headlessMemo.set(push, addresses);
+  }
+  return addresses;
+}
+
+/** A plan's cache-key text, once per plan (shared plans are asked for by every proxy of their variant). */
+const planKeys = new WeakMap<ListenerPlan, string>();
+
+function planKey(plan: ListenerPlan): string {
+  let key = planKeys.get(plan);
+  if (key === undefined) {
+    key = JSON.stringify(plan);
+    planKeys.set(plan, key);
+  }
+  return key;
+}
+
+function planOutbound(push: PushContext, proxy: MeshProxy, scope: SidecarScope): Map<string, ListenerPlan> {
   const placement: Placement = {
     plans: new Map(),
     owners: new Map(),

@@ -29,6 +29,8 @@ import {
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { Protocol, Resolution } from "@sextant/proto/gen/sextant/mesh/v1/service";
 import { regexProblem } from "@sextant/validation";
+import { routeDependencies } from "../../cache/dependencies.js";
+import { sourceLabelsSelection } from "../../cache/selection.js";
 import { cacheKey } from "../../cache/xds-cache.js";
 import { aliasesByTarget, clusterHost, isAlias } from "../../model/aliases.js";
 import { usesAutoAllocatedAddresses } from "../../model/auto-allocation.js";
@@ -37,7 +39,7 @@ import { resolveGatewayName } from "../../model/gateway.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
-import { sidecarScope } from "../../model/sidecar-scope.js";
+import { type SidecarScope, sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, TypedConfig, WatchedNames } from "../../model/types.js";
 import {
   FAULT_FILTER_NAME,
@@ -76,11 +78,6 @@ export function isHttpProtocol(protocol: Protocol): boolean {
   );
 }
 
-/** The proxy's labels as a stable string, for cache keys of what sourceLabels select. */
-export function labelsKey(labels: Readonly<Record<string, string>>): string {
-  return JSON.stringify(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-}
-
 /**
  * Istio's Protocol.IsHTTPOrSniffed: the ports an outbound HTTP route
  * configuration serves, HTTP ones and sniffed (unnamed, unknown-protocol)
@@ -94,8 +91,10 @@ function carriesHttp(protocol: Protocol): boolean {
  * Route configurations for Envoy sidecars (RDS), one per name the proxy
  * asks for; the outbound listeners ask for `<port>` (`0.0.0.0_<port>`) and
  * `<hostname>:<port>` (the HTTP chain of a sniffed port on its own address).
- * Cached by the proxy's namespace, labels (sourceLabels), Sidecar and
- * whether it uses auto-allocated addresses.
+ * Cached by the proxy's namespace, the VirtualService source labels that
+ * select it, its Sidecar and whether it uses auto-allocated addresses, so
+ * that the proxies of a namespace share them; dropped when a
+ * VirtualService of one of its hosts changes (cache/dependencies.ts).
  */
 export function generateSidecarRoutes(
   context: GenerationContext,
@@ -104,7 +103,7 @@ export function generateSidecarRoutes(
   const { push, proxy } = context;
   const scope = sidecarScope(push, proxy);
   const sidecar = scope.sidecar ? `${scope.sidecar.ref.namespace}/${scope.sidecar.ref.name}` : "";
-  const labels = labelsKey(proxy.labels);
+  const selection = sourceLabelsSelection(push, proxy);
   return generateByName(
     context,
     watched,
@@ -112,16 +111,26 @@ export function generateSidecarRoutes(
       cacheKey(
         "rds-sidecar",
         proxy.namespace,
-        labels,
+        selection,
         sidecar,
         usesAutoAllocatedAddresses(proxy) ? "auto-allocated" : "",
         // Virtual hosts list the cluster IPs of the proxy's IP families.
         ipMode(proxy),
         name,
-        push.configVersion,
       ),
     (name) => buildSidecarRouteConfiguration(push, proxy, name),
+    (name) => routeDependencies(scope.sidecar !== undefined, routeHosts(scope, name)),
   );
+}
+
+/** The hostnames whose virtual hosts a route configuration name can hold: the in-scope services with its port. */
+function routeHosts(scope: SidecarScope, name: string): string[] {
+  const parsed = parseRouteName(name);
+  if (!parsed) return [];
+  if (parsed.host !== undefined) return [parsed.host];
+  return scope.services
+    .filter((service) => service.ports.some((port) => port.number === parsed.port))
+    .map((service) => service.hostname);
 }
 
 /**

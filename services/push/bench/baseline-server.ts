@@ -2,6 +2,9 @@
 // answers every listener and route request with pre-encoded resources and,
 // on "change", fans one new pre-encoded route configuration out to every
 // stream. What push adds on top of this is the cost of being a control plane.
+//
+// With `--replay` it is the sidecar-scale benchmark's floor instead
+// (scale/replay-floor.ts): it serves bytes recorded from push.
 import { Server, ServerCredentials, type ServerDuplexStream } from "@grpc/grpc-js";
 import { packAny } from "@sextant/proto";
 import {
@@ -14,6 +17,10 @@ import {
 } from "@sextant/proto/envoy";
 
 const [listenerName = ""] = process.argv.slice(2);
+if (listenerName === "--replay") await import("./scale/replay-floor.js");
+else serveProxyless();
+
+function serveProxyless() {
 const listener = packAny(TypeUrl.Listener, Listener, Listener.fromPartial({ name: listenerName }));
 const routes = (weight: number) =>
   packAny(
@@ -80,3 +87,4 @@ process.on("message", (message: { type: string }) => {
     process.exit(0);
   }
 });
+}

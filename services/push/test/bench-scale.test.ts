@@ -8,7 +8,13 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { TypeUrl } from "@sextant/proto/envoy";
 import { type Mesh, startMesh } from "../bench/scale/mesh.js";
-import { measureRun, type Recorded, type RunResult, SidecarLoad, startReplayFloor } from "../bench/scale/run.js";
+import {
+  measureRun,
+  type Recorded,
+  type RunResult,
+  SidecarLoad,
+  startReplayFloor,
+} from "../bench/scale/run.js";
 import type { SidecarSpec } from "../bench/scale/sidecars.js";
 
 const SIDECARS = 10;

@@ -204,8 +204,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     const config: object[] = [];
     for (let s = 0; s < services; s += 10)
       config.push(virtualService(s, services, 0), destinationRule(s, services));
-    if (scoped)
-      for (let n = 0; n < namespaceCount(services); n++) config.push(sidecarResource(`ns-${n}`));
+    if (scoped) for (let n = 0; n < namespaceCount(services); n++) config.push(sidecarResource(`ns-${n}`));
     for (let i = 0; i < config.length; i += 100) await apply(config.slice(i, i + 100));
 
     bus = await connectBus({

@@ -212,7 +212,9 @@ export async function measureRun(options: RunOptions): Promise<RunResult> {
   for (let i = 0; i < options.changes; i++) {
     const n = options.firstChange + i;
     virtualService.push(
-      await change(TypeUrl.RouteConfiguration, virtualServiceMarker(n), () => options.changeVirtualService(n)),
+      await change(TypeUrl.RouteConfiguration, virtualServiceMarker(n), () =>
+        options.changeVirtualService(n),
+      ),
     );
     if (recorder !== undefined) options.onRecorded?.("virtualService", n, await load.record(recorder));
     endpoints.push(

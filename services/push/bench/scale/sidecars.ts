@@ -11,7 +11,13 @@
 // (Date.now(), one clock for every process on the machine) back.
 import { Client, type ClientDuplexStream, credentials } from "@grpc/grpc-js";
 import { DeltaDiscoveryRequest, DiscoveryRequest, TypeUrl } from "@sextant/proto/envoy";
-import { edsServiceName, parseDeltaResponse, parseResponse, type RawResponse, rdsRouteNames } from "./wire.js";
+import {
+  edsServiceName,
+  parseDeltaResponse,
+  parseResponse,
+  type RawResponse,
+  rdsRouteNames,
+} from "./wire.js";
 
 /** One simulated sidecar: a pod of app in namespace. */
 export interface SidecarSpec {
@@ -43,7 +49,12 @@ const SOTW_PATH = "/envoy.service.discovery.v3.AggregatedDiscoveryService/Stream
 const DELTA_PATH = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 /** Sidecars per HTTP/2 connection: real Envoys have one each; a few per channel keeps the generator light. */
 const SIDECARS_PER_CHANNEL = 10;
-const FOUR_TYPES = [TypeUrl.Cluster, TypeUrl.ClusterLoadAssignment, TypeUrl.Listener, TypeUrl.RouteConfiguration];
+const FOUR_TYPES = [
+  TypeUrl.Cluster,
+  TypeUrl.ClusterLoadAssignment,
+  TypeUrl.Listener,
+  TypeUrl.RouteConfiguration,
+];
 
 const rawBuffer = (buffer: Buffer) => buffer;
 
@@ -177,10 +188,15 @@ class Sidecar {
     } else if (typeUrl === TypeUrl.Listener) {
       this.follow(TypeUrl.RouteConfiguration, [...new Set(resources.flatMap(rdsRouteNames))].sort());
     }
-    if (armed?.typeUrl === typeUrl && armed.pending.has(this.spec.index) && buffer.indexOf(armed.marker) >= 0) {
+    if (
+      armed?.typeUrl === typeUrl &&
+      armed.pending.has(this.spec.index) &&
+      buffer.indexOf(armed.marker) >= 0
+    ) {
       armed.pending.delete(this.spec.index);
       armed.times.push(Date.now());
-      if (this.recorder) recording.change = response.resources.map((resource) => Uint8Array.from(resource.any));
+      if (this.recorder)
+        recording.change = response.resources.map((resource) => Uint8Array.from(resource.any));
       if (armed.pending.size === 0) send({ type: "observed", times: armed.times });
     }
     if (!this.convergedAt && FOUR_TYPES.every((type) => this.acked.has(type))) {

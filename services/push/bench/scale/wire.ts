@@ -174,7 +174,12 @@ export function rdsRouteNames(listener: RawResource): string[] {
 }
 
 /** Encodes a SotW DiscoveryResponse from already-encoded Any resources (the floor's only work). */
-export function encodeResponse(versionInfo: string, typeUrl: string, nonce: string, anys: readonly Uint8Array[]) {
+export function encodeResponse(
+  versionInfo: string,
+  typeUrl: string,
+  nonce: string,
+  anys: readonly Uint8Array[],
+) {
   const parts: Uint8Array[] = [];
   const varint = (value: number) => {
     const bytes: number[] = [];

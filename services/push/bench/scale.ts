@@ -13,7 +13,8 @@
 //   pnpm --filter @sextant/push bench:scale             (every row; under 15 minutes)
 //   pnpm --filter @sextant/push bench:scale --quick     (one small row, a smoke run)
 //   pnpm --filter @sextant/push bench:scale --delta     (incremental xDS; no floor)
-//   BENCH_ROWS=500x100 BENCH_REPLICAS=1 BENCH_SCOPES=none BENCH_CHANGES=3 BENCH_WORKERS=2
+//   BENCH_ROWS=500x100 BENCH_REPLICAS=1 BENCH_SCOPES=none BENCH_CHANGES=2 BENCH_WORKERS=2
+//   BENCH_TIMEOUT_S=60 (per convergence and per change) BENCH_BUDGET_S=780 (rows started after it are skipped)
 import { cpus, loadavg, totalmem } from "node:os";
 import { TypeUrl } from "@sextant/proto/envoy";
 import { type Mesh, startMesh } from "./scale/mesh.js";
@@ -22,6 +23,7 @@ import {
   measureRun,
   percentile,
   type RunResult,
+  RunTimeout,
   SidecarLoad,
   startReplayFloor,
 } from "./scale/run.js";
@@ -37,8 +39,12 @@ const rows = list("BENCH_ROWS", quick ? "100x50" : "500x100,1000x1000,2000x1000"
 });
 const replicaCounts = list("BENCH_REPLICAS", quick ? "1,2" : "1,2,4").map(Number);
 const scopes = list("BENCH_SCOPES", quick ? "none" : "none,namespace");
-const changes = Number(process.env.BENCH_CHANGES ?? (quick ? 2 : 3));
+const changes = Number(process.env.BENCH_CHANGES ?? 2);
 const workers = Number(process.env.BENCH_WORKERS ?? cpus().length);
+// The whole run stays under 15 minutes: each convergence and each change is bounded, and a row
+// that would start past the budget is listed as not run.
+const timeoutMs = Number(process.env.BENCH_TIMEOUT_S ?? (quick ? 120 : 60)) * 1000;
+const budgetMs = Number(process.env.BENCH_BUDGET_S ?? 780) * 1000;
 
 const load = new SidecarLoad(workers);
 const table: string[] = [];
@@ -52,26 +58,14 @@ const mean = (values: number[]) => values.reduce((sum, v) => sum + v, 0) / Math.
 const cpuPerChange = (results: ChangeResult[]) => ms(mean(results.map((r) => r.cpuSeconds)));
 const bytesPerChange = (results: ChangeResult[]) => mean(results.map((r) => r.bytes));
 
-function row(
-  n: number,
-  s: number,
-  scope: string,
-  r: number,
-  affected: number,
-  push: RunResult,
-  floor: RunResult | undefined,
-) {
+function row(push: RunResult, floor: RunResult | undefined) {
+  const n = push.convergence.length;
   const f = <T>(value: (run: RunResult) => T) => (floor ? String(value(floor)) : "n/a");
   const pushVs99 = percentile(latencies(push.virtualService), 99);
   const floorVs99 = floor ? percentile(latencies(floor.virtualService), 99) : Number.NaN;
   const convergence = (run: RunResult) =>
     `${(percentile(run.convergence, 50) / 1000).toFixed(1)} / ${(percentile(run.convergence, 99) / 1000).toFixed(1)}`;
   return [
-    n,
-    s,
-    scope,
-    r,
-    affected,
     `${convergence(push)} (${f(convergence)})`,
     `${pct(latencies(push.virtualService))} (${f((run) => pct(latencies(run.virtualService)))})`,
     floor ? `${(pushVs99 / Math.max(1, floorVs99)).toFixed(1)}×` : "n/a",
@@ -94,6 +88,11 @@ async function runRows(mesh: Mesh, scope: string) {
     nextChange += changes;
     let floor: RunResult | undefined;
     for (const replicas of replicaCounts) {
+      const prefix = `| ${n} | ${services} | ${scope} | ${replicas} | ${affected} |`;
+      if (Date.now() - started > budgetMs) {
+        table.push(`${prefix} not run: past the ${budgetMs / 1000} s budget |`);
+        continue;
+      }
       const pushes = await Promise.all(Array.from({ length: replicas }, () => mesh.startPush()));
       const record = recorded === undefined && !delta;
       if (record) recorded = { vs: [], eds: [] };
@@ -101,26 +100,37 @@ async function runRows(mesh: Mesh, scope: string) {
         ...spec,
         address: pushes[i % replicas]?.address as string,
       }));
-      const push = await measureRun({
-        load,
-        sidecars,
-        delta,
-        pids: pushes.map((p) => p.process.child.pid as number),
-        affected: mesh.affected,
-        changes,
-        firstChange: record ? firstChange : nextChange,
-        changeVirtualService: mesh.changeVirtualService,
-        changeEndpoints: mesh.changeEndpoints,
-        recorder: record ? 0 : undefined,
-        onRecorded: (what, _change, rec) => {
-          if (!recorded) return;
-          if (what === "initial") recorded.initial = rec.state;
-          else if (what === "virtualService") recorded.vs.push(rec.change);
-          else recorded.eds.push(rec.change);
-        },
-      });
-      if (!record) nextChange += changes;
-      for (const p of pushes) await p.process.stop();
+      let push: RunResult;
+      try {
+        push = await measureRun({
+          load,
+          sidecars,
+          delta,
+          timeoutMs,
+          pids: pushes.map((p) => p.process.child.pid as number),
+          affected: mesh.affected,
+          changes,
+          firstChange: record ? firstChange : nextChange,
+          changeVirtualService: mesh.changeVirtualService,
+          changeEndpoints: mesh.changeEndpoints,
+          recorder: record ? 0 : undefined,
+          onRecorded: (what, _change, rec) => {
+            if (!recorded) return;
+            if (what === "initial") recorded.initial = rec.state;
+            else if (what === "virtualService") recorded.vs.push(rec.change);
+            else recorded.eds.push(rec.change);
+          },
+        });
+      } catch (error) {
+        if (!(error instanceof RunTimeout)) throw error;
+        if (record) recorded = undefined;
+        table.push(`${prefix} push: ${error.message} |`);
+        console.error(table.at(-1));
+        continue;
+      } finally {
+        if (!record) nextChange += changes;
+        for (const p of pushes) await p.process.stop();
+      }
 
       // The floor once per (N, S, scope), after the first push run recorded its bytes.
       if (floor === undefined && recorded?.initial) {
@@ -132,6 +142,7 @@ async function runRows(mesh: Mesh, scope: string) {
             load,
             sidecars: specs.map((spec) => ({ ...spec, address: replay.address })),
             delta: false,
+            timeoutMs,
             pids: [replay.pid],
             affected: mesh.affected,
             changes,
@@ -145,7 +156,7 @@ async function runRows(mesh: Mesh, scope: string) {
           await replay.close();
         }
       }
-      table.push(`| ${row(n, services, scope, replicas, affected, push, floor)} |`);
+      table.push(`${prefix} ${row(push, floor)} |`);
       console.error(`${((Date.now() - started) / 1000).toFixed(0)} s: ${table.at(-1)}`);
     }
   }
@@ -153,11 +164,12 @@ async function runRows(mesh: Mesh, scope: string) {
 
 const loadBefore = loadavg()[0] ?? 0;
 try {
-  for (const services of [...new Set(rows.map((row) => row.services))]) {
-    for (const scope of scopes) {
+  // Cheapest first (scoped before unscoped), so that the budget cuts the most expensive rows.
+  for (const scope of [...scopes].sort((a, b) => (a === "namespace" ? -1 : b === "namespace" ? 1 : 0))) {
+    for (const services of [...new Set(rows.map((row) => row.services))]) {
       const mesh = await startMesh({ services, scoped: scope === "namespace" });
       try {
-        await runRows(mesh, scope === "namespace" ? "namespace" : "none");
+        await runRows(mesh, scope);
       } finally {
         await mesh.close();
       }

@@ -93,6 +93,7 @@ export class SidecarLoad {
     for (const worker of this.workers) this.command(worker, { type: "stats" });
     const all = await Promise.all(replies);
     return {
+      converged: all.reduce((sum, s) => sum + s.converged, 0),
       bytes: all.reduce((sum, s) => sum + s.bytes, 0),
       responses: all.reduce((sum, s) => sum + s.responses, 0),
       lastResponseAt: Math.max(...all.map((s) => s.lastResponseAt)),
@@ -139,6 +140,21 @@ export class SidecarLoad {
   }
 }
 
+/** A run that did not finish within RunOptions.timeoutMs: what had happened by then. */
+export class RunTimeout extends Error {}
+
+async function within<T>(promise: Promise<T>, timeoutMs: number, what: () => Promise<string>): Promise<T> {
+  promise.catch(() => {});
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<"expired">((resolve) => {
+    timer = setTimeout(() => resolve("expired"), timeoutMs);
+  });
+  const outcome = await Promise.race([promise, expired]);
+  clearTimeout(timer);
+  if (outcome === "expired") throw new RunTimeout(await what());
+  return outcome as T;
+}
+
 /** One change's outcome: per affected sidecar ms from the change to its ACK, server CPU s, bytes received. */
 export interface ChangeResult {
   latencies: number[];
@@ -166,6 +182,8 @@ export interface RunOptions {
   /** Which sidecars a change reaches. */
   affected: (spec: SidecarSpec) => boolean;
   changes: number;
+  /** A bound on convergence and on each change; past it the run ends with RunTimeout. */
+  timeoutMs?: number;
   /** Changes are numbered from here on (so markers stay unique over runs against one mesh). */
   firstChange: number;
   changeVirtualService: (change: number) => Promise<void> | void;
@@ -182,10 +200,24 @@ const totalRss = (pids: readonly number[]) => pids.reduce((sum, pid) => sum + rs
 
 /** Connects every sidecar, then makes `changes` VirtualService changes and as many endpoint changes, one at a time. */
 export async function measureRun(options: RunOptions): Promise<RunResult> {
+  try {
+    return await run(options);
+  } finally {
+    await options.load.disconnect();
+  }
+}
+
+async function run(options: RunOptions): Promise<RunResult> {
   const { load, pids, recorder } = options;
+  const timeoutMs = options.timeoutMs ?? TIMEOUT_MS;
+  const count = options.sidecars.length;
   const rssBefore = totalRss(pids);
   const cpuBefore = totalCpu(pids);
-  const convergence = await load.connect(options.sidecars, options.delta, recorder);
+  const convergence = await within(
+    load.connect(options.sidecars, options.delta, recorder),
+    timeoutMs,
+    async () => `${(await load.stats()).converged} of ${count} converged in ${timeoutMs / 1000} s`,
+  );
   await load.settle();
   const connectCpuSeconds = totalCpu(pids) - cpuBefore;
   const rssAfter = totalRss(pids);
@@ -201,7 +233,11 @@ export async function measureRun(options: RunOptions): Promise<RunResult> {
     const cpu = totalCpu(pids);
     const started = Date.now();
     await make();
-    const times = await observed();
+    const times = await within(
+      observed(),
+      timeoutMs,
+      async () => `a change reached too few of ${expected.length} sidecars in ${timeoutMs / 1000} s`,
+    );
     await load.settle();
     const cpuUsed = totalCpu(pids) - cpu;
     const { bytes } = await load.stats();
@@ -222,7 +258,6 @@ export async function measureRun(options: RunOptions): Promise<RunResult> {
     );
     if (recorder !== undefined) options.onRecorded?.("endpoints", n, await load.record(recorder));
   }
-  await load.disconnect();
   return { convergence, connectCpuSeconds, rssBefore, rssAfter, virtualService, endpoints };
 }
 

@@ -41,7 +41,7 @@ export type ScaleWorkerEvent =
   | { type: "converged"; times: { index: number; connectAt: number; convergedAt: number }[] }
   | { type: "armed" }
   | { type: "observed"; times: number[] }
-  | { type: "stats"; bytes: number; responses: number; lastResponseAt: number; nacks: number }
+  | { type: "stats"; bytes: number; responses: number; lastResponseAt: number; converged: number }
   | { type: "recorded"; state: Record<string, string[]>; change: string[] }
   | { type: "closed" };
 
@@ -61,6 +61,7 @@ const rawBuffer = (buffer: Buffer) => buffer;
 let bytes = 0;
 let responses = 0;
 let lastResponseAt = 0;
+let convergedCount = 0;
 let armed: { typeUrl: string; marker: Buffer; pending: Set<number>; times: number[] } | undefined;
 const recording = { state: new Map<string, Map<string, Uint8Array>>(), change: [] as Uint8Array[] };
 const channels: Client[] = [];
@@ -218,6 +219,7 @@ function send(event: ScaleWorkerEvent) {
 }
 
 function connect(command: Extract<ScaleWorkerCommand, { type: "connect" }>) {
+  convergedCount = 0;
   const times: { index: number; connectAt: number; convergedAt: number }[] = [];
   const byAddress = new Map<string, { channel: Client; count: number }>();
   for (const spec of command.sidecars) {
@@ -237,10 +239,19 @@ function connect(command: Extract<ScaleWorkerCommand, { type: "connect" }>) {
     entry.count++;
     const sidecar = new Sidecar(spec, command.delta, spec.index === command.recorder, (done, connectAt) => {
       times.push({ index: done.spec.index, connectAt, convergedAt: done.convergedAt });
+      convergedCount = times.length;
       if (times.length === command.sidecars.length) send({ type: "converged", times });
     });
     sidecar.start(entry.channel);
   }
+  // Progress for a run that takes long: how many converged so far, on stderr.
+  const progress = setInterval(() => {
+    if (times.length === command.sidecars.length) clearInterval(progress);
+    else
+      console.error(
+        `sidecar worker ${process.pid}: ${times.length}/${command.sidecars.length} converged, ${(bytes / 2 ** 20).toFixed(0)} MB received`,
+      );
+  }, 15_000);
 }
 
 process.on("message", (command: ScaleWorkerCommand) => {
@@ -261,7 +272,7 @@ process.on("message", (command: ScaleWorkerCommand) => {
       if (command.expected.length === 0) send({ type: "observed", times: [] });
       break;
     case "stats":
-      send({ type: "stats", bytes, responses, lastResponseAt, nacks: 0 });
+      send({ type: "stats", bytes, responses, lastResponseAt, converged: convergedCount });
       break;
     case "record":
       send({
@@ -280,6 +291,7 @@ process.on("message", (command: ScaleWorkerCommand) => {
       for (const channel of channels) channel.close();
       streams.length = 0;
       channels.length = 0;
+      armed = undefined;
       send({ type: "closed" });
       break;
   }

@@ -3,7 +3,7 @@
 // push fed by ingest and discovery, a VirtualService change and an endpoint
 // change reach exactly the sidecars they affect, and the replay floor serves
 // the recorded bytes so that the same sidecars converge and see the same
-// changes. No timing is asserted.
+// changes, and the sidecars do the same over delta xDS. No timing is asserted.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { TypeUrl } from "@sextant/proto/envoy";
@@ -48,6 +48,7 @@ describe("scale benchmark harness (5 services, 10 sidecars, a Sidecar per namesp
       pids: [push.process.child.pid as number],
       affected: mesh.affected,
       changes: 1,
+      timeoutMs: 120_000,
       firstChange: 1,
       changeVirtualService: mesh.changeVirtualService,
       changeEndpoints: mesh.changeEndpoints,
@@ -88,6 +89,7 @@ describe("scale benchmark harness (5 services, 10 sidecars, a Sidecar per namesp
         pids: [floor.pid],
         affected: mesh.affected,
         changes: 1,
+        timeoutMs: 120_000,
         firstChange: 1,
         changeVirtualService: () =>
           floor.change(TypeUrl.RouteConfiguration, recorded.virtualService[0] ?? [], mesh.changedNamespace),
@@ -100,6 +102,29 @@ describe("scale benchmark harness (5 services, 10 sidecars, a Sidecar per namesp
       assert.ok((floorRun.virtualService[0]?.bytes ?? 0) > 0);
     } finally {
       await floor.close();
+    }
+  });
+
+  it("over delta xDS the same sidecars converge and see each change", async () => {
+    const push = await mesh.startPush();
+    try {
+      const deltaRun = await measureRun({
+        load,
+        sidecars: sidecars.map((spec) => ({ ...spec, address: push.address })),
+        delta: true,
+        pids: [push.process.child.pid as number],
+        affected: mesh.affected,
+        changes: 1,
+        timeoutMs: 120_000,
+        firstChange: 2,
+        changeVirtualService: mesh.changeVirtualService,
+        changeEndpoints: mesh.changeEndpoints,
+      });
+      assert.equal(deltaRun.convergence.length, SIDECARS);
+      assert.equal(deltaRun.virtualService[0]?.latencies.length, 2);
+      assert.equal(deltaRun.endpoints[0]?.latencies.length, 2);
+    } finally {
+      await push.process.stop();
     }
   });
 });

@@ -81,7 +81,7 @@ export class PushInputs implements Runner {
     this.#debouncer = new Debouncer({
       afterMs: options.debounceAfterMs,
       maxMs: options.debounceMaxMs,
-      leadingEdge: options.debounceLeadingEdge ?? true,
+      leadingEdge: options.debounceLeadingEdge ?? false,
       flush: () => this.flush(),
       ...(options.clock ? { clock: options.clock } : {}),
     });

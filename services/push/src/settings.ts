@@ -61,9 +61,9 @@ export const pushSettings = baseSettings.extend({
    */
   PUSH_DEBOUNCE_LEADING_EDGE: z
     .enum(["true", "false"])
-    // Off by default: with it, a change's push can go out before push has read
-    // ingest's trace record of it, and the change's trace loses its proxies.
-    .default("false")
+    // On by default: a lone change pays no debounce (issue 23's latency goal);
+    // "false" is istiod's behaviour.
+    .default("true")
     .transform((value) => value === "true"),
   /** Debounce endpoint-only changes too (istiod: PILOT_ENABLE_EDS_DEBOUNCE); false pushes each at once. */
   PUSH_ENABLE_EDS_DEBOUNCE: z

@@ -155,8 +155,9 @@ export class ChangeTracer implements Runner {
     }
     this.span("xds.send", connection, typeUrl, change);
     const now = new Date().toISOString();
+    // The first response after the change carried it; later ones change nothing in its record.
     this.each(connection, typeUrl, (type) =>
-      type.ackedAt ? undefined : { ...type, sentAt: type.sentAt ?? now },
+      type.ackedAt || type.sentAt ? undefined : { ...type, sentAt: now },
     );
   }
 

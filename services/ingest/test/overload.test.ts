@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { type ClientRequest, type IncomingMessage, request } from "node:http";
+import { type IncomingMessage, request } from "node:http";
 import { after, before, describe, it } from "node:test";
 import { parseSettings, SettingsError } from "@sextant/runtime";
-import { eventually } from "@sextant/testing";
+import { eventually, metricValue } from "@sextant/testing";
 import { ingestSettings } from "../src/settings.js";
 import {
   get,
@@ -23,17 +23,14 @@ interface HeldApply {
 
 /** Starts POST /v1/apply of a document, sending only its first half for now. */
 function holdApply(url: string, body: string): HeldApply {
-  let req: ClientRequest;
-  const answered = new Promise<IncomingMessage>((resolve, reject) => {
-    req = request(`${url}/v1/apply`, {
-      method: "POST",
-      headers: { "content-length": Buffer.byteLength(body) },
-    });
-    req.on("response", resolve);
-    req.on("error", reject);
+  const held = request(`${url}/v1/apply`, {
+    method: "POST",
+    headers: { "content-length": Buffer.byteLength(body) },
   });
-  // biome-ignore lint/style/noNonNullAssertion: assigned synchronously by the Promise executor.
-  const held = req!;
+  const answered = new Promise<IncomingMessage>((resolve, reject) => {
+    held.on("response", resolve);
+    held.on("error", reject);
+  });
   const half = Math.floor(body.length / 2);
   held.write(body.slice(0, half));
   return {
@@ -51,11 +48,9 @@ function holdApply(url: string, body: string): HeldApply {
   };
 }
 
-/** The value of a metric with no labels but the service's in ingest's /metrics. */
+/** The value of a metric in ingest's /metrics. */
 async function metric(url: string, name: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const line = text.split("\n").find((l) => l.startsWith(`${name}{service="ingest"} `));
-  return line ? Number(line.split(" ")[1]) : Number.NaN;
+  return metricValue(await (await fetch(`${url}/metrics`)).text(), name);
 }
 
 describe("config API overload (MAX_REQUESTS_IN_FLIGHT)", () => {

@@ -253,15 +253,16 @@ export class DiscoveryServer {
 
   /**
    * Ends a new stream at once with RESOURCE_EXHAUSTED when PUSH_MAX_STREAMS
-   * are open, before its first request is read: the client reconnects, and
-   * behind a load balancer (the push Service) reaches another replica.
-   * Streams already open are not touched.
+   * are open, before its first request is read: the client retries, and
+   * over a new connection may reach another replica. Streams already open
+   * are not touched. Logged at debug only: under a reconnect storm a line
+   * per refusal would add to the overload; the metric counts them.
    */
   private refusedForLimit(stream: ServerDuplexStream<unknown, unknown>): boolean {
     const max = this.options.maxStreams ?? 0;
     if (max <= 0 || this.#streams < max) return false;
     this.options.metrics.streamLimitRefusals.inc();
-    this.options.logger.warn(
+    this.options.logger.debug(
       { peer: stream.getPeer(), max },
       "refusing an xDS stream: PUSH_MAX_STREAMS reached",
     );

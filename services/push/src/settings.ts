@@ -86,8 +86,8 @@ export const pushSettings = baseSettings.extend({
   PUSH_SEND_TIMEOUT: millisecondsSetting(5_000),
   /**
    * xDS streams this replica serves at once, over both ports and both ADS
-   * variants; a new stream beyond it ends at once with RESOURCE_EXHAUSTED, so
-   * its client reconnects, through the Service, to another replica. 0: no
+   * variants; a new stream beyond it ends at once with RESOURCE_EXHAUSTED and
+   * its client retries, reaching another replica over a new connection. 0: no
    * limit, the default, as istiod has none: what fits depends on the
    * config each proxy is sent (bench:scale measured 55 KB to 2 MB of push's
    * memory per sidecar), so set it from the replica's memory limit.

@@ -35,8 +35,8 @@ export const ingestSettings = baseSettings
     /**
      * Config API requests (/v1/*) served at once; more are answered 429 with
      * Retry-After (kube-apiserver: --max-requests-inflight). The default is
-     * about four times the concurrency at which ingest's apply throughput
-     * stops growing (BENCHMARKS.md, "Ingest: overload").
+     * four times the 16 concurrent clients at which apply throughput peaked
+     * on a quiet machine (BENCHMARKS.md, "Ingest: overload").
      */
     MAX_REQUESTS_IN_FLIGHT: z.coerce.number().int().positive().default(64),
     /** Most documents accepted in one request or file. */

@@ -85,6 +85,15 @@ export const pushSettings = baseSettings.extend({
    */
   PUSH_SEND_TIMEOUT: millisecondsSetting(5_000),
   /**
+   * xDS streams this replica serves at once, over both ports and both ADS
+   * variants; a new stream beyond it ends at once with RESOURCE_EXHAUSTED and
+   * its client retries, reaching another replica over a new connection. 0: no
+   * limit, the default, as istiod has none: what fits depends on the
+   * config each proxy is sent (bench:scale measured 55 KB to 2 MB of push's
+   * memory per sidecar), so set it from the replica's memory limit.
+   */
+  PUSH_MAX_STREAMS: z.coerce.number().int().nonnegative().default(0),
+  /**
    * Istio's MeshConfig as YAML: the key `mesh` of the ConfigMap `istio`,
    * mounted as a file as istiod reads it (`/etc/istio/config/mesh`), and
    * followed. Its `extensionProviders` are the ext_authz servers of CUSTOM

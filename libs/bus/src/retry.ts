@@ -55,7 +55,7 @@ export function isTransient(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   switch (error.name) {
     case "TimeoutError":
-    case "NoRespondersError":
+    case "NoResponders":
     // The jetstream client's name for "no responders" on a publish.
     case "JetStreamNotEnabled":
       return true;

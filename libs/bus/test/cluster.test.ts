@@ -1,0 +1,140 @@
+// A writer keeps writing while the KV stream's leader changes under it, on a
+// real 3-node cluster with an R3 bucket: by step-down and by losing the
+// leader's node. Every write must land exactly once, at the revision the
+// writer was told, and none may be reported failed.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { createLogger } from "@sextant/observability";
+import { ConfigResource } from "@sextant/proto";
+import { eventually, type NatsClusterFixture, startNatsCluster } from "@sextant/testing";
+import { type Bus, connectBus, defineBucket, type TypedBucket } from "../src/index.js";
+
+const resource = (name: string, spec: Record<string, unknown>) =>
+  ConfigResource.fromPartial({ kind: "VirtualService", apiVersion: "networking.istio.io/v1", name, spec });
+
+/** The bucket's logger, counting the writes it retried. */
+function countingLogger() {
+  const retries: string[] = [];
+  const logger = createLogger({
+    service: "bus-cluster-test",
+    level: (process.env.TEST_LOG_LEVEL as "info") ?? "silent",
+  });
+  const info = logger.info.bind(logger);
+  logger.info = ((object: unknown, message?: string) => {
+    if (message?.startsWith("retrying a write")) retries.push(String((object as { key: string }).key));
+    return info(object as object, message as string);
+  }) as typeof logger.info;
+  return { logger, retries };
+}
+
+describe("KV writes across a stream leader change on a 3-node cluster", () => {
+  let cluster: NatsClusterFixture;
+  let bus: Bus;
+  const { logger, retries } = countingLogger();
+
+  before(async () => {
+    cluster = await startNatsCluster();
+    bus = await connectBus({ url: cluster.url, name: "bus-cluster-test", logger, replicas: 3 });
+  });
+  after(async () => {
+    await bus?.close();
+    await cluster?.dispose();
+  });
+
+  it("lands every write exactly once while the leader steps down and its node is lost", async () => {
+    const spec = defineBucket(`leader-change-${process.pid}`, ConfigResource, "test bucket");
+    const bucket: TypedBucket<ConfigResource> = await bus.bucket(spec);
+    const stream = `KV_${spec.name}`;
+    const jsm = await jetstreamManager(bus.nc);
+    assert.equal((await jsm.streams.info(stream)).config.num_replicas, 3);
+
+    // A watcher follows along, through the same leader changes.
+    const seen: Array<{ key: string; revision: number; n: unknown }> = [];
+    const watch = await bucket.watch((event) => {
+      if (event.type === "put")
+        seen.push({ key: event.key, revision: event.revision, n: event.value.spec?.n });
+    });
+    await watch.ready;
+
+    // The writer: rounds of one write to each of four keys, each value
+    // naming its write, until told to stop; what each write was told is kept.
+    const keys = ["a", "b", "c", "d"];
+    const written: Array<{ key: string; n: number; revision: number }> = [];
+    let stop = false;
+    const writer = (async () => {
+      for (let n = 0; !stop || n % keys.length !== 0; n++) {
+        const key = keys[n % keys.length] as string;
+        const { revision, changed } = await bucket.put(key, resource(key, { n }));
+        assert.equal(changed, true);
+        written.push({ key, n, revision });
+      }
+    })();
+    const writesSoFar = written.length;
+    const progress = () => eventually(() => written.length >= writesSoFar + 20, { timeoutMs: 60_000 });
+
+    const leaderOtherThan = async (previous: string | undefined) => {
+      let leader: string | undefined;
+      await eventually(
+        async () => {
+          leader = await cluster.streamLeader(stream);
+          return leader !== undefined && leader !== previous;
+        },
+        { timeoutMs: 60_000, message: `no new leader of ${stream} after ${previous}` },
+      );
+      return leader as string;
+    };
+
+    await progress();
+    let leader = await leaderOtherThan(undefined);
+    for (let stepDowns = 0; stepDowns < 2; stepDowns++) {
+      await bus.nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${stream}`, undefined, { timeout: 5_000 });
+      leader = await leaderOtherThan(leader);
+      await progress();
+    }
+    // The leader's node goes away; the two others elect a leader and the
+    // writer (reconnecting if it was on that node) carries on.
+    const lost = cluster.nodes.find((node) => node.node.name === leader);
+    assert.ok(lost, `no node named ${leader}`);
+    await lost.stop();
+    leader = await leaderOtherThan(leader);
+    await progress();
+    await lost.start();
+    await progress();
+    stop = true;
+    await writer;
+
+    // Every write was acknowledged with a revision of its own, and the
+    // revisions are the stream's sequences 1..N: nothing stored twice,
+    // nothing lost, nothing stored that the writer was not told of.
+    const revisions = written.map((write) => write.revision);
+    assert.deepEqual(
+      revisions,
+      Array.from({ length: written.length }, (_, index) => index + 1),
+    );
+    const state = (await jsm.streams.info(stream)).state;
+    assert.equal(state.last_seq, written.length);
+    assert.equal(state.messages, keys.length);
+    for (const key of keys) {
+      const last = written.filter((write) => write.key === key).at(-1);
+      const entry = await bucket.get(key);
+      assert.equal(entry?.revision, last?.revision, key);
+      assert.equal(entry?.value.spec?.n, last?.n, key);
+    }
+    // The watcher saw each revision at most once, in order, and ends where the writer did.
+    await eventually(() => seen.at(-1)?.revision === written.length, {
+      timeoutMs: 60_000,
+      message: "the watch did not catch up",
+    });
+    await watch.stop();
+    const seenRevisions = seen.map((event) => event.revision);
+    assert.deepEqual(
+      seenRevisions,
+      [...new Set(seenRevisions)].sort((a, b) => a - b),
+    );
+    for (const event of seen) assert.equal(event.n, written[event.revision - 1]?.n);
+
+    // The leader changes were felt: some writes had to be retried.
+    assert.ok(retries.length > 0, "no write was retried: the leader changes went unnoticed");
+  });
+});

@@ -5,7 +5,7 @@ import { connect } from "@nats-io/transport-node";
 import type { Logger } from "@sextant/observability";
 import { type BucketSpec, TypedBucket } from "./bucket.js";
 import { type BusPolicy, CheckedSubject, checkBucket, ReadOnlyBucket } from "./contract.js";
-import type { RetryPolicy } from "./retry.js";
+import { DEFAULT_RETRY_POLICY, type RetryPolicy, retryTransient } from "./retry.js";
 import { type SubjectSpec, TypedSubject } from "./subject.js";
 
 /** Options of {@link connectBus}. */
@@ -104,18 +104,27 @@ export class Bus {
     let bucket = this.#buckets.get(spec.name);
     if (!bucket) {
       bucket = Promise.all([
-        this.#kvm.create(spec.name, {
-          storage: "file",
-          history: 1,
-          replicas: this.options.replicas ?? 1,
-          // Reads go to the stream's leader, never to a replica that may lag
-          // behind: a write must see the revision the last write acknowledged
-          // (a direct get from a follower may miss it, and a delete would
-          // then find no key to delete). Watches are unaffected.
-          allow_direct: false,
-          description: spec.description,
-          ...(spec.ttlMs === undefined ? {} : { ttl: spec.ttlMs }),
-        }),
+        retryTransient(
+          `creation of bucket ${spec.name}`,
+          this.options.retry ?? DEFAULT_RETRY_POLICY,
+          () =>
+            this.#kvm.create(spec.name, {
+              storage: "file",
+              history: 1,
+              replicas: this.options.replicas ?? 1,
+              // Reads go to the stream's leader, never to a replica that may lag
+              // behind: a write must see the revision the last write acknowledged
+              // (a direct get from a follower may miss it, and a delete would
+              // then find no key to delete). Watches are unaffected.
+              allow_direct: false,
+              description: spec.description,
+              ...(spec.ttlMs === undefined ? {} : { ttl: spec.ttlMs }),
+            }),
+          undefined,
+          // A node just back has not caught up yet: the cluster places an R3
+          // stream only once it has.
+          (error) => /no suitable peers/i.test((error as Error)?.message ?? ""),
+        ),
         this.#jsm,
       ]).then(([kv, jsm]) => {
         const context = {

@@ -73,13 +73,15 @@ export function isTransient(error: unknown): boolean {
 /**
  * Runs attempt until it succeeds, throws a non-transient error, or the
  * deadline passes (BusUnavailableError). attempt receives its own timeout,
- * cut short so that it ends by the deadline.
+ * cut short so that it ends by the deadline. alsoTransient widens
+ * isTransient for one operation.
  */
 export async function retryTransient<R>(
   operation: string,
   policy: RetryPolicy,
   attempt: (timeoutMs: number, attemptNumber: number) => Promise<R>,
   onRetry?: (error: unknown, attemptNumber: number) => void,
+  alsoTransient?: (error: unknown) => boolean,
 ): Promise<R> {
   const deadline = Date.now() + policy.deadlineMs;
   let backoff = policy.initialBackoffMs;
@@ -88,7 +90,7 @@ export async function retryTransient<R>(
     try {
       return await attempt(Math.max(1, Math.min(policy.attemptTimeoutMs, remaining)), attemptNumber);
     } catch (error) {
-      if (!isTransient(error)) throw error;
+      if (!isTransient(error) && !alsoTransient?.(error)) throw error;
       if (Date.now() + backoff >= deadline) throw new BusUnavailableError(operation, attemptNumber, error);
       onRetry?.(error, attemptNumber);
     }

@@ -42,6 +42,19 @@ describe("KV writes across a stream leader change on a 3-node cluster", () => {
     await cluster?.dispose();
   });
 
+  /** The stream's leader once it is another node than previous (undefined: any). */
+  const leaderOtherThan = async (stream: string, previous: string | undefined) => {
+    let leader: string | undefined;
+    await eventually(
+      async () => {
+        leader = await cluster.streamLeader(stream);
+        return leader !== undefined && leader !== previous;
+      },
+      { timeoutMs: 60_000, message: `no new leader of ${stream} after ${previous}` },
+    );
+    return leader as string;
+  };
+
   it("lands every write exactly once while the leader steps down and its node is lost", async (t) => {
     const spec = defineBucket(`leader-change-${process.pid}`, ConfigResource, "test bucket");
     const bucket: TypedBucket<ConfigResource> = await bus.bucket(spec);
@@ -79,23 +92,11 @@ describe("KV writes across a stream leader change on a 3-node cluster", () => {
       });
     };
 
-    const leaderOtherThan = async (previous: string | undefined) => {
-      let leader: string | undefined;
-      await eventually(
-        async () => {
-          leader = await cluster.streamLeader(stream);
-          return leader !== undefined && leader !== previous;
-        },
-        { timeoutMs: 60_000, message: `no new leader of ${stream} after ${previous}` },
-      );
-      return leader as string;
-    };
-
     await progress();
-    let leader = await leaderOtherThan(undefined);
+    let leader = await leaderOtherThan(stream, undefined);
     for (let stepDowns = 0; stepDowns < 2; stepDowns++) {
       await bus.nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${stream}`, undefined, { timeout: 5_000 });
-      leader = await leaderOtherThan(leader);
+      leader = await leaderOtherThan(stream, leader);
       await progress();
     }
     // The leader's node goes away; the two others elect a leader and the
@@ -103,7 +104,7 @@ describe("KV writes across a stream leader change on a 3-node cluster", () => {
     const lost = cluster.nodes.find((node) => node.node.name === leader);
     assert.ok(lost, `no node named ${leader}`);
     await lost.stop();
-    leader = await leaderOtherThan(leader);
+    leader = await leaderOtherThan(stream, leader);
     await progress();
     await lost.start();
     await progress();
@@ -152,8 +153,7 @@ describe("KV writes across a stream leader change on a 3-node cluster", () => {
     // stale: a delete right after a put would find no key and do nothing.
     const spec = defineBucket(`read-back-${process.pid}`, ConfigResource, "test bucket");
     await bus.bucket(spec);
-    let leader: string | undefined;
-    await eventually(async () => (leader = await cluster.streamLeader(`KV_${spec.name}`)) !== undefined);
+    const leader = await leaderOtherThan(`KV_${spec.name}`, undefined);
     const follower = cluster.nodes.find((node) => node.node.name !== leader);
     assert.ok(follower);
     const followerBus = await connectBus({

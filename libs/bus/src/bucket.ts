@@ -46,6 +46,16 @@ export interface PutResult {
 
 export type { Watch, WatchEvent } from "./watch.js";
 
+/** A read answered by a replica that lags behind this process's own write; retried. */
+class StaleReadError extends Error {
+  constructor(bucket: string, key: string, revision: number, own: number) {
+    super(
+      `${bucket}/${key}: a replica answered revision ${revision}, older than this process's write at ${own}`,
+    );
+    this.name = "StaleReadError";
+  }
+}
+
 /** Thrown when a conditional write finds another revision than expected. */
 export class RevisionConflictError extends Error {
   constructor(
@@ -99,6 +109,8 @@ const WATCH_LIVENESS_INTERVAL_MS = 3_000;
 export class TypedBucket<T> {
   private readonly connectionClosed: () => boolean;
   private readonly retry: RetryPolicy;
+  /** The revision of this process's last write to each key (see #read): one number per key it wrote. */
+  readonly #ownRevisions = new Map<string, number>();
 
   constructor(
     readonly spec: BucketSpec<T>,
@@ -125,14 +137,32 @@ export class TypedBucket<T> {
     return { key, value: this.spec.codec.decode(entry.value), revision: entry.revision, raw: entry.value };
   }
 
-  /** The key's last record, a delete marker included; null if there is none. */
+  /**
+   * The key's last record, a delete marker included; null if there is none.
+   * Reads are direct gets, which any replica answers, also one that has not
+   * applied the latest writes yet (NATS promises no read-your-writes for
+   * them): a record older than this process's own last write to the key is
+   * such a replica's, and is asked for again.
+   */
   #read(key: string) {
     return retryTransient(
       `read of ${this.name}/${key}`,
       this.retry,
-      () => this.kv.get(key),
+      async () => {
+        const entry = await this.kv.get(key);
+        const own = this.#ownRevisions.get(key) ?? 0;
+        if ((entry?.revision ?? 0) < own) throw new StaleReadError(this.name, key, entry?.revision ?? 0, own);
+        return entry;
+      },
       (error) => this.logger.debug({ bucket: this.name, key, err: error }, "retrying a read"),
+      (error) => error instanceof StaleReadError,
     );
+  }
+
+  /** Notes a revision this process wrote (see #read); not for a TTL bucket, whose keys vanish on their own. */
+  #wrote(key: string, revision: number): void {
+    if (this.spec.ttlMs !== undefined) return;
+    if (revision > (this.#ownRevisions.get(key) ?? 0)) this.#ownRevisions.set(key, revision);
   }
 
   /**
@@ -158,6 +188,7 @@ export class TypedBucket<T> {
             timeout,
             ...(bytes === undefined ? { headers: deleteHeaders() } : {}),
           });
+          this.#wrote(key, ack.seq);
           return ack.seq;
         },
         (error, attempt) => {
@@ -174,7 +205,10 @@ export class TypedBucket<T> {
       // carrying our message id says so.
       if (uncertain && isWrongLastSequence(error)) {
         const landed = await this.#landedRevision(subject, msgID);
-        if (landed !== undefined) return landed;
+        if (landed !== undefined) {
+          this.#wrote(key, landed);
+          return landed;
+        }
       }
       throw error;
     }
@@ -183,7 +217,7 @@ export class TypedBucket<T> {
   /** The revision of subject's last record if it is the message msgID, else undefined. */
   async #landedRevision(subject: string, msgID: string): Promise<number | undefined> {
     const last = await retryTransient(`read of ${subject}`, this.retry, () =>
-      this.context.jsm.streams.getMessage(`KV_${this.name}`, { last_by_subj: subject }),
+      this.context.jsm.direct.getMessage(`KV_${this.name}`, { last_by_subj: subject }),
     ).catch(() => null);
     return last?.header.get(MSG_ID_HEADER) === msgID ? last.seq : undefined;
   }

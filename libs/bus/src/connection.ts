@@ -112,11 +112,6 @@ export class Bus {
               storage: "file",
               history: 1,
               replicas: this.options.replicas ?? 1,
-              // Reads go to the stream's leader, never to a replica that may lag
-              // behind: a write must see the revision the last write acknowledged
-              // (a direct get from a follower may miss it, and a delete would
-              // then find no key to delete). Watches are unaffected.
-              allow_direct: false,
               description: spec.description,
               ...(spec.ttlMs === undefined ? {} : { ttl: spec.ttlMs }),
             }),

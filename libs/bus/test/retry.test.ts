@@ -53,7 +53,25 @@ describe("KV writes retried across a leader change", () => {
   async function faultyBucket(faults: Fault[], policy = quick) {
     const spec = defineBucket(`retry-${process.pid}-${++count}`, ConfigResource, "test bucket");
     await bus.bucket(spec); // created as the services create it
-    const kv = await new Kvm(bus.js).open(spec.name);
+    const realKv = await new Kvm(bus.js).open(spec.name);
+    // A lagging replica: the next `reads` gets answer the key at `revision`
+    // (0: a replica that never saw it) rather than its last record.
+    const lagging = { reads: 0, revision: 0 };
+    const kv = new Proxy(realKv, {
+      get: (target, property) =>
+        property === "get"
+          ? async (key: string) => {
+              if (lagging.reads === 0) return target.get(key);
+              lagging.reads--;
+              if (lagging.revision === 0) return null;
+              // The key as it was: an older revision (its value does not matter here).
+              const current = await target.get(key);
+              return (
+                current && { operation: current.operation, value: current.value, revision: lagging.revision }
+              );
+            }
+          : Reflect.get(target, property),
+    });
     const attempts: Array<{ msgID?: string; fault: Fault }> = [];
     const publish: Publish = async (subject, payload, options) => {
       const fault = faults[attempts.length];
@@ -72,7 +90,7 @@ describe("KV writes retried across a leader change", () => {
     const jsm = await jetstreamManager(bus.nc);
     const bucket = new TypedBucket(spec, kv, logger, { js, jsm, retry: policy });
     const stream = async () => (await jsm.streams.info(`KV_${spec.name}`)).state;
-    return { bucket, attempts, stream, plain: await bus.bucket(spec) };
+    return { bucket, attempts, stream, lagging, plain: await bus.bucket(spec) };
   }
 
   it("answers a retry of a write that landed with the revision it landed at, storing it once", async () => {
@@ -111,6 +129,19 @@ describe("KV writes retried across a leader change", () => {
     assert.equal(await bucket.delete("k"), true);
     assert.equal(await bucket.get("k"), undefined);
     assert.equal((await stream()).last_seq, 2);
+  });
+
+  it("asks again when a lagging replica answers a read with less than its own last write", async () => {
+    const { bucket, lagging } = await faultyBucket([]);
+    const first = await bucket.put("k", resource("r", { v: 1 }));
+    const second = await bucket.put("k", resource("r", { v: 2 }));
+    Object.assign(lagging, { reads: 2, revision: first.revision });
+    assert.equal((await bucket.get("k"))?.revision, second.revision);
+    assert.equal(lagging.reads, 0);
+    // A replica that never saw the key: the delete still finds it.
+    Object.assign(lagging, { reads: 2, revision: 0 });
+    assert.equal(await bucket.delete("k"), true);
+    assert.equal(await bucket.get("k"), undefined);
   });
 
   it("does not retry a conflict, and never writes over a newer revision", async () => {

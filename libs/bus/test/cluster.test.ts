@@ -5,10 +5,18 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { createLogger } from "@sextant/observability";
+import { createLogger, ReadinessGate } from "@sextant/observability";
 import { ConfigResource } from "@sextant/proto";
 import { eventually, type NatsClusterFixture, startNatsCluster } from "@sextant/testing";
-import { type Bus, connectBus, defineBucket, type TypedBucket } from "../src/index.js";
+import {
+  Buckets,
+  type Bus,
+  busRunner,
+  connectBus,
+  defineBucket,
+  listMembers,
+  type TypedBucket,
+} from "../src/index.js";
 
 const resource = (name: string, spec: Record<string, unknown>) =>
   ConfigResource.fromPartial({ kind: "VirtualService", apiVersion: "networking.istio.io/v1", name, spec });
@@ -182,6 +190,46 @@ describe("KV writes across a stream leader change on a 3-node cluster", () => {
       assert.deepEqual(new Set(reads), new Set([last]));
     } finally {
       await followerBus.close();
+    }
+  });
+
+  it("keeps a service's runner writing through the loss of the node it is connected to", async () => {
+    // A service's start: R3 buckets from its contract, its membership record.
+    const runner = busRunner({
+      url: cluster.url,
+      name: "cluster-runner",
+      logger,
+      readiness: new ReadinessGate(),
+      service: "probe",
+      instance: "probe-0",
+      replicas: 3,
+      contract: { buckets: { write: [Buckets.config, Buckets.members], read: [] }, subjects: {}, ports: {} },
+    });
+    await runner.start();
+    try {
+      const config = await runner.bus.bucket(Buckets.config);
+      const info = await (await jetstreamManager(runner.bus.nc)).streams.info(`KV_${Buckets.config.name}`);
+      assert.equal(info.config.num_replicas, 3);
+      assert.deepEqual(
+        (await listMembers(runner.bus)).map((member) => member.instance),
+        ["probe-0"],
+      );
+      await config.put("VirtualService.default.before", resource("before", {}));
+      const connectedTo = runner.bus.nc.info?.port;
+      const lost = cluster.nodes.find((node) => node.port === connectedTo);
+      assert.ok(lost, `the runner is connected to port ${connectedTo}, no node's`);
+      await lost.stop();
+      try {
+        // The same bus, reconnected by itself to a surviving node, writes and reads on.
+        const { revision } = await config.put("VirtualService.default.after", resource("after", {}));
+        assert.equal((await config.get("VirtualService.default.after"))?.revision, revision);
+        assert.notEqual(runner.bus.nc.info?.port, connectedTo);
+        assert.equal((await config.get("VirtualService.default.before"))?.value.name, "before");
+      } finally {
+        await lost.start();
+      }
+    } finally {
+      await runner.close();
     }
   });
 });

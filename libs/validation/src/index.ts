@@ -7,8 +7,11 @@ export { at, type FieldError, Issues, key, type ValidationResult } from "./issue
 export {
   type ConfigKind,
   type ConfigSpecs,
+  apiKindOf,
   EXTENSIONS_GROUP,
   findKind,
+  findKindOf,
+  GATEWAY_API_GROUP,
   type JsonCodec,
   KINDS,
   type KindInfo,

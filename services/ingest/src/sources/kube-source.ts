@@ -11,6 +11,7 @@ import { type BackoffPolicy, Informer, WorkQueue } from "@sextant/kube";
 import { type ConfigRefLike, configKey, describeRef, parseConfigKey } from "@sextant/model";
 import { Counter, type Logger, type ReadinessGate, type Registry } from "@sextant/observability";
 import type { ConfigStatus } from "@sextant/proto";
+import { GATEWAY_API_GROUP } from "@sextant/validation";
 import type { Runner } from "@sextant/runtime";
 import type { Applier } from "../apply/applier.js";
 import type { DocumentError } from "../apply/prepare.js";
@@ -125,10 +126,46 @@ export class KubeSource implements Runner {
     this.options.readiness.require(SYNC_CONDITION);
     const statuses = await this.options.bus().bucket(Buckets.configStatus);
     this.#statusWatch = await statuses.watch((event) => this.onStatusEvent(event));
-    for (const kind of watchedKinds()) this.#informers.set(kind.kind, this.makeInformer(kind));
+    for (const kind of watchedKinds()) if (!kind.optional) this.#informers.set(kind.kind, this.makeInformer(kind));
     for (const { informer } of this.#informers.values()) informer.start();
     // Not awaited: an unreachable API server must not hold up the other runners; /ready says it.
     void this.initialSync();
+  }
+
+  /**
+   * Starts an informer for each optional kind (the Gateway API's) that the
+   * API server serves. Asked once, at start: a kind whose CRD is installed
+   * later is watched after the next restart.
+   */
+  private async watchServedOptionalKinds(): Promise<void> {
+    for (const kind of watchedKinds()) {
+      if (!kind.optional || this.#closed) continue;
+      if (!(await this.served(kind))) {
+        this.options.logger.info({ kind: kind.kind, path: kind.path }, "not served by the API server (CRD not installed); not watched");
+        continue;
+      }
+      if (this.#closed) return;
+      const state = this.makeInformer(kind);
+      this.#informers.set(kind.kind, state);
+      state.informer.start();
+    }
+  }
+
+  /** Whether the API server serves a kind: a 404 says its CRD is not installed; other failures are retried. */
+  private async served(kind: WatchedKind): Promise<boolean> {
+    let delayMs = this.#backoff.initialMs;
+    for (;;) {
+      try {
+        await this.#api.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, limit: 1 });
+        return true;
+      } catch (error) {
+        if ((error as { code?: number }).code === 404) return false;
+        if (this.#closed) return false;
+        this.#watchFailures.inc({ kind: kind.kind });
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+        delayMs = Math.min(delayMs * 2, this.#backoff.maxMs);
+      }
+    }
   }
 
   async close(): Promise<void> {
@@ -174,6 +211,7 @@ export class KubeSource implements Runner {
   }
 
   private async initialSync(): Promise<void> {
+    await this.watchServedOptionalKinds();
     const informers = [...this.#informers.values()];
     const synced = await Promise.all(informers.map((state) => state.informer.synced()));
     if (this.#closed || !synced.every(Boolean)) return;
@@ -265,6 +303,8 @@ export class KubeSource implements Runner {
     object: IstioObject,
     state: ObjectState,
   ): Promise<void> {
+    // The Gateway API's kinds have their own status (conditions per parent and listener), written later.
+    if (kind.group === GATEWAY_API_GROUP) return;
     let desired: IstioStatus;
     if (state.errors.length > 0) {
       desired = validationErrorStatus(state.errors, state.kubeGeneration);

@@ -5,9 +5,9 @@
 export { type DurationValue, parseDuration } from "./decode.js";
 export { at, type FieldError, Issues, key, type ValidationResult } from "./issues.js";
 export {
+  apiKindOf,
   type ConfigKind,
   type ConfigSpecs,
-  apiKindOf,
   EXTENSIONS_GROUP,
   findKind,
   findKindOf,

@@ -144,7 +144,12 @@ const jsonCodec = <T>(): JsonCodec<T> => ({
   toJSON: (message) => message,
 });
 
-const gatewayApi = <K extends ConfigKind>(kind: K, plural: string, versions: readonly string[], shape: ObjectShape) => ({
+const gatewayApi = <K extends ConfigKind>(
+  kind: K,
+  plural: string,
+  versions: readonly string[],
+  shape: ObjectShape,
+) => ({
   kind,
   plural,
   group: GATEWAY_API_GROUP,
@@ -265,12 +270,24 @@ export const KINDS: ReadonlyMap<string, KindInfo> = new Map(
       typeName: "sigs.k8s.io/gateway-api/apis/v1.GatewaySpec",
       validate: validateKubernetesGateway,
     }),
-    define({ ...gatewayApi("HTTPRoute", "httproutes", ["v1", "v1beta1"], HTTP_ROUTE_SPEC), validate: validateHttpRoute }),
-    define({ ...gatewayApi("GRPCRoute", "grpcroutes", ["v1"], GRPC_ROUTE_SPEC), validate: validateGrpcRoute }),
+    define({
+      ...gatewayApi("HTTPRoute", "httproutes", ["v1", "v1beta1"], HTTP_ROUTE_SPEC),
+      validate: validateHttpRoute,
+    }),
+    define({
+      ...gatewayApi("GRPCRoute", "grpcroutes", ["v1"], GRPC_ROUTE_SPEC),
+      validate: validateGrpcRoute,
+    }),
     // TLSRoute is v1 in the standard channel; Istio still reads v1alpha2 too.
-    define({ ...gatewayApi("TLSRoute", "tlsroutes", ["v1", "v1alpha2"], TLS_ROUTE_SPEC), validate: validateTlsRoute }),
+    define({
+      ...gatewayApi("TLSRoute", "tlsroutes", ["v1", "v1alpha2"], TLS_ROUTE_SPEC),
+      validate: validateTlsRoute,
+    }),
     // TCPRoute is experimental: v1alpha2 only.
-    define({ ...gatewayApi("TCPRoute", "tcproutes", ["v1alpha2"], TCP_ROUTE_SPEC), validate: validateTcpRoute }),
+    define({
+      ...gatewayApi("TCPRoute", "tcproutes", ["v1alpha2"], TCP_ROUTE_SPEC),
+      validate: validateTcpRoute,
+    }),
     define({
       ...gatewayApi("ReferenceGrant", "referencegrants", ["v1beta1", "v1"], REFERENCE_GRANT_SPEC),
       validate: validateReferenceGrant,
@@ -299,7 +316,8 @@ export function apiKindOf(info: KindInfo): string {
  */
 export function findKindOf(apiVersion: unknown, kind: unknown): KindInfo | undefined {
   if (typeof kind !== "string") return undefined;
-  const group = typeof apiVersion === "string" ? apiVersion.slice(0, Math.max(0, apiVersion.lastIndexOf("/"))) : "";
+  const group =
+    typeof apiVersion === "string" ? apiVersion.slice(0, Math.max(0, apiVersion.lastIndexOf("/"))) : "";
   for (const info of KINDS.values()) if (info.group === group && apiKindOf(info) === kind) return info;
   // No such kind in that group: the kind by name, for a message that names the right apiVersion.
   const byName = KINDS.get(kind);

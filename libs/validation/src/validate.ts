@@ -1,6 +1,6 @@
 import { normalizeMessage } from "./decode.js";
-import { type FieldError, Issues, type ValidationResult } from "./issues.js";
 import { checkShape } from "./gateway-api/shape.js";
+import { type FieldError, Issues, type ValidationResult } from "./issues.js";
 import { apiKindOf, findKind, findKindOf, KINDS, type KindInfo } from "./kinds.js";
 import { isDns1123Label, isDns1123Subdomain } from "./rules/common.js";
 
@@ -22,7 +22,9 @@ export function decodeSpec<T = unknown>(kind: string, spec: unknown, path = "spe
   if (info.shape) {
     const issues = new Issues();
     const ok = checkShape(issues, path, spec, info.shape);
-    return ok && issues.errors.length === 0 ? { value: info.codec.fromJSON(spec) as T, errors: [] } : { errors: issues.errors };
+    return ok && issues.errors.length === 0
+      ? { value: info.codec.fromJSON(spec) as T, errors: [] }
+      : { errors: issues.errors };
   }
   const normalized = normalizeMessage(info.typeName, spec, path);
   if (!normalized.value) return { errors: normalized.errors };

@@ -30,12 +30,14 @@ const portNumber = () => int({ minimum: 1, maximum: 65535 });
 export const WILDCARD_HOSTNAME = `^(\\*\\.)?${DNS_SUBDOMAIN.slice(1)}`;
 const hostname = () => str({ minLength: 1, maxLength: 253, pattern: WILDCARD_HOSTNAME });
 const preciseHostname = () => str({ minLength: 1, maxLength: 253, pattern: DNS_SUBDOMAIN });
-const headerName = () => str({ minLength: 1, maxLength: 256, pattern: "^[A-Za-z0-9!#$%&'*+\\-.^_\\x60|~]+$" });
+const headerName = () =>
+  str({ minLength: 1, maxLength: 256, pattern: "^[A-Za-z0-9!#$%&'*+\\-.^_\\x60|~]+$" });
 /** Gateway API's Duration: up to four number-unit pairs, e.g. 1h30m. */
 const duration = () => str({ pattern: "^([0-9]{1,5}(h|m|s|ms)){1,4}$" });
 const weight = () => int({ minimum: 0, maximum: 1_000_000, default: 1 });
 
-const localObjectReference = () => obj({ group: group(), kind: kind(), name: objectName() }, ["group", "kind", "name"]);
+const localObjectReference = () =>
+  obj({ group: group(), kind: kind(), name: objectName() }, ["group", "kind", "name"]);
 const parentReference = () =>
   obj(
     {
@@ -49,9 +51,16 @@ const parentReference = () =>
     ["name"],
   );
 const backendObjectReference = () =>
-  obj({ group: group(""), kind: kind("Service"), name: objectName(), namespace: namespace(), port: portNumber() }, [
-    "name",
-  ]);
+  obj(
+    {
+      group: group(""),
+      kind: kind("Service"),
+      name: objectName(),
+      namespace: namespace(),
+      port: portNumber(),
+    },
+    ["name"],
+  );
 const secretObjectReference = () =>
   obj({ group: group(""), kind: kind("Secret"), name: objectName(), namespace: namespace() }, ["name"]);
 const labelSelector = () =>
@@ -64,7 +73,8 @@ const headerList = () =>
   arr(obj({ name: headerName(), value: str({ minLength: 1, maxLength: 4096 }) }, ["name", "value"]), {
     maxItems: 16,
   });
-const headerModifier = () => obj({ set: headerList(), add: headerList(), remove: arr(str(), { maxItems: 16 }) });
+const headerModifier = () =>
+  obj({ set: headerList(), add: headerList(), remove: arr(str(), { maxItems: 16 }) });
 const requestMirror = () =>
   obj(
     {
@@ -85,7 +95,17 @@ const pathModifier = () =>
     },
     ["type"],
   );
-const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"] as const;
+const HTTP_METHODS = [
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "DELETE",
+  "CONNECT",
+  "OPTIONS",
+  "TRACE",
+  "PATCH",
+] as const;
 
 /** The filter types each route kind's standard channel serves. */
 export const HTTP_FILTER_TYPES = [
@@ -124,7 +144,8 @@ const httpRouteFilter = () =>
           str({
             minLength: 1,
             maxLength: 253,
-            pattern: "(^\\*$)|(^(http(s)?):\\/\\/(((\\*\\.)?([a-zA-Z0-9\\-]+\\.)*[a-zA-Z0-9-]+|\\*)(:([0-9]{1,5}))?)$)",
+            pattern:
+              "(^\\*$)|(^(http(s)?):\\/\\/(((\\*\\.)?([a-zA-Z0-9\\-]+\\.)*[a-zA-Z0-9-]+|\\*)(:([0-9]{1,5}))?)$)",
           }),
           { maxItems: 64 },
         ),
@@ -184,7 +205,11 @@ const frontendTlsValidation = () =>
   obj(
     {
       caCertificateRefs: arr(
-        obj({ group: group(), kind: kind(), name: objectName(), namespace: namespace() }, ["group", "kind", "name"]),
+        obj({ group: group(), kind: kind(), name: objectName(), namespace: namespace() }, [
+          "group",
+          "kind",
+          "name",
+        ]),
         { minItems: 1, maxItems: 8 },
       ),
       mode: str({ enum: ["AllowValidOnly", "AllowInsecureFallback"], default: "AllowValidOnly" }),
@@ -239,9 +264,12 @@ export const GATEWAY_SPEC: ObjectShape = obj(
       { maxItems: 16 },
     ),
     infrastructure: obj({
-      labels: map(str({ minLength: 0, maxLength: 63, pattern: "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$" }), {
-        maxProperties: 8,
-      }),
+      labels: map(
+        str({ minLength: 0, maxLength: 63, pattern: "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$" }),
+        {
+          maxProperties: 8,
+        },
+      ),
       annotations: map(str({ minLength: 0, maxLength: 4096 }), { maxProperties: 8 }),
       parametersRef: localObjectReference(),
     }),
@@ -256,9 +284,12 @@ export const GATEWAY_SPEC: ObjectShape = obj(
       frontend: obj(
         {
           default: obj({ validation: frontendTlsValidation() }),
-          perPort: arr(obj({ port: portNumber(), tls: obj({ validation: frontendTlsValidation() }) }, ["port", "tls"]), {
-            maxItems: 64,
-          }),
+          perPort: arr(
+            obj({ port: portNumber(), tls: obj({ validation: frontendTlsValidation() }) }, ["port", "tls"]),
+            {
+              maxItems: 64,
+            },
+          ),
         },
         ["default"],
       ),
@@ -288,9 +319,14 @@ export const HTTP_ROUTE_SPEC: ObjectShape = obj({
       ),
       filters: arr(httpRouteFilter(), { maxItems: 16 }),
       backendRefs: arr(
-        obj({ ...backendObjectReference().properties, weight: weight(), filters: arr(httpRouteFilter(), { maxItems: 16 }) }, [
-          "name",
-        ]),
+        obj(
+          {
+            ...backendObjectReference().properties,
+            weight: weight(),
+            filters: arr(httpRouteFilter(), { maxItems: 16 }),
+          },
+          ["name"],
+        ),
         { maxItems: 16 },
       ),
       timeouts: obj({ request: duration(), backendRequest: duration() }),
@@ -319,9 +355,14 @@ export const GRPC_ROUTE_SPEC: ObjectShape = obj({
       ),
       filters: arr(grpcRouteFilter(), { maxItems: 16 }),
       backendRefs: arr(
-        obj({ ...backendObjectReference().properties, weight: weight(), filters: arr(grpcRouteFilter(), { maxItems: 16 }) }, [
-          "name",
-        ]),
+        obj(
+          {
+            ...backendObjectReference().properties,
+            weight: weight(),
+            filters: arr(grpcRouteFilter(), { maxItems: 16 }),
+          },
+          ["name"],
+        ),
         { maxItems: 16 },
       ),
     }),
@@ -330,7 +371,10 @@ export const GRPC_ROUTE_SPEC: ObjectShape = obj({
 });
 
 const weightedBackends = () =>
-  arr(obj({ ...backendObjectReference().properties, weight: weight() }, ["name"]), { minItems: 1, maxItems: 16 });
+  arr(obj({ ...backendObjectReference().properties, weight: weight() }, ["name"]), {
+    minItems: 1,
+    maxItems: 16,
+  });
 
 /** TLSRoute (gateway.networking.k8s.io/v1; v1alpha2 has the same fields Istio reads). */
 export const TLS_ROUTE_SPEC: ObjectShape = obj(
@@ -376,10 +420,13 @@ export const REFERENCE_GRANT_SPEC: ObjectShape = obj(
 /** BackendTLSPolicy (gateway.networking.k8s.io/v1). */
 export const BACKEND_TLS_POLICY_SPEC: ObjectShape = obj(
   {
-    targetRefs: arr(obj({ ...localObjectReference().properties, sectionName: sectionName() }, ["group", "kind", "name"]), {
-      minItems: 1,
-      maxItems: 16,
-    }),
+    targetRefs: arr(
+      obj({ ...localObjectReference().properties, sectionName: sectionName() }, ["group", "kind", "name"]),
+      {
+        minItems: 1,
+        maxItems: 16,
+      },
+    ),
     validation: obj(
       {
         caCertificateRefs: arr(localObjectReference(), { maxItems: 8 }),

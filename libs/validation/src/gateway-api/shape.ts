@@ -55,7 +55,10 @@ export type Shape = StringShape | IntegerShape | BooleanShape | ObjectShape | Ar
 
 // Constructors, so that kind definitions read like the CRDs they stand for.
 export const str = (options: Omit<StringShape, "type"> = {}): StringShape => ({ type: "string", ...options });
-export const int = (options: Omit<IntegerShape, "type"> = {}): IntegerShape => ({ type: "integer", ...options });
+export const int = (options: Omit<IntegerShape, "type"> = {}): IntegerShape => ({
+  type: "integer",
+  ...options,
+});
 export const bool = (): BooleanShape => ({ type: "boolean" });
 export const obj = (properties: Record<string, Shape>, required: readonly string[] = []): ObjectShape => ({
   type: "object",
@@ -97,10 +100,16 @@ export function checkShape(issues: Issues, path: string, value: unknown, shape: 
       if (typeof value !== "string") return wrongType(issues, path, value, "a string");
       const length = [...value].length;
       if (shape.enum && !shape.enum.includes(value)) {
-        issues.error(path, `${path}: unsupported value ${JSON.stringify(value)}: use one of ${shape.enum.join(", ")}`);
+        issues.error(
+          path,
+          `${path}: unsupported value ${JSON.stringify(value)}: use one of ${shape.enum.join(", ")}`,
+        );
       }
       if (shape.minLength !== undefined && length < shape.minLength) {
-        issues.error(path, `${path} must be at least ${shape.minLength} character${shape.minLength === 1 ? "" : "s"} long`);
+        issues.error(
+          path,
+          `${path} must be at least ${shape.minLength} character${shape.minLength === 1 ? "" : "s"} long`,
+        );
       }
       if (shape.maxLength !== undefined && length > shape.maxLength) {
         issues.error(path, `${path} must be at most ${shape.maxLength} characters long`);
@@ -111,7 +120,8 @@ export function checkShape(issues: Issues, path: string, value: unknown, shape: 
       return true;
     }
     case "integer": {
-      if (typeof value !== "number" || !Number.isInteger(value)) return wrongType(issues, path, value, "an integer");
+      if (typeof value !== "number" || !Number.isInteger(value))
+        return wrongType(issues, path, value, "an integer");
       if (shape.enum && !shape.enum.includes(value)) {
         issues.error(path, `${path}: unsupported value ${value}: use one of ${shape.enum.join(", ")}`);
       }
@@ -128,7 +138,10 @@ export function checkShape(issues: Issues, path: string, value: unknown, shape: 
     case "array": {
       if (!Array.isArray(value)) return wrongType(issues, path, value, "a list");
       if (shape.minItems !== undefined && value.length < shape.minItems) {
-        issues.error(path, `${path} must have at least ${shape.minItems} item${shape.minItems === 1 ? "" : "s"}`);
+        issues.error(
+          path,
+          `${path} must have at least ${shape.minItems} item${shape.minItems === 1 ? "" : "s"}`,
+        );
       }
       if (shape.maxItems !== undefined && value.length > shape.maxItems) {
         issues.error(path, `${path} must have at most ${shape.maxItems} items`);

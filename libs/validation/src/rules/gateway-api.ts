@@ -37,7 +37,11 @@ interface Filter {
   type?: string;
   requestHeaderModifier?: object;
   responseHeaderModifier?: object;
-  requestMirror?: { backendRef?: BackendRef; percent?: number; fraction?: { numerator?: number; denominator?: number } };
+  requestMirror?: {
+    backendRef?: BackendRef;
+    percent?: number;
+    fraction?: { numerator?: number; denominator?: number };
+  };
   requestRedirect?: { path?: PathModifier };
   urlRewrite?: { path?: PathModifier };
   cors?: { allowOrigins?: string[]; allowMethods?: string[]; allowHeaders?: string[] };
@@ -104,17 +108,15 @@ export interface BackendTlsPolicySpec {
 export function validateGatewayClass(_spec: GatewayApiSpec, _ctx: RuleContext): void {}
 
 /** Gateway (gateway.networking.k8s.io). */
-export function validateKubernetesGateway(
-  spec: KubernetesGatewaySpec,
-  { issues, path }: RuleContext,
-): void {
+export function validateKubernetesGateway(spec: KubernetesGatewaySpec, { issues, path }: RuleContext): void {
   const addresses = spec.addresses ?? [];
   for (const type of ["IPAddress", "Hostname"]) {
     // IPAddress is the default type, as the API server fills it in.
     const values = addresses
       .filter((a) => (a.type ?? "IPAddress") === type && a.value !== undefined)
       .map((a) => a.value as string);
-    if (new Set(values).size !== values.length) issues.error(`${path}.addresses`, `${type} values must be unique`);
+    if (new Set(values).size !== values.length)
+      issues.error(`${path}.addresses`, `${type} values must be unique`);
   }
   addresses.forEach((address, i) => {
     if (address.type === "Hostname" && address.value !== undefined && !WILDCARD_HOST.test(address.value)) {
@@ -146,7 +148,10 @@ export function validateKubernetesGateway(
   checkListeners(issues, `${path}.listeners`, spec.listeners ?? []);
   const perPort = spec.tls?.frontend?.perPort ?? [];
   if (!unique(perPort.map((p) => String(p.port)))) {
-    issues.error(`${path}.tls.frontend.perPort`, "Port for TLS configuration must be unique within the Gateway");
+    issues.error(
+      `${path}.tls.frontend.perPort`,
+      "Port for TLS configuration must be unique within the Gateway",
+    );
   }
 }
 
@@ -154,7 +159,10 @@ function checkListeners(issues: Issues, path: string, listeners: Listener[]): vo
   const each = (test: (l: Listener) => boolean, message: string) => {
     if (!listeners.every(test)) issues.error(path, message);
   };
-  each((l) => !["HTTP", "TCP", "UDP"].includes(l.protocol ?? "") || l.tls === undefined, "tls must not be specified for protocols ['HTTP', 'TCP', 'UDP']");
+  each(
+    (l) => !["HTTP", "TCP", "UDP"].includes(l.protocol ?? "") || l.tls === undefined,
+    "tls must not be specified for protocols ['HTTP', 'TCP', 'UDP']",
+  );
   each(
     (l) => !(l.protocol === "HTTPS" && l.tls) || (l.tls.mode ?? "") === "" || l.tls.mode === "Terminate",
     "tls mode must be Terminate for protocol HTTPS",
@@ -165,7 +173,8 @@ function checkListeners(issues: Issues, path: string, listeners: Listener[]): vo
     (l) => !["TCP", "UDP"].includes(l.protocol ?? "") || (l.hostname ?? "") === "",
     "hostname must not be specified for protocols ['TCP', 'UDP']",
   );
-  if (!unique(listeners.map((l) => l.name ?? ""))) issues.error(path, "Listener name must be unique within the Gateway");
+  if (!unique(listeners.map((l) => l.name ?? "")))
+    issues.error(path, "Listener name must be unique within the Gateway");
   if (!unique(listeners.map((l) => JSON.stringify([l.port, l.protocol, l.hostname ?? null])))) {
     issues.error(path, "Combination of port, protocol and hostname must be unique for each listener");
   }
@@ -173,22 +182,31 @@ function checkListeners(issues: Issues, path: string, listeners: Listener[]): vo
     const tls = listener.tls;
     if (!tls) return;
     const terminate = (tls.mode ?? "Terminate") === "Terminate";
-    if (terminate && (tls.certificateRefs ?? []).length === 0 && Object.keys(tls.options ?? {}).length === 0) {
-      issues.error(`${at(path, i)}.tls`, "certificateRefs or options must be specified when mode is Terminate");
+    if (
+      terminate &&
+      (tls.certificateRefs ?? []).length === 0 &&
+      Object.keys(tls.options ?? {}).length === 0
+    ) {
+      issues.error(
+        `${at(path, i)}.tls`,
+        "certificateRefs or options must be specified when mode is Terminate",
+      );
     }
   });
 }
 
 /** HTTPRoute. */
-export function validateHttpRoute(
-  spec: HttpRouteSpec,
-  { issues, path }: RuleContext,
-): void {
+export function validateHttpRoute(spec: HttpRouteSpec, { issues, path }: RuleContext): void {
   checkParentRefs(issues, `${path}.parentRefs`, spec.parentRefs ?? [], "sectionName");
   const rules = spec.rules ?? [];
   // An HTTPRoute rule without matches gets one "/" prefix match by default.
-  const matchesOf = (rule: HttpRule): HttpMatch[] => rule.matches ?? [{ path: { type: "PathPrefix", value: "/" } }];
-  checkTotalMatches(issues, `${path}.rules`, rules.map((rule) => matchesOf(rule).length));
+  const matchesOf = (rule: HttpRule): HttpMatch[] =>
+    rule.matches ?? [{ path: { type: "PathPrefix", value: "/" } }];
+  checkTotalMatches(
+    issues,
+    `${path}.rules`,
+    rules.map((rule) => matchesOf(rule).length),
+  );
   rules.forEach((rule, i) => {
     const rulePath = at(`${path}.rules`, i);
     const filters = rule.filters ?? [];
@@ -197,7 +215,10 @@ export function validateHttpRoute(
       issues.error(rulePath, "RequestRedirect filter must not be used together with backendRefs");
     }
     const matches = matchesOf(rule);
-    const onePrefixMatch = matches.length === 1 && matches[0]?.path !== undefined && (matches[0].path.type ?? "PathPrefix") === "PathPrefix";
+    const onePrefixMatch =
+      matches.length === 1 &&
+      matches[0]?.path !== undefined &&
+      (matches[0].path.type ?? "PathPrefix") === "PathPrefix";
     const prefixReplacing = (field: "requestRedirect" | "urlRewrite") => (f: Filter) => {
       const modifier = f[field]?.path;
       return modifier?.type === "ReplacePrefixMatch" && modifier.replacePrefixMatch !== undefined;
@@ -211,7 +232,10 @@ export function validateHttpRoute(
           `When using ${filterNames[field]} filter with path.replacePrefixMatch, exactly one PathPrefix match must be specified`,
         );
       }
-      if (exactlyOne(backendRefs, (b) => exactlyOne(b.filters ?? [], prefixReplacing(field))) && !onePrefixMatch) {
+      if (
+        exactlyOne(backendRefs, (b) => exactlyOne(b.filters ?? [], prefixReplacing(field))) &&
+        !onePrefixMatch
+      ) {
         issues.error(
           rulePath,
           `Within backendRefs, ${field === "requestRedirect" ? "when" : "When"} using ${filterNames[field]} filter with path.replacePrefixMatch, exactly one PathPrefix match must be specified`,
@@ -238,13 +262,14 @@ export function validateHttpRoute(
 }
 
 /** GRPCRoute. */
-export function validateGrpcRoute(
-  spec: GrpcRouteSpec,
-  { issues, path }: RuleContext,
-): void {
+export function validateGrpcRoute(spec: GrpcRouteSpec, { issues, path }: RuleContext): void {
   checkParentRefs(issues, `${path}.parentRefs`, spec.parentRefs ?? [], "sectionName");
   const rules = spec.rules ?? [];
-  checkTotalMatches(issues, `${path}.rules`, rules.map((rule) => (rule.matches ?? []).length));
+  checkTotalMatches(
+    issues,
+    `${path}.rules`,
+    rules.map((rule) => (rule.matches ?? []).length),
+  );
   rules.forEach((rule, i) => {
     const rulePath = at(`${path}.rules`, i);
     checkFilters(issues, `${rulePath}.filters`, rule.filters ?? [], GRPC_FILTERS);
@@ -263,20 +288,23 @@ export function validateGrpcRoute(
       }
       const exact = method.type === undefined || method.type === "Exact";
       if (exact && method.service !== undefined && !GRPC_SERVICE.test(method.service)) {
-        issues.error(methodPath, "service must only contain valid characters (matching ^(?i)\\.?[a-z_][a-z_0-9]*(\\.[a-z_][a-z_0-9]*)*$)");
+        issues.error(
+          methodPath,
+          "service must only contain valid characters (matching ^(?i)\\.?[a-z_][a-z_0-9]*(\\.[a-z_][a-z_0-9]*)*$)",
+        );
       }
       if (exact && method.method !== undefined && !GRPC_METHOD.test(method.method)) {
-        issues.error(methodPath, `method must only contain valid characters (matching ${GRPC_METHOD.source})`);
+        issues.error(
+          methodPath,
+          `method must only contain valid characters (matching ${GRPC_METHOD.source})`,
+        );
       }
     });
   });
 }
 
 /** TLSRoute. */
-export function validateTlsRoute(
-  spec: TlsRouteSpec,
-  { issues, path }: RuleContext,
-): void {
+export function validateTlsRoute(spec: TlsRouteSpec, { issues, path }: RuleContext): void {
   const hostnames = spec.hostnames ?? [];
   if (hostnames.some(isIpAddress)) issues.error(`${path}.hostnames`, "Hostnames cannot contain an IP");
   if (hostnames.some((h) => !h.includes("*") && !RFC1123_HOST.test(h))) {
@@ -293,10 +321,7 @@ export function validateTlsRoute(
 }
 
 /** TCPRoute. */
-export function validateTcpRoute(
-  spec: TcpRouteSpec,
-  { issues, path }: RuleContext,
-): void {
+export function validateTcpRoute(spec: TcpRouteSpec, { issues, path }: RuleContext): void {
   checkParentRefs(issues, `${path}.parentRefs`, spec.parentRefs ?? [], "sectionName or port");
   const names = (spec.rules ?? []).flatMap((rule) => (rule.name === undefined ? [] : [rule.name]));
   if (!unique(names)) issues.error(`${path}.rules`, "Rule name must be unique within the route");
@@ -307,10 +332,7 @@ export function validateTcpRoute(
 export function validateReferenceGrant(_spec: GatewayApiSpec, _ctx: RuleContext): void {}
 
 /** BackendTLSPolicy. */
-export function validateBackendTlsPolicy(
-  spec: BackendTlsPolicySpec,
-  { issues, path }: RuleContext,
-): void {
+export function validateBackendTlsPolicy(spec: BackendTlsPolicySpec, { issues, path }: RuleContext): void {
   checkSectionNames(
     issues,
     `${path}.targetRefs`,
@@ -328,8 +350,10 @@ export function validateBackendTlsPolicy(
   const validationPath = `${path}.validation`;
   const hasRefs = (validation.caCertificateRefs ?? []).length > 0;
   const hasWellKnown = (validation.wellKnownCACertificates ?? "") !== "";
-  if (hasRefs && hasWellKnown) issues.error(validationPath, "must not contain both CACertificateRefs and WellKnownCACertificates");
-  if (!hasRefs && !hasWellKnown) issues.error(validationPath, "must specify either CACertificateRefs or WellKnownCACertificates");
+  if (hasRefs && hasWellKnown)
+    issues.error(validationPath, "must not contain both CACertificateRefs and WellKnownCACertificates");
+  if (!hasRefs && !hasWellKnown)
+    issues.error(validationPath, "must specify either CACertificateRefs or WellKnownCACertificates");
   (validation.subjectAltNames ?? []).forEach((san, i) => {
     const sanPath = at(`${validationPath}.subjectAltNames`, i);
     for (const [type, field, label] of [
@@ -337,8 +361,13 @@ export function validateBackendTlsPolicy(
       ["URI", "uri", "URI"],
     ] as const) {
       const set = (san[field] ?? "") !== "";
-      if (san.type === type && !set) issues.error(sanPath, `SubjectAltName element must contain ${label}, if Type is set to ${type}`);
-      if (san.type !== type && set) issues.error(sanPath, `SubjectAltName element must not contain ${label}, if Type is not set to ${type}`);
+      if (san.type === type && !set)
+        issues.error(sanPath, `SubjectAltName element must contain ${label}, if Type is set to ${type}`);
+      if (san.type !== type && set)
+        issues.error(
+          sanPath,
+          `SubjectAltName element must not contain ${label}, if Type is not set to ${type}`,
+        );
     }
   });
 }
@@ -428,10 +457,16 @@ function checkSectionNames(
 ): void {
   const sameTarget = (a: SectionRef) => refs.filter((b) => a.target === b.target);
   if (refs.some((a) => sameTarget(a).some((b) => a.unset !== b.unset))) {
-    issues.error(path, `${what} must be specified when ${list} includes 2 or more references to the same ${noun}`);
+    issues.error(
+      path,
+      `${what} must be specified when ${list} includes 2 or more references to the same ${noun}`,
+    );
   }
   if (refs.some((a) => sameTarget(a).filter((b) => a.section === b.section).length !== 1)) {
-    issues.error(path, `${what} must be unique when ${list} includes 2 or more references to the same ${noun}`);
+    issues.error(
+      path,
+      `${what} must be unique when ${list} includes 2 or more references to the same ${noun}`,
+    );
   }
 }
 
@@ -450,36 +485,56 @@ function checkServicePort(issues: Issues, path: string, ref: BackendRef): void {
   }
 }
 
-function checkRouteBackends(issues: Issues, path: string, rules: ReadonlyArray<{ backendRefs?: BackendRef[] }>): void {
+function checkRouteBackends(
+  issues: Issues,
+  path: string,
+  rules: ReadonlyArray<{ backendRefs?: BackendRef[] }>,
+): void {
   rules.forEach((rule, i) => {
-    (rule.backendRefs ?? []).forEach((ref, j) => checkServicePort(issues, at(`${at(path, i)}.backendRefs`, j), ref));
+    (rule.backendRefs ?? []).forEach((ref, j) => {
+      checkServicePort(issues, at(`${at(path, i)}.backendRefs`, j), ref);
+    });
   });
 }
 
 function checkHttpFilters(issues: Issues, path: string, filters: readonly Filter[]): void {
   if (filters.some((f) => f.type === "RequestRedirect") && filters.some((f) => f.type === "URLRewrite")) {
-    issues.error(path, "May specify either httpRouteFilterRequestRedirect or httpRouteFilterRequestRewrite, but not both");
+    issues.error(
+      path,
+      "May specify either httpRouteFilterRequestRedirect or httpRouteFilterRequestRewrite, but not both",
+    );
   }
   checkFilters(issues, path, filters, HTTP_FILTERS);
 }
 
 /** Each filter type at most once where it may not repeat, and a filter's one field is the one its type names. */
-function checkFilters(issues: Issues, path: string, filters: readonly Filter[], known: typeof HTTP_FILTERS): void {
+function checkFilters(
+  issues: Issues,
+  path: string,
+  filters: readonly Filter[],
+  known: typeof HTTP_FILTERS,
+): void {
   for (const [type, , repeatable] of known) {
-    if (!repeatable && filters.filter((f) => f.type === type).length > 1) issues.error(path, `${type} filter cannot be repeated`);
+    if (!repeatable && filters.filter((f) => f.type === type).length > 1)
+      issues.error(path, `${type} filter cannot be repeated`);
   }
   filters.forEach((filter, i) => {
     const filterPath = at(path, i);
     for (const [type, field] of known) {
       const set = filter[field] !== undefined;
-      if (set && filter.type !== type) issues.error(filterPath, `filter.${field} must be nil if the filter.type is not ${type}`);
-      if (!set && filter.type === type) issues.error(filterPath, `filter.${field} must be specified for ${type} filter.type`);
+      if (set && filter.type !== type)
+        issues.error(filterPath, `filter.${field} must be nil if the filter.type is not ${type}`);
+      if (!set && filter.type === type)
+        issues.error(filterPath, `filter.${field} must be specified for ${type} filter.type`);
     }
     const mirror = filter.requestMirror;
     if (mirror) {
       const mirrorPath = `${filterPath}.requestMirror`;
       if (mirror.percent !== undefined && mirror.fraction !== undefined) {
-        issues.error(mirrorPath, "Only one of percent or fraction may be specified in HTTPRequestMirrorFilter");
+        issues.error(
+          mirrorPath,
+          "Only one of percent or fraction may be specified in HTTPRequestMirrorFilter",
+        );
       }
       if (mirror.backendRef) checkServicePort(issues, `${mirrorPath}.backendRef`, mirror.backendRef);
       const fraction = mirror.fraction;
@@ -494,10 +549,22 @@ function checkFilters(issues: Issues, path: string, filters: readonly Filter[], 
     const cors = filter.cors;
     if (cors) {
       const wildcardAlone = (values: string[] | undefined) => !(values?.includes("*") && values.length > 1);
-      if (!wildcardAlone(cors.allowOrigins)) issues.error(`${filterPath}.cors.allowOrigins`, "AllowOrigins cannot contain '*' alongside other origins");
+      if (!wildcardAlone(cors.allowOrigins))
+        issues.error(
+          `${filterPath}.cors.allowOrigins`,
+          "AllowOrigins cannot contain '*' alongside other origins",
+        );
       // Upstream's message says "methods" for headers too.
-      if (!wildcardAlone(cors.allowMethods)) issues.error(`${filterPath}.cors.allowMethods`, "AllowMethods cannot contain '*' alongside other methods");
-      if (!wildcardAlone(cors.allowHeaders)) issues.error(`${filterPath}.cors.allowHeaders`, "AllowHeaders cannot contain '*' alongside other methods");
+      if (!wildcardAlone(cors.allowMethods))
+        issues.error(
+          `${filterPath}.cors.allowMethods`,
+          "AllowMethods cannot contain '*' alongside other methods",
+        );
+      if (!wildcardAlone(cors.allowHeaders))
+        issues.error(
+          `${filterPath}.cors.allowHeaders`,
+          "AllowHeaders cannot contain '*' alongside other methods",
+        );
     }
   });
 }
@@ -507,8 +574,10 @@ function checkPathModifier(issues: Issues, path: string, modifier: PathModifier)
     ["ReplaceFullPath", "replaceFullPath"],
     ["ReplacePrefixMatch", "replacePrefixMatch"],
   ] as const) {
-    if (modifier.type === type && modifier[field] === undefined) issues.error(path, `${field} must be specified when type is set to '${type}'`);
-    if (modifier[field] !== undefined && modifier.type !== type) issues.error(path, `type must be '${type}' when ${field} is set`);
+    if (modifier.type === type && modifier[field] === undefined)
+      issues.error(path, `${field} must be specified when type is set to '${type}'`);
+    if (modifier[field] !== undefined && modifier.type !== type)
+      issues.error(path, `type must be '${type}' when ${field} is set`);
   }
 }
 
@@ -516,7 +585,8 @@ function checkPathMatch(issues: Issues, path: string, match: { type?: string; va
   const type = match.type ?? "PathPrefix";
   const value = match.value ?? "/";
   if (type !== "Exact" && type !== "PathPrefix") {
-    if (type !== "RegularExpression") issues.error(path, "type must be one of ['Exact', 'PathPrefix', 'RegularExpression']");
+    if (type !== "RegularExpression")
+      issues.error(path, "type must be one of ['Exact', 'PathPrefix', 'RegularExpression']");
     return;
   }
   const when = "when type one of ['Exact', 'PathPrefix']";
@@ -528,7 +598,10 @@ function checkPathMatch(issues: Issues, path: string, match: { type?: string; va
     if (value.endsWith(end)) issues.error(path, `must not end with '${end}' ${when}`);
   }
   if (!HTTP_PATH.test(value)) {
-    issues.error(path, `must only contain valid characters (matching ${HTTP_PATH.source}) for types ['Exact', 'PathPrefix']`);
+    issues.error(
+      path,
+      `must only contain valid characters (matching ${HTTP_PATH.source}) for types ['Exact', 'PathPrefix']`,
+    );
   }
 }
 
@@ -536,6 +609,7 @@ function checkPathMatch(issues: Issues, path: string, match: { type?: string; va
 function gatewayDurationMs(value: string): number {
   const units: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 };
   let total = 0;
-  for (const [, amount, unit] of value.matchAll(/([0-9]+)(ms|h|m|s)/g)) total += Number(amount) * (units[unit as string] ?? 0);
+  for (const [, amount, unit] of value.matchAll(/([0-9]+)(ms|h|m|s)/g))
+    total += Number(amount) * (units[unit as string] ?? 0);
   return total;
 }

@@ -58,7 +58,9 @@ export function prepareDocuments(input: string | Uint8Array, limits: ParseLimits
     const context = {
       document: index,
       // Sextant's name of the kind (KubernetesGateway for the Gateway API's Gateway), else as written.
-      kind: findKindOf(document.apiVersion, document.kind)?.kind ?? (typeof document.kind === "string" ? document.kind : undefined),
+      kind:
+        findKindOf(document.apiVersion, document.kind)?.kind ??
+        (typeof document.kind === "string" ? document.kind : undefined),
       namespace:
         typeof metadata.namespace === "string" && metadata.namespace ? metadata.namespace : DEFAULT_NAMESPACE,
       name: typeof metadata.name === "string" ? metadata.name : undefined,

@@ -11,8 +11,8 @@ import { type BackoffPolicy, Informer, WorkQueue } from "@sextant/kube";
 import { type ConfigRefLike, configKey, describeRef, parseConfigKey } from "@sextant/model";
 import { Counter, type Logger, type ReadinessGate, type Registry } from "@sextant/observability";
 import type { ConfigStatus } from "@sextant/proto";
-import { GATEWAY_API_GROUP } from "@sextant/validation";
 import type { Runner } from "@sextant/runtime";
+import { GATEWAY_API_GROUP } from "@sextant/validation";
 import type { Applier } from "../apply/applier.js";
 import type { DocumentError } from "../apply/prepare.js";
 import type { ConfigStore } from "../store/config-store.js";
@@ -126,7 +126,8 @@ export class KubeSource implements Runner {
     this.options.readiness.require(SYNC_CONDITION);
     const statuses = await this.options.bus().bucket(Buckets.configStatus);
     this.#statusWatch = await statuses.watch((event) => this.onStatusEvent(event));
-    for (const kind of watchedKinds()) if (!kind.optional) this.#informers.set(kind.kind, this.makeInformer(kind));
+    for (const kind of watchedKinds())
+      if (!kind.optional) this.#informers.set(kind.kind, this.makeInformer(kind));
     for (const { informer } of this.#informers.values()) informer.start();
     // Not awaited: an unreachable API server must not hold up the other runners; /ready says it.
     void this.initialSync();
@@ -141,7 +142,10 @@ export class KubeSource implements Runner {
     for (const kind of watchedKinds()) {
       if (!kind.optional || this.#closed) continue;
       if (!(await this.served(kind))) {
-        this.options.logger.info({ kind: kind.kind, path: kind.path }, "not served by the API server (CRD not installed); not watched");
+        this.options.logger.info(
+          { kind: kind.kind, path: kind.path },
+          "not served by the API server (CRD not installed); not watched",
+        );
         continue;
       }
       if (this.#closed) return;
@@ -156,7 +160,12 @@ export class KubeSource implements Runner {
     let delayMs = this.#backoff.initialMs;
     for (;;) {
       try {
-        await this.#api.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, limit: 1 });
+        await this.#api.listClusterCustomObject({
+          group: kind.group,
+          version: kind.version,
+          plural: kind.plural,
+          limit: 1,
+        });
         return true;
       } catch (error) {
         if ((error as { code?: number }).code === 404) return false;

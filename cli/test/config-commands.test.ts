@@ -268,7 +268,9 @@ describe("sextantctl apply, get, delete and analyze against ingest", () => {
       applied.stdout,
       "gateway.gateway.networking.k8s.io/web created\nhttproute.gateway.networking.k8s.io/web created",
     );
-    const one = JSON.parse((await cli("get", "gateways.gateway.networking.k8s.io", "web", "-o", "json")).stdout);
+    const one = JSON.parse(
+      (await cli("get", "gateways.gateway.networking.k8s.io", "web", "-o", "json")).stdout,
+    );
     assert.equal(one.kind, "Gateway");
     assert.equal(one.apiVersion, "gateway.networking.k8s.io/v1");
     assert.equal((await cli("get", "gw", "web")).exitCode, 1, "gw is Istio's Gateway");

@@ -319,7 +319,8 @@ describe("the Gateway API CRDs (deploy/crds/gateway-api)", () => {
         crd.spec.versions.filter((v) => v.storage).map((v) => v.name),
         [storedAt[info.plural]],
       );
-      assert.equal(crd.metadata.annotations?.["gateway.networking.k8s.io/bundle-version"], "v1.5.1");
+      const annotations = (crd.metadata as { annotations?: Record<string, string> }).annotations;
+      assert.equal(annotations?.["gateway.networking.k8s.io/bundle-version"], "v1.5.1");
     }
     assert.equal(byPlural.get("gateways")?.spec.names.kind, "Gateway");
   });

@@ -27,7 +27,7 @@ const namespace = () => str({ minLength: 1, maxLength: 63, pattern: "^[a-z0-9]([
 const sectionName = () => str({ minLength: 1, maxLength: 253, pattern: DNS_SUBDOMAIN });
 const portNumber = () => int({ minimum: 1, maximum: 65535 });
 /** A hostname that may start with a `*.` wildcard label. */
-export const WILDCARD_HOSTNAME = `^(\\*\\.)?${DNS_SUBDOMAIN.slice(1)}`;
+const WILDCARD_HOSTNAME = `^(\\*\\.)?${DNS_SUBDOMAIN.slice(1)}`;
 const hostname = () => str({ minLength: 1, maxLength: 253, pattern: WILDCARD_HOSTNAME });
 const preciseHostname = () => str({ minLength: 1, maxLength: 253, pattern: DNS_SUBDOMAIN });
 const headerName = () =>
@@ -108,7 +108,7 @@ const HTTP_METHODS = [
 ] as const;
 
 /** The filter types each route kind's standard channel serves. */
-export const HTTP_FILTER_TYPES = [
+const HTTP_FILTER_TYPES = [
   "RequestHeaderModifier",
   "ResponseHeaderModifier",
   "RequestMirror",
@@ -117,7 +117,7 @@ export const HTTP_FILTER_TYPES = [
   "ExtensionRef",
   "CORS",
 ] as const;
-export const GRPC_FILTER_TYPES = [
+const GRPC_FILTER_TYPES = [
   "ResponseHeaderModifier",
   "RequestHeaderModifier",
   "RequestMirror",

@@ -41,10 +41,12 @@ for (const info of KINDS.values()) {
 
 /** Every name a kind argument may take, for completion: the plural and short names. */
 export function kindNames(): string[] {
-  return [...KINDS.values()].flatMap((info) => [
+  // Istio's Gateway and the Gateway API's share the plural "gateways": offered once.
+  const names = [...KINDS.values()].flatMap((info) => [
     info.plural,
     ...(SHORT_NAMES[info.kind] ? [SHORT_NAMES[info.kind]!] : []),
   ]);
+  return [...new Set(names)];
 }
 
 /** The kind a command-line argument names; a usage error listing the kinds when it names none. */
@@ -52,7 +54,7 @@ export function resolveKind(name: string): KindInfo {
   const info = byName.get(name.toLowerCase());
   if (info) return info;
   throw new CommandError(
-    `the server doesn't have a resource type "${name}": use one of ${[...KINDS.values()].map((k) => k.plural).join(", ")}`,
+    `the server doesn't have a resource type "${name}": use one of ${[...new Set([...KINDS.values()].map((k) => k.plural))].join(", ")}`,
     ExitCode.usage,
   );
 }

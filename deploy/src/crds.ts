@@ -478,7 +478,7 @@ export function gatewayApiCustomResourceDefinition(info: KindInfo) {
         ...(presentation.shortNames.length > 0 ? { shortNames: presentation.shortNames } : {}),
         categories: ["gateway-api"],
       },
-      scope: "Namespaced",
+      scope: info.clusterScoped ? "Cluster" : "Namespaced",
       versions: info.versions.map((name) => ({
         name,
         served: true,

@@ -314,6 +314,7 @@ describe("the Gateway API CRDs (deploy/crds/gateway-api)", () => {
       const crd = byPlural.get(info.plural) as Crd;
       assert.equal(crd.metadata.name, `${info.plural}.${GATEWAY_API_GROUP}`);
       assert.equal(crd.spec.names.kind, info.apiKind ?? info.kind);
+      assert.equal(crd.spec.scope, info.kind === "GatewayClass" ? "Cluster" : "Namespaced");
       assert.deepEqual(crd.spec.versions.map((v) => v.name).sort(), [...info.versions].sort());
       assert.deepEqual(
         crd.spec.versions.filter((v) => v.storage).map((v) => v.name),

@@ -102,6 +102,12 @@ export interface KindInfo<T = unknown> {
   kind: string;
   /** The kind as manifests write it (`kind:`), when it differs from `kind`: `Gateway`. */
   apiKind?: string;
+  /**
+   * A cluster-scoped kind (GatewayClass). Sextant keeps it under the
+   * namespace `default` whatever the manifest says, so that one object has
+   * one key; ingest shows it without a namespace.
+   */
+  clusterScoped?: boolean;
   /** The API group, e.g. `networking.istio.io`. */
   group: string;
   /** The CRD's resource (plural) name, e.g. `virtualservices`, as RBAC and API paths name it. */
@@ -262,6 +268,7 @@ export const KINDS: ReadonlyMap<string, KindInfo> = new Map(
     // The Gateway API kinds at the versions its v1.5.1 CRDs serve (the release Istio 1.30.3 uses).
     define({
       ...gatewayApi("GatewayClass", "gatewayclasses", ["v1", "v1beta1"], GATEWAY_CLASS_SPEC),
+      clusterScoped: true,
       validate: validateGatewayClass,
     }),
     define({

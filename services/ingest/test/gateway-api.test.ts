@@ -48,6 +48,12 @@ const istioGateway = {
     servers: [{ port: { number: 80, name: "http", protocol: "HTTP" }, hosts: ["*"] }],
   },
 };
+const gatewayClass = {
+  apiVersion: `${GROUP}/v1`,
+  kind: "GatewayClass",
+  metadata: { name: "istio" },
+  spec: { controllerName: "istio.io/gateway-controller" },
+};
 const yaml = (...objects: unknown[]) => objects.map((o) => JSON.stringify(o)).join("\n---\n");
 
 describe("ingest stores the Gateway API's kinds (HTTP API)", () => {
@@ -100,6 +106,23 @@ describe("ingest stores the Gateway API's kinds (HTTP API)", () => {
       200,
     );
     assert.equal((await get(`${ingest.url}/v1/config/gateway/shop/gw`)).status, 200, "Istio's Gateway stays");
+  });
+
+  it("keeps a cluster-scoped GatewayClass under one key, whatever namespace a manifest gives it", async () => {
+    const applied = await post(
+      `${ingest.url}/v1/apply`,
+      yaml(gatewayClass, { ...gatewayClass, metadata: { name: "other", namespace: "shop" } }),
+    );
+    assert.equal(applied.status, 200, JSON.stringify(applied.json));
+    const listed = await get(`${ingest.url}/v1/config?kind=gatewayclasses`);
+    assert.deepEqual(
+      listed.json.items.map((item: { metadata: { name: string; namespace?: string } }) => item.metadata),
+      [
+        { name: "istio", generation: 1, resourceVersion: listed.json.items[0].metadata.resourceVersion },
+        { name: "other", generation: 1, resourceVersion: listed.json.items[1].metadata.resourceVersion },
+      ],
+    );
+    assert.equal((await get(`${ingest.url}/v1/config/gatewayclass/default/other`)).status, 200);
   });
 
   it("rejects what the Gateway API's schema or CEL rules reject, naming the field", async () => {
@@ -172,7 +195,8 @@ const GATEWAY_API_CRDS: ResourceDefinition[] = [
   versions: versions as string[],
   kind: kind as string,
   plural: plural as string,
-  namespaced: true,
+  // GatewayClass is cluster-scoped.
+  namespaced: kind !== "GatewayClass",
   subresources: { status: {} },
 }));
 
@@ -213,6 +237,7 @@ describe("the Kubernetes source and the Gateway API's kinds", () => {
     const { server, kubeconfig } = await startWith([...ISTIO_CRDS, ...GATEWAY_API_CRDS]);
     server.apply(kubernetesGateway("gw"));
     server.apply(httpRoute("web"));
+    server.apply(gatewayClass);
     const ingest = await startIngestOn(kubeconfig);
     const stored = async (path: string) => {
       const { status, json } = await get(`${ingest.url}/v1/config/${path}`);
@@ -220,6 +245,12 @@ describe("the Kubernetes source and the Gateway API's kinds", () => {
     };
     await eventually(() => stored(`gateways.${GROUP}/shop/gw`), { message: "Gateway stored" });
     await eventually(() => stored("httproutes/shop/web"), { message: "HTTPRoute stored" });
+    // Cluster-scoped: kept under "default", shown without a namespace.
+    const cls = await eventually(() => stored("gatewayclasses/default/istio"), {
+      message: "GatewayClass stored",
+    });
+    assert.equal(cls.metadata.namespace, undefined);
+    assert.equal(cls.spec.controllerName, "istio.io/gateway-controller");
 
     server.apply(httpRoute("web", 9081));
     await eventually(

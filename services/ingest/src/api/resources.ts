@@ -9,7 +9,8 @@ export function toObject(resource: ConfigResource): Record<string, unknown> {
     kind: apiKindOfStored(resource.kind),
     metadata: {
       name: resource.name,
-      namespace: resource.namespace,
+      // A cluster-scoped kind (GatewayClass) has none, as the API server shows it.
+      ...(findKind(resource.kind)?.clusterScoped ? {} : { namespace: resource.namespace }),
       ...(Object.keys(resource.labels).length > 0 ? { labels: resource.labels } : {}),
       ...(Object.keys(resource.annotations).length > 0 ? { annotations: resource.annotations } : {}),
       generation: resource.generation,

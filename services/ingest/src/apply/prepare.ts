@@ -84,6 +84,8 @@ export function prepareDocuments(input: string | Uint8Array, limits: ParseLimits
       continue;
     }
     const kind = findKindOf(document.apiVersion, document.kind)!;
+    // A cluster-scoped object has one key, whatever namespace a manifest gives it.
+    if (kind.clusterScoped) context.namespace = DEFAULT_NAMESPACE;
     const decoded = decodeSpec(kind.kind, document.spec ?? {});
     const ref = { kind: kind.kind, namespace: context.namespace, name: context.name! };
     const id = describeRef(ref);

@@ -50,6 +50,8 @@ export interface WatchedKind {
   readonly path: string;
   /** Watched only when the API server serves it (the Gateway API's kinds). */
   readonly optional: boolean;
+  /** Its objects have no namespace (GatewayClass); ingest stores them under `default`. */
+  readonly clusterScoped: boolean;
 }
 
 /**
@@ -59,7 +61,7 @@ export interface WatchedKind {
  * silently left unwatched.
  */
 export function watchedKinds(): WatchedKind[] {
-  return [...KINDS.values()].map(({ kind, group, plural, versions }) => {
+  return [...KINDS.values()].map(({ kind, group, plural, versions, clusterScoped }) => {
     // A kind its group's version does not serve (ProxyConfig: v1beta1 only) is watched at its newest.
     const groupVersion = WATCHED_KIND_VERSIONS[kind] ?? WATCHED_VERSIONS[group];
     const version = groupVersion && !versions.includes(groupVersion) ? versions[0] : groupVersion;
@@ -71,6 +73,7 @@ export function watchedKinds(): WatchedKind[] {
       plural,
       path: `/apis/${group}/${version}/${plural}`,
       optional: OPTIONAL_GROUPS.has(group),
+      clusterScoped: clusterScoped === true,
     };
   });
 }

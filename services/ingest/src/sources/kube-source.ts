@@ -14,7 +14,7 @@ import type { ConfigStatus } from "@sextant/proto";
 import type { Runner } from "@sextant/runtime";
 import { GATEWAY_API_GROUP } from "@sextant/validation";
 import type { Applier } from "../apply/applier.js";
-import type { DocumentError } from "../apply/prepare.js";
+import { DEFAULT_NAMESPACE, type DocumentError } from "../apply/prepare.js";
 import type { ConfigStore } from "../store/config-store.js";
 import type { SourceErrors } from "./file-source.js";
 import { configDocument, type WatchedKind, watchedKinds } from "./kube-objects.js";
@@ -33,6 +33,16 @@ const SYNC_CONDITION = "kubernetes initial sync";
 
 /** An Istio custom resource as the API server returns it. */
 type IstioObject = KubernetesObject & { spec?: unknown; status?: unknown };
+
+/** The namespace ingest stores an object under: a cluster-scoped one's is `default` (see prepare.ts). */
+function storedNamespace(kind: WatchedKind, object: IstioObject): string | undefined {
+  return kind.clusterScoped ? DEFAULT_NAMESPACE : object.metadata?.namespace;
+}
+
+/** The namespace the informer's cache knows an object by: none for a cluster-scoped one. */
+function informerNamespace(kind: WatchedKind, namespace: string): string | undefined {
+  return kind.clusterScoped ? undefined : namespace;
+}
 
 /** Options of {@link KubeSource}. */
 export interface KubeSourceOptions {
@@ -210,7 +220,8 @@ export class KubeSource implements Runner {
       onFailure: () => this.#watchFailures.inc({ kind: kind.kind }),
     });
     const enqueue = (object: IstioObject) => {
-      const { name, namespace } = object.metadata ?? {};
+      const name = object.metadata?.name;
+      const namespace = storedNamespace(kind, object);
       if (name && namespace) this.#queue.add(configKey({ kind: kind.kind, namespace, name }));
     };
     informer.on("add", enqueue);
@@ -226,7 +237,8 @@ export class KubeSource implements Runner {
     if (this.#closed || !synced.every(Boolean)) return;
     for (const state of informers) {
       for (const object of state.informer.list()) {
-        const { name, namespace } = object.metadata ?? {};
+        const name = object.metadata?.name;
+        const namespace = storedNamespace(state.kind, object);
         if (name && namespace) this.#queue.add(configKey({ kind: state.kind.kind, namespace, name }));
       }
     }
@@ -250,7 +262,7 @@ export class KubeSource implements Runner {
     const owned = await this.options.store.ownedByWithSource((source) => source === KUBERNETES_SOURCE);
     for (const { ref } of owned) {
       const state = this.#informers.get(ref.kind);
-      if (!state || state.informer.get(ref.name, ref.namespace)) continue;
+      if (!state || state.informer.get(ref.name, informerNamespace(state.kind, ref.namespace))) continue;
       await this.options.store.deleteIfOwned(ref, KUBERNETES_SOURCE);
       this.options.logger.info({ resource: describeRef(ref) }, "deleted a resource no longer in the cluster");
     }
@@ -272,7 +284,7 @@ export class KubeSource implements Runner {
     const ref = parseConfigKey(key);
     const state = this.#informers.get(ref.kind);
     if (!state?.informer.hasSynced) return; // the initial sync enqueues everything once listed
-    const object = state.informer.get(ref.name, ref.namespace);
+    const object = state.informer.get(ref.name, informerNamespace(state.kind, ref.namespace));
     if (!object) {
       this.#objects.delete(key);
       if (await this.options.store.deleteIfOwned(ref, KUBERNETES_SOURCE)) {

@@ -10,6 +10,7 @@ import {
   startFakeKubeApiServer,
 } from "@sextant/testing";
 import { KINDS } from "@sextant/validation";
+import { watchedKinds } from "../src/sources/kube-objects.js";
 import {
   get,
   type IngestFixture,
@@ -199,6 +200,27 @@ const GATEWAY_API_CRDS: ResourceDefinition[] = [
   namespaced: kind !== "GatewayClass",
   subresources: { status: {} },
 }));
+
+describe("the Gateway API's kinds the Kubernetes source watches", () => {
+  it("each at the version Istio reads it, only if served, GatewayClass cluster-wide", () => {
+    const gatewayApi = watchedKinds().filter((kind) => kind.group === GROUP);
+    assert.deepEqual(
+      gatewayApi.map((kind) => `${kind.kind} ${kind.path}${kind.clusterScoped ? " (cluster)" : ""}`),
+      [
+        `GatewayClass /apis/${GROUP}/v1/gatewayclasses (cluster)`,
+        `KubernetesGateway /apis/${GROUP}/v1/gateways`,
+        `HTTPRoute /apis/${GROUP}/v1/httproutes`,
+        `GRPCRoute /apis/${GROUP}/v1/grpcroutes`,
+        `TLSRoute /apis/${GROUP}/v1/tlsroutes`,
+        `TCPRoute /apis/${GROUP}/v1alpha2/tcproutes`,
+        `ReferenceGrant /apis/${GROUP}/v1beta1/referencegrants`,
+        `BackendTLSPolicy /apis/${GROUP}/v1/backendtlspolicies`,
+      ],
+    );
+    assert.ok(gatewayApi.every((kind) => kind.optional));
+    assert.ok(watchedKinds().every((kind) => kind.optional === (kind.group === GROUP)));
+  });
+});
 
 describe("the Kubernetes source and the Gateway API's kinds", () => {
   let env: Awaited<ReturnType<typeof startNatsWithClient>>;

@@ -153,7 +153,11 @@ const CASES: RuleCase[] = [
   {
     rule: "TLS needs a mode",
     kind: "Gateway",
-    valid: gateway([{ name: "tls", port: 443, protocol: "TLS", tls: { mode: "Passthrough" } }]),
+    // A tls without mode gets Terminate by default.
+    valid: gateway([
+      { name: "tls", port: 443, protocol: "TLS", tls: { mode: "Passthrough" } },
+      { name: "tls2", port: 8443, protocol: "TLS", tls: { certificateRefs: [{ name: "c" }] } },
+    ]),
     invalid: gateway([{ name: "tls", port: 443, protocol: "TLS" }]),
     path: "spec.listeners",
     message: "tls mode must be set for protocol TLS",
@@ -288,7 +292,11 @@ const CASES: RuleCase[] = [
   {
     rule: "rewrite replacePrefixMatch needs one PathPrefix match",
     kind: "HTTPRoute",
-    valid: httpRoute([{ filters: [filter("URLRewrite", prefixRewrite)], backendRefs: [backend()] }]),
+    // No matches, or a match without a path: the "/" prefix match by default.
+    valid: httpRoute([
+      { filters: [filter("URLRewrite", prefixRewrite)], backendRefs: [backend()] },
+      { matches: [{ headers: [{ name: "x", value: "y" }] }], filters: [filter("URLRewrite", prefixRewrite)] },
+    ]),
     invalid: httpRoute([
       { matches: [...prefixMatch, ...prefixMatch], filters: [filter("URLRewrite", prefixRewrite)] },
     ]),
@@ -318,7 +326,7 @@ const CASES: RuleCase[] = [
     ]),
     invalid: httpRoute([
       {
-        matches: [{ headers: [{ name: "x", value: "y" }] }],
+        matches: [{ path: { type: "RegularExpression", value: "/v.*" } }],
         backendRefs: [backend({ filters: [filter("URLRewrite", prefixRewrite)] })],
       },
     ]),
@@ -636,7 +644,7 @@ const CASES: RuleCase[] = [
     rule: "GRPCRoute method match needs service or method",
     kind: "GRPCRoute",
     valid: grpcRoute([{ matches: [{ method: { type: "Exact", service: "foo.Bar" } }] }]),
-    invalid: grpcRoute([{ matches: [{ method: { type: "Exact" } }] }]),
+    invalid: grpcRoute([{ matches: [{ method: {} }] }]),
     path: "spec.rules[0].matches[0].method",
     message: "One or both of 'service' or 'method' must be specified",
   },

@@ -167,8 +167,11 @@ function checkListeners(issues: Issues, path: string, listeners: Listener[]): vo
     (l) => !(l.protocol === "HTTPS" && l.tls) || (l.tls.mode ?? "") === "" || l.tls.mode === "Terminate",
     "tls mode must be Terminate for protocol HTTPS",
   );
-  // No default here: the rule reads the mode as written, so TLS needs it spelled out.
-  each((l) => l.protocol !== "TLS" || (l.tls?.mode ?? "") !== "", "tls mode must be set for protocol TLS");
+  // A present tls gets mode Terminate by default before the rule runs, so only a missing tls (or an empty mode) fails.
+  each(
+    (l) => l.protocol !== "TLS" || (l.tls !== undefined && l.tls.mode !== ""),
+    "tls mode must be set for protocol TLS",
+  );
   each(
     (l) => !["TCP", "UDP"].includes(l.protocol ?? "") || (l.hostname ?? "") === "",
     "hostname must not be specified for protocols ['TCP', 'UDP']",
@@ -215,10 +218,8 @@ export function validateHttpRoute(spec: HttpRouteSpec, { issues, path }: RuleCon
       issues.error(rulePath, "RequestRedirect filter must not be used together with backendRefs");
     }
     const matches = matchesOf(rule);
-    const onePrefixMatch =
-      matches.length === 1 &&
-      matches[0]?.path !== undefined &&
-      (matches[0].path.type ?? "PathPrefix") === "PathPrefix";
+    // A match without a path gets the "/" prefix match by default.
+    const onePrefixMatch = matches.length === 1 && (matches[0]?.path?.type ?? "PathPrefix") === "PathPrefix";
     const prefixReplacing = (field: "requestRedirect" | "urlRewrite") => (f: Filter) => {
       const modifier = f[field]?.path;
       return modifier?.type === "ReplacePrefixMatch" && modifier.replacePrefixMatch !== undefined;
@@ -282,8 +283,8 @@ export function validateGrpcRoute(spec: GrpcRouteSpec, { issues, path }: RuleCon
       const method = match.method;
       if (!method) return;
       const methodPath = `${at(`${rulePath}.matches`, j)}.method`;
-      // The schema's default type is Exact; the rules below read it as written.
-      if (method.type !== undefined && method.service === undefined && method.method === undefined) {
+      // type defaults to Exact, so the first rule holds for every method match.
+      if (method.service === undefined && method.method === undefined) {
         issues.error(methodPath, "One or both of 'service' or 'method' must be specified");
       }
       const exact = method.type === undefined || method.type === "Exact";

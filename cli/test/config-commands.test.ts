@@ -242,6 +242,43 @@ describe("sextantctl apply, get, delete and analyze against ingest", () => {
     assert.equal(other.exitCode, 0);
   });
 
+  it("the Gateway API's kinds: apply, get and delete by kubectl's names; gateway alone stays Istio's", async () => {
+    const manifest = [
+      "apiVersion: gateway.networking.k8s.io/v1",
+      "kind: Gateway",
+      "metadata:",
+      "  name: web",
+      "spec:",
+      "  gatewayClassName: istio",
+      "  listeners:",
+      "  - {name: http, port: 80, protocol: HTTP}",
+      "---",
+      "apiVersion: gateway.networking.k8s.io/v1",
+      "kind: HTTPRoute",
+      "metadata:",
+      "  name: web",
+      "spec:",
+      "  parentRefs: [{name: web}]",
+      "  rules:",
+      "  - backendRefs: [{name: productpage, port: 9080}]",
+      "",
+    ].join("\n");
+    const applied = await cli("apply", "-f", file("gateway-api.yaml", manifest));
+    assert.equal(
+      applied.stdout,
+      "gateway.gateway.networking.k8s.io/web created\nhttproute.gateway.networking.k8s.io/web created",
+    );
+    const one = JSON.parse(
+      (await cli("get", "gateways.gateway.networking.k8s.io", "web", "-o", "json")).stdout,
+    );
+    assert.equal(one.kind, "Gateway");
+    assert.equal(one.apiVersion, "gateway.networking.k8s.io/v1");
+    assert.equal((await cli("get", "gw", "web")).exitCode, 1, "gw is Istio's Gateway");
+    assert.match((await cli("get", "httproutes")).stdout, /^web$/m);
+    const deleted = await cli("delete", "gtw", "web");
+    assert.equal(deleted.stdout, 'gateway.gateway.networking.k8s.io "web" deleted');
+  });
+
   it("an unreachable ingest: what failed and what to do, exit 1", async () => {
     const closed = `http://127.0.0.1:${await freePort()}`;
     const run = await runCli(["--ingest", closed, "get", "vs"]);

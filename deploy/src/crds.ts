@@ -7,10 +7,13 @@
 // export), so that the CRDs are not built from a second copy of it.
 import { FieldDescriptorProto_Type as FieldType } from "@sextant/proto/gen/google/protobuf/descriptor";
 import {
+  apiKindOf,
   EXTENSIONS_GROUP,
+  GATEWAY_API_GROUP,
   KINDS,
   type KindInfo,
   NETWORKING_GROUP,
+  openApiSchema,
   SECURITY_GROUP,
   TELEMETRY_GROUP,
 } from "@sextant/validation";
@@ -152,8 +155,14 @@ export function crdPlural(kind: string): string {
   return /[^aeiou]y$/.test(lower) ? `${lower.slice(0, -1)}ies` : `${lower}s`;
 }
 
-/** The file deploy/crds/ holds a kind's CRD in. */
-export const crdFileName = (info: KindInfo): string => `${info.group}_${crdPlural(info.kind)}.yaml`;
+/** The directory under deploy/crds/ of the Gateway API's CRDs: a kustomization of its own, installed by choice. */
+export const GATEWAY_API_DIR = "gateway-api";
+
+/** The file deploy/crds/ holds a kind's CRD in (the Gateway API's under gateway-api/). */
+export const crdFileName = (info: KindInfo): string =>
+  info.group === GATEWAY_API_GROUP
+    ? `${GATEWAY_API_DIR}/${info.group}_${info.plural}.yaml`
+    : `${info.group}_${crdPlural(info.kind)}.yaml`;
 
 /** How proto JSON writes each well-known type, as Istio's CRDs give it. */
 function wellKnownSchema(typeName: string): JsonSchema | undefined {
@@ -354,8 +363,138 @@ export function customResourceDefinition(info: KindInfo, registry: SchemaRegistr
   };
 }
 
+/** The Gateway API release whose schemas @sextant/validation's shapes follow (Istio 1.30.3's go.mod). */
+export const GATEWAY_API_BUNDLE_VERSION = "v1.5.1";
+
+/** Short names, printer columns and channel of each Gateway API kind, as its v1.5.1 CRDs give them. */
+const GATEWAY_API_PRESENTATION: Readonly<
+  Record<
+    string,
+    { shortNames: string[]; columns: PrinterColumn[]; experimental?: boolean; noStatus?: boolean }
+  >
+> = {
+  GatewayClass: {
+    shortNames: ["gc"],
+    columns: [
+      { name: "Controller", type: "string", jsonPath: ".spec.controllerName", description: "The controller" },
+      {
+        name: "Accepted",
+        type: "string",
+        jsonPath: '.status.conditions[?(@.type=="Accepted")].status',
+        description: "Whether the controller accepted the class",
+      },
+    ],
+  },
+  KubernetesGateway: {
+    shortNames: ["gtw"],
+    columns: [
+      { name: "Class", type: "string", jsonPath: ".spec.gatewayClassName", description: "The GatewayClass" },
+      {
+        name: "Address",
+        type: "string",
+        jsonPath: ".status.addresses[*].value",
+        description: "The addresses",
+      },
+      {
+        name: "Programmed",
+        type: "string",
+        jsonPath: '.status.conditions[?(@.type=="Programmed")].status',
+        description: "Whether the Gateway is programmed",
+      },
+    ],
+  },
+  HTTPRoute: {
+    shortNames: [],
+    columns: [
+      { name: "Hostnames", type: "string", jsonPath: ".spec.hostnames", description: "The hostnames" },
+    ],
+  },
+  GRPCRoute: {
+    shortNames: [],
+    columns: [
+      { name: "Hostnames", type: "string", jsonPath: ".spec.hostnames", description: "The hostnames" },
+    ],
+  },
+  TLSRoute: { shortNames: [], columns: [] },
+  TCPRoute: { shortNames: [], columns: [], experimental: true },
+  // ReferenceGrant has no status: it is read, never reported on.
+  ReferenceGrant: { shortNames: ["refgrant"], columns: [], noStatus: true },
+  BackendTLSPolicy: { shortNames: ["btlspolicy"], columns: [] },
+};
+
+/** Stored at another version than its newest: ReferenceGrant, as upstream stores it. */
+const GATEWAY_API_STORAGE: Readonly<Record<string, string>> = { ReferenceGrant: "v1beta1" };
+
+/**
+ * The CRD of a Gateway API kind, its schema built from @sextant/validation's
+ * shape of the kind (the one ingest checks): every version served, one
+ * schema for all. The CEL rules are not in it: @sextant/validation checks
+ * them (ingest, and the webhook if it is configured for the group).
+ */
+export function gatewayApiCustomResourceDefinition(info: KindInfo) {
+  const presentation = GATEWAY_API_PRESENTATION[info.kind];
+  if (!presentation || !info.shape) throw new Error(`${info.kind} is not a Gateway API kind`);
+  const storage = GATEWAY_API_STORAGE[info.kind] ?? info.versions[0];
+  const schema = {
+    openAPIV3Schema: {
+      type: "object",
+      properties: {
+        spec: openApiSchema(info.shape),
+        ...(presentation.noStatus
+          ? {}
+          : { status: { type: "object", "x-kubernetes-preserve-unknown-fields": true } }),
+      },
+      required: ["spec"],
+    },
+  };
+  const columns = [
+    ...presentation.columns,
+    {
+      name: "Age",
+      type: "date",
+      jsonPath: ".metadata.creationTimestamp",
+      description: "When the object was created",
+    },
+  ];
+  const kind = apiKindOf(info);
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: {
+      name: `${info.plural}.${info.group}`,
+      annotations: {
+        "gateway.networking.k8s.io/bundle-version": GATEWAY_API_BUNDLE_VERSION,
+        "gateway.networking.k8s.io/channel": presentation.experimental ? "experimental" : "standard",
+      },
+      labels: { "app.kubernetes.io/part-of": "sextant", "app.kubernetes.io/component": "crds" },
+    },
+    spec: {
+      group: info.group,
+      names: {
+        kind,
+        listKind: `${kind}List`,
+        plural: info.plural,
+        singular: kind.toLowerCase(),
+        ...(presentation.shortNames.length > 0 ? { shortNames: presentation.shortNames } : {}),
+        categories: ["gateway-api"],
+      },
+      scope: info.clusterScoped ? "Cluster" : "Namespaced",
+      versions: info.versions.map((name) => ({
+        name,
+        served: true,
+        storage: name === storage,
+        schema,
+        ...(presentation.noStatus ? {} : { subresources: { status: {} } }),
+        additionalPrinterColumns: columns,
+      })),
+    },
+  };
+}
+
 const HEADER =
   "# Generated by deploy/scripts/generate-crds.ts from Sextant's protobuf descriptors; do not edit.\n";
+const GATEWAY_API_HEADER =
+  "# Generated by deploy/scripts/generate-crds.ts from @sextant/validation's Gateway API shapes; do not edit.\n";
 
 /**
  * Every file of deploy/crds/, by name: one CRD per supported kind (KINDS of
@@ -363,7 +502,26 @@ const HEADER =
  */
 export function renderCrdFiles(registry: SchemaRegistry = schemaRegistry()): Map<string, string> {
   const files = new Map<string, string>();
-  const kinds = [...KINDS.values()].sort((a, b) => crdFileName(a).localeCompare(crdFileName(b)));
+  const all = [...KINDS.values()].sort((a, b) => crdFileName(a).localeCompare(crdFileName(b)));
+  const kinds = all.filter((info) => info.group !== GATEWAY_API_GROUP);
+  const gatewayApi = all.filter((info) => info.group === GATEWAY_API_GROUP);
+  for (const info of gatewayApi) {
+    files.set(
+      crdFileName(info),
+      GATEWAY_API_HEADER +
+        stringify(gatewayApiCustomResourceDefinition(info), { lineWidth: 0, aliasDuplicateObjects: false }),
+    );
+  }
+  // Installed by choice (a cluster may have the Gateway API already): an overlay lists ../../crds/gateway-api.
+  files.set(
+    `${GATEWAY_API_DIR}/kustomization.yaml`,
+    GATEWAY_API_HEADER +
+      stringify({
+        apiVersion: "kustomize.config.k8s.io/v1beta1",
+        kind: "Kustomization",
+        resources: gatewayApi.map((info) => crdFileName(info).slice(GATEWAY_API_DIR.length + 1)),
+      }),
+  );
   for (const info of kinds) {
     files.set(
       crdFileName(info),

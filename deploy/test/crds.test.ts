@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { bookinfoNetworkingDir } from "@sextant/testing";
-import { KINDS } from "@sextant/validation";
+import { GATEWAY_API_GROUP, KINDS } from "@sextant/validation";
 import { Ajv, type ValidateFunction } from "ajv";
 import { parseAllDocuments } from "yaml";
 import { type JsonSchema, renderCrdFiles } from "../src/crds.js";
@@ -26,12 +26,18 @@ interface Crd extends KubeObject {
 }
 
 const crds = () => ofKind<Crd>(render("crds"), "CustomResourceDefinition");
+const gatewayApiCrds = () => ofKind<Crd>(render("crds/gateway-api"), "CustomResourceDefinition");
+/** The Istio kinds: the Gateway API's CRDs are a kustomization of their own (crds/gateway-api). */
+const istioKinds = () => [...KINDS.values()].filter((info) => info.group !== GATEWAY_API_GROUP);
 
 describe("deploy/crds is what scripts/generate-crds.ts renders", () => {
   it("holds exactly the generated files, byte for byte", () => {
     const expected = renderCrdFiles();
     const directory = join(DEPLOY_DIR, "crds");
-    assert.deepEqual(readdirSync(directory).sort(), [...expected.keys()].sort(), "files in deploy/crds");
+    const files = readdirSync(directory, { recursive: true, withFileTypes: true })
+      .filter((entry) => entry.isFile())
+      .map((entry) => join(entry.parentPath, entry.name).slice(directory.length + 1));
+    assert.deepEqual(files.sort(), [...expected.keys()].sort(), "files in deploy/crds");
     for (const [name, content] of expected) {
       assert.equal(
         readFileSync(join(directory, name), "utf8"),
@@ -45,8 +51,13 @@ describe("deploy/crds is what scripts/generate-crds.ts renders", () => {
 describe("the CRDs", () => {
   it("define every kind Sextant supports, in its group, at the versions Istio serves", () => {
     const byKind = new Map(crds().map((crd) => [crd.spec.names.kind, crd]));
-    assert.deepEqual([...byKind.keys()].sort(), [...KINDS.keys()].sort());
-    for (const info of KINDS.values()) {
+    assert.deepEqual(
+      [...byKind.keys()].sort(),
+      istioKinds()
+        .map((info) => info.kind)
+        .sort(),
+    );
+    for (const info of istioKinds()) {
       const crd = byKind.get(info.kind) as Crd;
       assert.equal(crd.spec.group, info.group);
       assert.equal(crd.spec.scope, "Namespaced");
@@ -72,7 +83,7 @@ describe("the CRDs", () => {
     }
   });
 
-  for (const crd of crds()) {
+  for (const crd of [...crds(), ...gatewayApiCrds()]) {
     it(`${crd.metadata.name} has a structural schema`, () => {
       for (const version of crd.spec.versions) {
         const problems = structuralProblems(version.schema.openAPIV3Schema, "openAPIV3Schema", false);
@@ -280,5 +291,73 @@ describe("the CRD schemas check Istio config", () => {
       false,
       "simple and consistentHash are one oneof",
     );
+  });
+});
+
+describe("the Gateway API CRDs (deploy/crds/gateway-api)", () => {
+  const gatewayKinds = [...KINDS.values()].filter((info) => info.group === GATEWAY_API_GROUP);
+
+  it("define each Gateway API kind at the versions served, stored as upstream stores it", () => {
+    const byPlural = new Map(gatewayApiCrds().map((crd) => [crd.spec.names.plural, crd]));
+    assert.deepEqual([...byPlural.keys()].sort(), gatewayKinds.map((info) => info.plural).sort());
+    const storedAt: Record<string, string> = {
+      gatewayclasses: "v1",
+      gateways: "v1",
+      httproutes: "v1",
+      grpcroutes: "v1",
+      tlsroutes: "v1",
+      tcproutes: "v1alpha2",
+      referencegrants: "v1beta1",
+      backendtlspolicies: "v1",
+    };
+    for (const info of gatewayKinds) {
+      const crd = byPlural.get(info.plural) as Crd;
+      assert.equal(crd.metadata.name, `${info.plural}.${GATEWAY_API_GROUP}`);
+      assert.equal(crd.spec.names.kind, info.apiKind ?? info.kind);
+      assert.equal(crd.spec.scope, info.kind === "GatewayClass" ? "Cluster" : "Namespaced");
+      assert.deepEqual(crd.spec.versions.map((v) => v.name).sort(), [...info.versions].sort());
+      assert.deepEqual(
+        crd.spec.versions.filter((v) => v.storage).map((v) => v.name),
+        [storedAt[info.plural]],
+      );
+      const annotations = (crd.metadata as { annotations?: Record<string, string> }).annotations;
+      assert.equal(annotations?.["gateway.networking.k8s.io/bundle-version"], "v1.5.1");
+    }
+    assert.equal(byPlural.get("gateways")?.spec.names.kind, "Gateway");
+  });
+
+  it("check a Gateway and an HTTPRoute as the API server would: known fields, enums, limits", () => {
+    const ajv = kubernetesAjv();
+    const schemaOf = (plural: string) => {
+      const crd = gatewayApiCrds().find((c) => c.spec.names.plural === plural) as Crd;
+      return ajv.compile(asServerValidates((crd.spec.versions[0] as CrdVersion).schema.openAPIV3Schema));
+    };
+    const gateway = schemaOf("gateways");
+    const gw = (spec: unknown) => ({
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "Gateway",
+      metadata: { name: "gw" },
+      spec,
+    });
+    const listeners = [
+      { name: "http", port: 80, protocol: "HTTP", allowedRoutes: { namespaces: { from: "All" } } },
+    ];
+    assert.equal(gateway(gw({ gatewayClassName: "istio", listeners })), true, ajv.errorsText(gateway.errors));
+    assert.equal(gateway(gw({ gatewayClassName: "istio" })), false, "listeners are required");
+    assert.equal(
+      gateway(gw({ gatewayClassName: "istio", listeners: [{ ...listeners[0], port: 0 }] })),
+      false,
+    );
+    const route = schemaOf("httproutes");
+    const hr = (rules: unknown) => ({
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "HTTPRoute",
+      metadata: { name: "r" },
+      spec: { parentRefs: [{ name: "gw" }], rules },
+    });
+    const backendRefs = [{ name: "reviews", port: 9080, weight: 1 }];
+    assert.equal(route(hr([{ matches: [{ path: { type: "PathPrefix", value: "/" } }], backendRefs }])), true);
+    assert.equal(route(hr([{ matches: [{ path: { type: "Prefix", value: "/" } }], backendRefs }])), false);
+    assert.equal(route(hr([{ backendRefs, retries: 3 }])), false, "an unknown field");
   });
 });

@@ -300,3 +300,38 @@ describe("RBAC is least privilege (gateways beside the control plane)", () => {
     }
   });
 });
+
+describe("RBAC: ingest reads the Gateway API's kinds", () => {
+  const objects = [...render("overlays/production"), ...render("crds/gateway-api")];
+  const bound = rulesBySubject(objects);
+  const who = (request: Request) =>
+    [...bound].filter(([, rules]) => rules.some((rule) => allows(rule, request))).map(([subject]) => subject);
+  it("lists and watches each of them and patches the status of those that have one, and nothing more", () => {
+    const crds = ofKind<
+      KubeObject & {
+        spec: {
+          group: string;
+          names: { plural: string };
+          versions: Array<{ subresources?: { status?: object } }>;
+        };
+      }
+    >(objects, "CustomResourceDefinition").filter((crd) => crd.spec.group === "gateway.networking.k8s.io");
+    assert.equal(crds.length, 8);
+    for (const crd of crds) {
+      const { group } = crd.spec;
+      const plural = crd.spec.names.plural;
+      for (const verb of ["list", "watch"]) {
+        assert.deepEqual(who({ verb, group, resource: plural }), [account("ingest")], `${verb} ${plural}`);
+      }
+      const hasStatus = crd.spec.versions.some((v) => v.subresources?.status);
+      assert.equal(
+        who({ verb: "patch", group, resource: `${plural}/status` }).includes(account("ingest")),
+        hasStatus,
+        `patch ${plural}/status`,
+      );
+      for (const verb of ["create", "update", "patch", "delete"]) {
+        assert.deepEqual(who({ verb, group, resource: plural }), [], `${verb} ${plural}`);
+      }
+    }
+  });
+});

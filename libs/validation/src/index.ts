@@ -3,12 +3,16 @@
  * validates it with Istio's semantics, for ingest and the admission webhook.
  */
 export { type DurationValue, parseDuration } from "./decode.js";
+export { type OpenApiSchema, openApiSchema } from "./gateway-api/shape.js";
 export { at, type FieldError, Issues, key, type ValidationResult } from "./issues.js";
 export {
+  apiKindOf,
   type ConfigKind,
   type ConfigSpecs,
   EXTENSIONS_GROUP,
   findKind,
+  findKindOf,
+  GATEWAY_API_GROUP,
   type JsonCodec,
   KINDS,
   type KindInfo,

@@ -12,10 +12,38 @@ import { AuthorizationPolicy } from "@sextant/proto/gen/istio/security/v1beta1/a
 import { PeerAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/peer_authentication";
 import { RequestAuthentication } from "@sextant/proto/gen/istio/security/v1beta1/request_authentication";
 import { Telemetry } from "@sextant/proto/gen/istio/telemetry/v1alpha1/telemetry";
+import {
+  BACKEND_TLS_POLICY_SPEC,
+  GATEWAY_CLASS_SPEC,
+  GATEWAY_SPEC,
+  GRPC_ROUTE_SPEC,
+  HTTP_ROUTE_SPEC,
+  REFERENCE_GRANT_SPEC,
+  TCP_ROUTE_SPEC,
+  TLS_ROUTE_SPEC,
+} from "./gateway-api/schemas.js";
+import type { ObjectShape } from "./gateway-api/shape.js";
 import type { SpecValidator } from "./rules/context.js";
 import { validateDestinationRule } from "./rules/destination_rule.js";
 import { validateEnvoyFilter } from "./rules/envoy-filter.js";
 import { validateGateway } from "./rules/gateway.js";
+import {
+  type BackendTlsPolicySpec,
+  type GatewayApiSpec,
+  type GrpcRouteSpec,
+  type HttpRouteSpec,
+  type KubernetesGatewaySpec,
+  type TcpRouteSpec,
+  type TlsRouteSpec,
+  validateBackendTlsPolicy,
+  validateGatewayClass,
+  validateGrpcRoute,
+  validateHttpRoute,
+  validateKubernetesGateway,
+  validateReferenceGrant,
+  validateTcpRoute,
+  validateTlsRoute,
+} from "./rules/gateway-api.js";
 import { validateProxyConfig } from "./rules/proxy-config.js";
 import {
   validateAuthorizationPolicy,
@@ -50,6 +78,15 @@ export interface ConfigSpecs {
   ProxyConfig: ProxyConfig;
   EnvoyFilter: EnvoyFilter;
   Telemetry: Telemetry;
+  // Kubernetes Gateway API (not protobuf: the JSON as written, checked by shape).
+  GatewayClass: GatewayApiSpec;
+  KubernetesGateway: KubernetesGatewaySpec;
+  HTTPRoute: HttpRouteSpec;
+  GRPCRoute: GrpcRouteSpec;
+  TLSRoute: TlsRouteSpec;
+  TCPRoute: TcpRouteSpec;
+  ReferenceGrant: GatewayApiSpec;
+  BackendTLSPolicy: BackendTlsPolicySpec;
 }
 
 /** A supported kind's name. */
@@ -57,17 +94,38 @@ export type ConfigKind = keyof ConfigSpecs;
 
 /** Everything Sextant knows about one Istio kind. */
 export interface KindInfo<T = unknown> {
-  /** The kind, e.g. `VirtualService`. */
+  /**
+   * Sextant's name of the kind, e.g. `VirtualService`: the key of KINDS, of
+   * stored resources and of the config API's paths. Unique across groups, so
+   * the Gateway API's Gateway is `KubernetesGateway` (Istio's own name for it).
+   */
   kind: string;
+  /** The kind as manifests write it (`kind:`), when it differs from `kind`: `Gateway`. */
+  apiKind?: string;
+  /**
+   * A cluster-scoped kind (GatewayClass). Sextant keeps it under the
+   * namespace `default` whatever the manifest says, so that one object has
+   * one key; ingest shows it without a namespace.
+   */
+  clusterScoped?: boolean;
   /** The API group, e.g. `networking.istio.io`. */
   group: string;
   /** The CRD's resource (plural) name, e.g. `virtualservices`, as RBAC and API paths name it. */
   plural: string;
   /** Versions accepted in apiVersion, newest first. */
   versions: readonly string[];
-  /** Fully qualified protobuf message name of the spec. */
+  /**
+   * Fully qualified protobuf message name of the spec; for a kind defined by
+   * `shape`, the Go type its API publishes.
+   */
   typeName: string;
-  /** The generated codec for the spec. */
+  /**
+   * The spec's structural schema, for a kind that is not protobuf (the
+   * Gateway API's): decoding checks it instead of a protobuf descriptor, and
+   * the CRD's schema is built from it.
+   */
+  shape?: ObjectShape;
+  /** The generated codec for the spec (for a `shape` kind, the JSON as it is). */
   codec: JsonCodec<T>;
   /** The kind's semantic rules. */
   validate: SpecValidator<T>;
@@ -83,6 +141,29 @@ const SECURITY_VERSIONS = ["v1", "v1beta1"] as const;
 export const EXTENSIONS_GROUP = "extensions.istio.io";
 /** API group of Istio's Telemetry kind. */
 export const TELEMETRY_GROUP = "telemetry.istio.io";
+/** API group of the Kubernetes Gateway API. */
+export const GATEWAY_API_GROUP = "gateway.networking.k8s.io";
+
+/** A spec kept as the JSON it is: the Gateway API's kinds are Go structs, not protobuf. */
+const jsonCodec = <T>(): JsonCodec<T> => ({
+  fromJSON: (object) => object as T,
+  toJSON: (message) => message,
+});
+
+const gatewayApi = <K extends ConfigKind>(
+  kind: K,
+  plural: string,
+  versions: readonly string[],
+  shape: ObjectShape,
+) => ({
+  kind,
+  plural,
+  group: GATEWAY_API_GROUP,
+  versions,
+  typeName: `sigs.k8s.io/gateway-api/apis/${versions[0]}.${kind}Spec`,
+  shape,
+  codec: jsonCodec<ConfigSpecs[K]>(),
+});
 
 // Typed by kind, so that each entry's codec is the one ConfigSpecs names.
 function define<K extends ConfigKind>(info: KindInfo<ConfigSpecs[K]> & { kind: K }): KindInfo {
@@ -184,10 +265,68 @@ export const KINDS: ReadonlyMap<string, KindInfo> = new Map(
       codec: Telemetry,
       validate: validateTelemetry,
     }),
+    // The Gateway API kinds at the versions its v1.5.1 CRDs serve (the release Istio 1.30.3 uses).
+    define({
+      ...gatewayApi("GatewayClass", "gatewayclasses", ["v1", "v1beta1"], GATEWAY_CLASS_SPEC),
+      clusterScoped: true,
+      validate: validateGatewayClass,
+    }),
+    define({
+      ...gatewayApi("KubernetesGateway", "gateways", ["v1", "v1beta1"], GATEWAY_SPEC),
+      apiKind: "Gateway",
+      typeName: "sigs.k8s.io/gateway-api/apis/v1.GatewaySpec",
+      validate: validateKubernetesGateway,
+    }),
+    define({
+      ...gatewayApi("HTTPRoute", "httproutes", ["v1", "v1beta1"], HTTP_ROUTE_SPEC),
+      validate: validateHttpRoute,
+    }),
+    define({
+      ...gatewayApi("GRPCRoute", "grpcroutes", ["v1"], GRPC_ROUTE_SPEC),
+      validate: validateGrpcRoute,
+    }),
+    // TLSRoute is v1 in the standard channel; Istio still reads v1alpha2 too.
+    define({
+      ...gatewayApi("TLSRoute", "tlsroutes", ["v1", "v1alpha2"], TLS_ROUTE_SPEC),
+      validate: validateTlsRoute,
+    }),
+    // TCPRoute is experimental: v1alpha2 only.
+    define({
+      ...gatewayApi("TCPRoute", "tcproutes", ["v1alpha2"], TCP_ROUTE_SPEC),
+      validate: validateTcpRoute,
+    }),
+    define({
+      ...gatewayApi("ReferenceGrant", "referencegrants", ["v1beta1", "v1"], REFERENCE_GRANT_SPEC),
+      validate: validateReferenceGrant,
+    }),
+    define({
+      ...gatewayApi("BackendTLSPolicy", "backendtlspolicies", ["v1"], BACKEND_TLS_POLICY_SPEC),
+      validate: validateBackendTlsPolicy,
+    }),
   ].map((info) => [info.kind, info]),
 );
 
 /** The registry entry for `kind`, or undefined if Sextant does not support it. */
 export function findKind(kind: string): KindInfo | undefined {
   return KINDS.get(kind);
+}
+
+/** The kind as manifests write it: `Gateway` for KubernetesGateway, else the kind itself. */
+export function apiKindOf(info: KindInfo): string {
+  return info.apiKind ?? info.kind;
+}
+
+/**
+ * The kind a manifest's apiVersion and kind name: `gateway.networking.k8s.io/v1`
+ * `Gateway` is KubernetesGateway, `networking.istio.io/v1` `Gateway` is Istio's.
+ * Any version of the group matches; whether it is served is checked apart.
+ */
+export function findKindOf(apiVersion: unknown, kind: unknown): KindInfo | undefined {
+  if (typeof kind !== "string") return undefined;
+  const group =
+    typeof apiVersion === "string" ? apiVersion.slice(0, Math.max(0, apiVersion.lastIndexOf("/"))) : "";
+  for (const info of KINDS.values()) if (info.group === group && apiKindOf(info) === kind) return info;
+  // No such kind in that group: the kind by name, for a message that names the right apiVersion.
+  const byName = KINDS.get(kind);
+  return byName && apiKindOf(byName) === kind ? byName : undefined;
 }

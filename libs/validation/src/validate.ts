@@ -1,6 +1,7 @@
 import { normalizeMessage } from "./decode.js";
+import { checkShape } from "./gateway-api/shape.js";
 import { type FieldError, Issues, type ValidationResult } from "./issues.js";
-import { findKind, KINDS, type KindInfo } from "./kinds.js";
+import { apiKindOf, findKind, findKindOf, KINDS, type KindInfo } from "./kinds.js";
 import { isDns1123Label, isDns1123Subdomain } from "./rules/common.js";
 
 /** The result of decoding a spec: the typed message, or the errors that prevented it. */
@@ -18,6 +19,13 @@ export interface DecodeResult<T = unknown> {
 export function decodeSpec<T = unknown>(kind: string, spec: unknown, path = "spec"): DecodeResult<T> {
   const info = findKind(kind);
   if (!info) return { errors: [{ path: "kind", message: unsupportedKindMessage(kind) }] };
+  if (info.shape) {
+    const issues = new Issues();
+    const ok = checkShape(issues, path, spec, info.shape);
+    return ok && issues.errors.length === 0
+      ? { value: info.codec.fromJSON(spec) as T, errors: [] }
+      : { errors: issues.errors };
+  }
   const normalized = normalizeMessage(info.typeName, spec, path);
   if (!normalized.value) return { errors: normalized.errors };
   return { value: info.codec.fromJSON(normalized.value) as T, errors: [] };
@@ -56,12 +64,13 @@ export function validateResource(resource: ResourceInput): ValidationResult {
 
 function unsupportedKindMessage(kind: unknown): string {
   const shown = typeof kind === "string" ? `"${kind}"` : "missing";
-  return `kind ${shown} is not supported; expected one of ${[...KINDS.keys()].join(", ")}`;
+  const names = new Set([...KINDS.values()].map(apiKindOf));
+  return `kind ${shown} is not supported; expected one of ${[...names].join(", ")}`;
 }
 
 function checkKind(issues: Issues, resource: ResourceInput): KindInfo | undefined {
   const { kind, apiVersion } = resource;
-  const info = typeof kind === "string" ? findKind(kind) : undefined;
+  const info = findKindOf(apiVersion, kind);
   if (!info) {
     issues.error("kind", unsupportedKindMessage(kind));
     return undefined;
@@ -71,7 +80,7 @@ function checkKind(issues: Issues, resource: ResourceInput): KindInfo | undefine
     const shown = typeof apiVersion === "string" ? `"${apiVersion}"` : "missing";
     issues.error(
       "apiVersion",
-      `apiVersion ${shown} is not valid for ${info.kind}; use one of ${accepted.join(", ")}`,
+      `apiVersion ${shown} is not valid for ${apiKindOf(info)}; use one of ${accepted.join(", ")}`,
     );
     return undefined;
   }

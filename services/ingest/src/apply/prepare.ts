@@ -2,7 +2,7 @@ import { describeRef } from "@sextant/model";
 import type { ConfigResource } from "@sextant/proto";
 import {
   decodeSpec,
-  findKind,
+  findKindOf,
   type ParseLimits,
   parseDocuments,
   validateResource,
@@ -57,7 +57,10 @@ export function prepareDocuments(input: string | Uint8Array, limits: ParseLimits
     const metadata = isObject(document.metadata) ? document.metadata : {};
     const context = {
       document: index,
-      kind: typeof document.kind === "string" ? document.kind : undefined,
+      // Sextant's name of the kind (KubernetesGateway for the Gateway API's Gateway), else as written.
+      kind:
+        findKindOf(document.apiVersion, document.kind)?.kind ??
+        (typeof document.kind === "string" ? document.kind : undefined),
       namespace:
         typeof metadata.namespace === "string" && metadata.namespace ? metadata.namespace : DEFAULT_NAMESPACE,
       name: typeof metadata.name === "string" ? metadata.name : undefined,
@@ -80,7 +83,9 @@ export function prepareDocuments(input: string | Uint8Array, limits: ParseLimits
       for (const error of documentErrors) errors.push({ ...context, ...error });
       continue;
     }
-    const kind = findKind(context.kind!)!;
+    const kind = findKindOf(document.apiVersion, document.kind)!;
+    // A cluster-scoped object has one key, whatever namespace a manifest gives it.
+    if (kind.clusterScoped) context.namespace = DEFAULT_NAMESPACE;
     const decoded = decodeSpec(kind.kind, document.spec ?? {});
     const ref = { kind: kind.kind, namespace: context.namespace, name: context.name! };
     const id = describeRef(ref);

@@ -1,6 +1,7 @@
 import type { KubernetesObject } from "@kubernetes/client-node";
 import {
   EXTENSIONS_GROUP,
+  GATEWAY_API_GROUP,
   KINDS,
   NETWORKING_GROUP,
   SECURITY_GROUP,
@@ -22,7 +23,22 @@ export const WATCHED_VERSIONS: Readonly<Record<string, string>> = {
   // WasmPlugin is served only as v1alpha1.
   [EXTENSIONS_GROUP]: "v1alpha1",
   [TELEMETRY_GROUP]: "v1",
+  [GATEWAY_API_GROUP]: "v1",
 };
+
+/**
+ * Kinds watched at another version than their group's: Istio reads
+ * ReferenceGrant at v1beta1, the version every Gateway API release serves it
+ * at (v1 only since v1.5).
+ */
+const WATCHED_KIND_VERSIONS: Readonly<Record<string, string>> = { ReferenceGrant: "v1beta1" };
+
+/**
+ * Groups whose CRDs a cluster may not have: the Gateway API is installed
+ * apart from Istio's (and Sextant's) CRDs, so a kind of it is watched only if
+ * the API server serves it, as istiod does.
+ */
+const OPTIONAL_GROUPS: ReadonlySet<string> = new Set([GATEWAY_API_GROUP]);
 
 /** One Istio kind as the Kubernetes source watches it. */
 export interface WatchedKind {
@@ -32,6 +48,10 @@ export interface WatchedKind {
   readonly plural: string;
   /** The cluster-wide collection path, e.g. /apis/networking.istio.io/v1/virtualservices. */
   readonly path: string;
+  /** Watched only when the API server serves it (the Gateway API's kinds). */
+  readonly optional: boolean;
+  /** Its objects have no namespace (GatewayClass); ingest stores them under `default`. */
+  readonly clusterScoped: boolean;
 }
 
 /**
@@ -41,12 +61,20 @@ export interface WatchedKind {
  * silently left unwatched.
  */
 export function watchedKinds(): WatchedKind[] {
-  return [...KINDS.values()].map(({ kind, group, plural, versions }) => {
+  return [...KINDS.values()].map(({ kind, group, plural, versions, clusterScoped }) => {
     // A kind its group's version does not serve (ProxyConfig: v1beta1 only) is watched at its newest.
-    const groupVersion = WATCHED_VERSIONS[group];
+    const groupVersion = WATCHED_KIND_VERSIONS[kind] ?? WATCHED_VERSIONS[group];
     const version = groupVersion && !versions.includes(groupVersion) ? versions[0] : groupVersion;
     if (!version) throw new Error(`the Kubernetes source does not know how to watch ${kind}`);
-    return { kind, group, version, plural, path: `/apis/${group}/${version}/${plural}` };
+    return {
+      kind,
+      group,
+      version,
+      plural,
+      path: `/apis/${group}/${version}/${plural}`,
+      optional: OPTIONAL_GROUPS.has(group),
+      clusterScoped: clusterScoped === true,
+    };
   });
 }
 

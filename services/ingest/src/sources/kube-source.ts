@@ -12,8 +12,9 @@ import { type ConfigRefLike, configKey, describeRef, parseConfigKey } from "@sex
 import { Counter, type Logger, type ReadinessGate, type Registry } from "@sextant/observability";
 import type { ConfigStatus } from "@sextant/proto";
 import type { Runner } from "@sextant/runtime";
+import { GATEWAY_API_GROUP } from "@sextant/validation";
 import type { Applier } from "../apply/applier.js";
-import type { DocumentError } from "../apply/prepare.js";
+import { DEFAULT_NAMESPACE, type DocumentError } from "../apply/prepare.js";
 import type { ConfigStore } from "../store/config-store.js";
 import type { SourceErrors } from "./file-source.js";
 import { configDocument, type WatchedKind, watchedKinds } from "./kube-objects.js";
@@ -32,6 +33,16 @@ const SYNC_CONDITION = "kubernetes initial sync";
 
 /** An Istio custom resource as the API server returns it. */
 type IstioObject = KubernetesObject & { spec?: unknown; status?: unknown };
+
+/** The namespace ingest stores an object under: a cluster-scoped one's is `default` (see prepare.ts). */
+function storedNamespace(kind: WatchedKind, object: IstioObject): string | undefined {
+  return kind.clusterScoped ? DEFAULT_NAMESPACE : object.metadata?.namespace;
+}
+
+/** The namespace the informer's cache knows an object by: none for a cluster-scoped one. */
+function informerNamespace(kind: WatchedKind, namespace: string): string | undefined {
+  return kind.clusterScoped ? undefined : namespace;
+}
 
 /** Options of {@link KubeSource}. */
 export interface KubeSourceOptions {
@@ -125,10 +136,55 @@ export class KubeSource implements Runner {
     this.options.readiness.require(SYNC_CONDITION);
     const statuses = await this.options.bus().bucket(Buckets.configStatus);
     this.#statusWatch = await statuses.watch((event) => this.onStatusEvent(event));
-    for (const kind of watchedKinds()) this.#informers.set(kind.kind, this.makeInformer(kind));
+    for (const kind of watchedKinds())
+      if (!kind.optional) this.#informers.set(kind.kind, this.makeInformer(kind));
     for (const { informer } of this.#informers.values()) informer.start();
     // Not awaited: an unreachable API server must not hold up the other runners; /ready says it.
     void this.initialSync();
+  }
+
+  /**
+   * Starts an informer for each optional kind (the Gateway API's) that the
+   * API server serves. Asked once, at start: a kind whose CRD is installed
+   * later is watched after the next restart.
+   */
+  private async watchServedOptionalKinds(): Promise<void> {
+    for (const kind of watchedKinds()) {
+      if (!kind.optional || this.#closed) continue;
+      if (!(await this.served(kind))) {
+        this.options.logger.info(
+          { kind: kind.kind, path: kind.path },
+          "not served by the API server (CRD not installed); not watched",
+        );
+        continue;
+      }
+      if (this.#closed) return;
+      const state = this.makeInformer(kind);
+      this.#informers.set(kind.kind, state);
+      state.informer.start();
+    }
+  }
+
+  /** Whether the API server serves a kind: a 404 says its CRD is not installed; other failures are retried. */
+  private async served(kind: WatchedKind): Promise<boolean> {
+    let delayMs = this.#backoff.initialMs;
+    for (;;) {
+      try {
+        await this.#api.listClusterCustomObject({
+          group: kind.group,
+          version: kind.version,
+          plural: kind.plural,
+          limit: 1,
+        });
+        return true;
+      } catch (error) {
+        if ((error as { code?: number }).code === 404) return false;
+        if (this.#closed) return false;
+        this.#watchFailures.inc({ kind: kind.kind });
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+        delayMs = Math.min(delayMs * 2, this.#backoff.maxMs);
+      }
+    }
   }
 
   async close(): Promise<void> {
@@ -164,7 +220,8 @@ export class KubeSource implements Runner {
       onFailure: () => this.#watchFailures.inc({ kind: kind.kind }),
     });
     const enqueue = (object: IstioObject) => {
-      const { name, namespace } = object.metadata ?? {};
+      const name = object.metadata?.name;
+      const namespace = storedNamespace(kind, object);
       if (name && namespace) this.#queue.add(configKey({ kind: kind.kind, namespace, name }));
     };
     informer.on("add", enqueue);
@@ -174,12 +231,14 @@ export class KubeSource implements Runner {
   }
 
   private async initialSync(): Promise<void> {
+    await this.watchServedOptionalKinds();
     const informers = [...this.#informers.values()];
     const synced = await Promise.all(informers.map((state) => state.informer.synced()));
     if (this.#closed || !synced.every(Boolean)) return;
     for (const state of informers) {
       for (const object of state.informer.list()) {
-        const { name, namespace } = object.metadata ?? {};
+        const name = object.metadata?.name;
+        const namespace = storedNamespace(state.kind, object);
         if (name && namespace) this.#queue.add(configKey({ kind: state.kind.kind, namespace, name }));
       }
     }
@@ -203,7 +262,7 @@ export class KubeSource implements Runner {
     const owned = await this.options.store.ownedByWithSource((source) => source === KUBERNETES_SOURCE);
     for (const { ref } of owned) {
       const state = this.#informers.get(ref.kind);
-      if (!state || state.informer.get(ref.name, ref.namespace)) continue;
+      if (!state || state.informer.get(ref.name, informerNamespace(state.kind, ref.namespace))) continue;
       await this.options.store.deleteIfOwned(ref, KUBERNETES_SOURCE);
       this.options.logger.info({ resource: describeRef(ref) }, "deleted a resource no longer in the cluster");
     }
@@ -225,7 +284,7 @@ export class KubeSource implements Runner {
     const ref = parseConfigKey(key);
     const state = this.#informers.get(ref.kind);
     if (!state?.informer.hasSynced) return; // the initial sync enqueues everything once listed
-    const object = state.informer.get(ref.name, ref.namespace);
+    const object = state.informer.get(ref.name, informerNamespace(state.kind, ref.namespace));
     if (!object) {
       this.#objects.delete(key);
       if (await this.options.store.deleteIfOwned(ref, KUBERNETES_SOURCE)) {
@@ -265,6 +324,8 @@ export class KubeSource implements Runner {
     object: IstioObject,
     state: ObjectState,
   ): Promise<void> {
+    // The Gateway API's kinds have their own status (conditions per parent and listener), written later.
+    if (kind.group === GATEWAY_API_GROUP) return;
     let desired: IstioStatus;
     if (state.errors.length > 0) {
       desired = validationErrorStatus(state.errors, state.kubeGeneration);

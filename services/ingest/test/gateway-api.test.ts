@@ -1,0 +1,313 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import {
+  eventually,
+  type FakeKubeApiServer,
+  type ResourceDefinition,
+  startFakeKubeApiServer,
+} from "@sextant/testing";
+import { KINDS } from "@sextant/validation";
+import { watchedKinds } from "../src/sources/kube-objects.js";
+import {
+  get,
+  type IngestFixture,
+  ingestForSuite,
+  post,
+  startIngest,
+  startNatsWithClient,
+} from "./harness.js";
+
+const GROUP = "gateway.networking.k8s.io";
+
+const kubernetesGateway = (name: string, port = 80) => ({
+  apiVersion: `${GROUP}/v1`,
+  kind: "Gateway",
+  metadata: { name, namespace: "shop" },
+  spec: { gatewayClassName: "istio", listeners: [{ name: "http", port, protocol: "HTTP" }] },
+});
+const httpRoute = (name: string, port = 9080) => ({
+  apiVersion: `${GROUP}/v1`,
+  kind: "HTTPRoute",
+  metadata: { name, namespace: "shop" },
+  spec: {
+    parentRefs: [{ name: "gw" }],
+    hostnames: ["shop.example.com"],
+    rules: [
+      { matches: [{ path: { type: "PathPrefix", value: "/" } }], backendRefs: [{ name: "web", port }] },
+    ],
+  },
+});
+const istioGateway = {
+  apiVersion: "networking.istio.io/v1",
+  kind: "Gateway",
+  metadata: { name: "gw", namespace: "shop" },
+  spec: {
+    selector: { istio: "ingressgateway" },
+    servers: [{ port: { number: 80, name: "http", protocol: "HTTP" }, hosts: ["*"] }],
+  },
+};
+const gatewayClass = {
+  apiVersion: `${GROUP}/v1`,
+  kind: "GatewayClass",
+  metadata: { name: "istio" },
+  spec: { controllerName: "istio.io/gateway-controller" },
+};
+const yaml = (...objects: unknown[]) => objects.map((o) => JSON.stringify(o)).join("\n---\n");
+
+describe("ingest stores the Gateway API's kinds (HTTP API)", () => {
+  const ingest = ingestForSuite();
+
+  it("applies, reads, lists and deletes them; a Gateway API Gateway and an Istio Gateway of one name are two resources", async () => {
+    const applied = await post(
+      `${ingest.url}/v1/apply`,
+      yaml(kubernetesGateway("gw"), istioGateway, httpRoute("web")),
+    );
+    assert.equal(applied.status, 200, JSON.stringify(applied.json));
+    assert.deepEqual(
+      applied.json.resources.map((r: { kind: string; result: string }) => `${r.kind} ${r.result}`),
+      ["KubernetesGateway created", "Gateway created", "HTTPRoute created"],
+    );
+
+    const k8s = await get(`${ingest.url}/v1/config/gateways.${GROUP}/shop/gw`);
+    assert.equal(k8s.status, 200, JSON.stringify(k8s.json));
+    assert.equal(k8s.json.apiVersion, `${GROUP}/v1`);
+    assert.equal(k8s.json.kind, "Gateway");
+    assert.equal(k8s.json.spec.gatewayClassName, "istio");
+    // The same resource by Sextant's kind name.
+    assert.equal(
+      (await get(`${ingest.url}/v1/config/KubernetesGateway/shop/gw`)).json.spec.gatewayClassName,
+      "istio",
+    );
+    // "gateway" alone is Istio's, as before the Gateway API kinds.
+    const istio = await get(`${ingest.url}/v1/config/gateway/shop/gw`);
+    assert.equal(istio.json.apiVersion, "networking.istio.io/v1");
+    assert.deepEqual(istio.json.spec.selector, { istio: "ingressgateway" });
+
+    const routes = await get(`${ingest.url}/v1/config?kind=httproutes&namespace=shop`);
+    assert.deepEqual(
+      routes.json.items.map(
+        (item: { kind: string; metadata: { name: string } }) => `${item.kind}/${item.metadata.name}`,
+      ),
+      ["HTTPRoute/web"],
+    );
+    // Stored as written: no defaults filled in, no field renamed.
+    assert.deepEqual(routes.json.items[0].spec, httpRoute("web").spec);
+
+    const changed = await post(`${ingest.url}/v1/apply`, yaml(httpRoute("web", 9081)));
+    assert.equal(changed.json.resources[0].result, "configured");
+    const url = `${ingest.url}/v1/config/httproute/shop/web`;
+    assert.equal((await get(url)).json.spec.rules[0].backendRefs[0].port, 9081);
+    assert.equal((await fetch(url, { method: "DELETE" })).status, 200);
+    assert.equal((await get(url)).status, 404);
+    assert.equal(
+      (await fetch(`${ingest.url}/v1/config/gateways.${GROUP}/shop/gw`, { method: "DELETE" })).status,
+      200,
+    );
+    assert.equal((await get(`${ingest.url}/v1/config/gateway/shop/gw`)).status, 200, "Istio's Gateway stays");
+  });
+
+  it("keeps a cluster-scoped GatewayClass under one key, whatever namespace a manifest gives it", async () => {
+    const applied = await post(
+      `${ingest.url}/v1/apply`,
+      yaml(gatewayClass, { ...gatewayClass, metadata: { name: "other", namespace: "shop" } }),
+    );
+    assert.equal(applied.status, 200, JSON.stringify(applied.json));
+    const listed = await get(`${ingest.url}/v1/config?kind=gatewayclasses`);
+    assert.deepEqual(
+      listed.json.items.map((item: { metadata: { name: string; namespace?: string } }) => item.metadata),
+      [
+        { name: "istio", generation: 1, resourceVersion: listed.json.items[0].metadata.resourceVersion },
+        { name: "other", generation: 1, resourceVersion: listed.json.items[1].metadata.resourceVersion },
+      ],
+    );
+    assert.equal((await get(`${ingest.url}/v1/config/gatewayclass/default/other`)).status, 200);
+  });
+
+  it("rejects what the Gateway API's schema or CEL rules reject, naming the field", async () => {
+    const bad = httpRoute("bad");
+    bad.spec.rules[0]!.backendRefs = [{ name: "web" } as { name: string; port: number }];
+    const rejected = await post(`${ingest.url}/v1/apply`, yaml(bad));
+    assert.equal(rejected.status, 400, JSON.stringify(rejected.json));
+    const errors = JSON.stringify(rejected.json);
+    assert.ok(errors.includes("spec.rules[0].backendRefs[0]"), errors);
+    assert.ok(errors.includes("Must have port for Service reference"), errors);
+    const unknown = await post(
+      `${ingest.url}/v1/apply`,
+      yaml({ ...kubernetesGateway("gw"), spec: { listeners: [] } }),
+    );
+    assert.equal(unknown.status, 400);
+    assert.ok(JSON.stringify(unknown.json).includes("spec.gatewayClassName"), JSON.stringify(unknown.json));
+  });
+});
+
+describe("ingest reads the Gateway API's kinds from CONFIG_DIR", () => {
+  let env: Awaited<ReturnType<typeof startNatsWithClient>>;
+  let ingest: IngestFixture;
+  let dir: string;
+  before(async () => {
+    env = await startNatsWithClient();
+    dir = mkdtempSync(join(tmpdir(), "sextant-gwapi-"));
+    writeFileSync(join(dir, "gateway.yaml"), yaml(kubernetesGateway("gw"), httpRoute("web")));
+    ingest = await startIngest(env.nats.url, { CONFIG_DIR: dir, CONFIG_DIR_RESCAN_MS: "200" });
+  });
+  after(async () => {
+    await ingest?.stop();
+    await env?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("stores each document of a file", async () => {
+    await eventually(async () => (await get(`${ingest.url}/v1/config/httproutes/shop/web`)).status === 200, {
+      message: "HTTPRoute stored",
+    });
+    const gw = await get(`${ingest.url}/v1/config/gateways.${GROUP}/shop/gw`);
+    assert.equal(gw.json.kind, "Gateway");
+    assert.equal(gw.json.apiVersion, `${GROUP}/v1`);
+  });
+});
+
+/** Istio's CRDs, every version served, from @sextant/validation's KINDS. */
+const ISTIO_CRDS: ResourceDefinition[] = [...KINDS.values()]
+  .filter((info) => info.group !== GROUP)
+  .map((info) => ({
+    group: info.group,
+    versions: [...info.versions],
+    kind: info.kind,
+    plural: info.plural,
+    namespaced: true,
+    subresources: { status: {} },
+  }));
+
+/** The Gateway API's CRDs as a cluster with them installed serves them. */
+const GATEWAY_API_CRDS: ResourceDefinition[] = [
+  ["GatewayClass", "gatewayclasses", ["v1", "v1beta1"]],
+  ["Gateway", "gateways", ["v1", "v1beta1"]],
+  ["HTTPRoute", "httproutes", ["v1", "v1beta1"]],
+  ["GRPCRoute", "grpcroutes", ["v1"]],
+  ["TLSRoute", "tlsroutes", ["v1", "v1alpha2"]],
+  ["TCPRoute", "tcproutes", ["v1alpha2"]],
+  ["ReferenceGrant", "referencegrants", ["v1beta1", "v1"]],
+  ["BackendTLSPolicy", "backendtlspolicies", ["v1"]],
+].map(([kind, plural, versions]) => ({
+  group: GROUP,
+  versions: versions as string[],
+  kind: kind as string,
+  plural: plural as string,
+  // GatewayClass is cluster-scoped.
+  namespaced: kind !== "GatewayClass",
+  subresources: { status: {} },
+}));
+
+describe("the Gateway API's kinds the Kubernetes source watches", () => {
+  it("each at the version Istio reads it, only if served, GatewayClass cluster-wide", () => {
+    const gatewayApi = watchedKinds().filter((kind) => kind.group === GROUP);
+    assert.deepEqual(
+      gatewayApi.map((kind) => `${kind.kind} ${kind.path}${kind.clusterScoped ? " (cluster)" : ""}`),
+      [
+        `GatewayClass /apis/${GROUP}/v1/gatewayclasses (cluster)`,
+        `KubernetesGateway /apis/${GROUP}/v1/gateways`,
+        `HTTPRoute /apis/${GROUP}/v1/httproutes`,
+        `GRPCRoute /apis/${GROUP}/v1/grpcroutes`,
+        `TLSRoute /apis/${GROUP}/v1/tlsroutes`,
+        `TCPRoute /apis/${GROUP}/v1alpha2/tcproutes`,
+        `ReferenceGrant /apis/${GROUP}/v1beta1/referencegrants`,
+        `BackendTLSPolicy /apis/${GROUP}/v1/backendtlspolicies`,
+      ],
+    );
+    assert.ok(gatewayApi.every((kind) => kind.optional));
+    assert.ok(watchedKinds().every((kind) => kind.optional === (kind.group === GROUP)));
+  });
+});
+
+describe("the Kubernetes source and the Gateway API's kinds", () => {
+  let env: Awaited<ReturnType<typeof startNatsWithClient>>;
+  const servers: FakeKubeApiServer[] = [];
+  const ingests: IngestFixture[] = [];
+  let dir: string;
+
+  const startWith = async (resources: ResourceDefinition[]) => {
+    const server = await startFakeKubeApiServer({ resources });
+    servers.push(server);
+    const kubeconfig = join(dir, `kubeconfig-${servers.length}`);
+    writeFileSync(kubeconfig, server.kubeconfigYaml());
+    return { server, kubeconfig };
+  };
+  const startIngestOn = async (kubeconfig: string) => {
+    const ingest = await startIngest(env.nats.url, { KUBERNETES_CONFIG: "true", KUBECONFIG: kubeconfig });
+    ingests.push(ingest);
+    await eventually(async () => (await fetch(`${ingest.url}/ready`)).status === 200, {
+      message: "ingest ready",
+    });
+    return ingest;
+  };
+
+  before(async () => {
+    env = await startNatsWithClient();
+    dir = mkdtempSync(join(tmpdir(), "sextant-gwapi-kube-"));
+  });
+  after(async () => {
+    for (const ingest of ingests) await ingest.stop();
+    for (const server of servers) await server.close();
+    await env?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("stores the cluster's Gateway API objects, follows their changes and deletions, and writes no Istio status to them", async () => {
+    const { server, kubeconfig } = await startWith([...ISTIO_CRDS, ...GATEWAY_API_CRDS]);
+    server.apply(kubernetesGateway("gw"));
+    server.apply(httpRoute("web"));
+    server.apply(gatewayClass);
+    const ingest = await startIngestOn(kubeconfig);
+    const stored = async (path: string) => {
+      const { status, json } = await get(`${ingest.url}/v1/config/${path}`);
+      return status === 200 ? json : undefined;
+    };
+    await eventually(() => stored(`gateways.${GROUP}/shop/gw`), { message: "Gateway stored" });
+    await eventually(() => stored("httproutes/shop/web"), { message: "HTTPRoute stored" });
+    // Cluster-scoped: kept under "default", shown without a namespace.
+    const cls = await eventually(() => stored("gatewayclasses/default/istio"), {
+      message: "GatewayClass stored",
+    });
+    assert.equal(cls.metadata.namespace, undefined);
+    assert.equal(cls.spec.controllerName, "istio.io/gateway-controller");
+
+    server.apply(httpRoute("web", 9081));
+    await eventually(
+      async () => (await stored("httproutes/shop/web"))?.spec.rules[0].backendRefs[0].port === 9081,
+      {
+        message: "the change stored",
+      },
+    );
+    // An object the rules reject is not stored; what was stored before stays.
+    const invalid = httpRoute("web");
+    invalid.spec.rules[0]!.matches = [{ path: { type: "PathPrefix", value: "relative" } }];
+    server.apply(invalid);
+    server.apply(httpRoute("other"));
+    await eventually(() => stored("httproutes/shop/other"), { message: "a later object stored" });
+    assert.equal((await stored("httproutes/shop/web"))?.spec.rules[0].backendRefs[0].port, 9081);
+
+    server.delete({ apiVersion: `${GROUP}/v1`, kind: "HTTPRoute", namespace: "shop", name: "other" });
+    await eventually(async () => (await stored("httproutes/shop/other")) === undefined, {
+      message: "deleted",
+    });
+    assert.equal(server.requestCount({ verb: "patch", subresource: "status", resource: "httproutes" }), 0);
+    assert.equal(server.requestCount({ verb: "patch", subresource: "status", resource: "gateways" }), 0);
+  });
+
+  it("becomes ready on a cluster without the Gateway API's CRDs, watching Istio's kinds alone", async () => {
+    const { server, kubeconfig } = await startWith(ISTIO_CRDS);
+    server.apply({
+      apiVersion: "networking.istio.io/v1",
+      kind: "VirtualService",
+      metadata: { name: "reviews-kube", namespace: "default" },
+      spec: { hosts: ["reviews"], http: [{ route: [{ destination: { host: "reviews" } }] }] },
+    });
+    const ingest = await startIngestOn(kubeconfig);
+    const vs = await get(`${ingest.url}/v1/config/VirtualService/default/reviews-kube`);
+    assert.equal(vs.status, 200);
+    assert.equal(server.requestCount({ verb: "watch", resource: "httproutes" }), 0);
+  });
+});

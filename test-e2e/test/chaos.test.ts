@@ -120,8 +120,8 @@ describe("chaos: faults in the control plane under steady traffic", () => {
       pushNatsUrl: (replica) => `nats://127.0.0.1:${natsProxies[replica]?.port}`,
       pushReplicas: 2,
       discoveryReplicas: 2,
-      discoveryEnv: debugTokenEnv(),
-      serviceEnv: { NATS_KV_REPLICAS: "3" },
+      // The debug token for discovery's /debug/registryz (the leader) and push's /debug/syncz (whose proxies).
+      serviceEnv: { NATS_KV_REPLICAS: "3", ...debugTokenEnv() },
       webhookTls: { certFile: tls.certFile, keyFile: tls.keyFile },
     });
     // The first replica that accepts: a killed one refuses, so its agents move to the other.
@@ -300,17 +300,15 @@ describe("chaos: faults in the control plane under steady traffic", () => {
     return -1;
   };
 
-  /** The push replica the agents' streams are on (pilot_xds > 0). */
+  /** The push replica the client workloads' ADS streams are on (its /debug/syncz lists their proxies). */
   const servingPush = async () => {
-    const connected = await Promise.all(
-      mesh.pushes.map(async (push) => {
-        const metrics = await (await fetch(`http://127.0.0.1:${push.httpPort}/metrics`)).text();
-        return Number(/^pilot_xds(?:\{[^}]*\})? (\d+)/m.exec(metrics)?.[1] ?? 0);
-      }),
-    );
-    const index = connected.findIndex((count) => count > 0);
-    assert.ok(index >= 0, "no push replica has the agents' streams");
-    return mesh.pushes[index]!;
+    for (const push of mesh.pushes) {
+      const syncz = (await (
+        await fetch(`http://127.0.0.1:${push.httpPort}/debug/syncz`, { headers: DEBUG_HEADERS })
+      ).json()) as Array<{ proxyId: string }>;
+      if (syncz.some((proxy) => proxy.proxyId.includes("productpage-v1-0"))) return push;
+    }
+    assert.fail("no push replica serves the clients");
   };
 
   it("kill -9 ingest, then restart it", () =>

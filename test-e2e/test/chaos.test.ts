@@ -300,14 +300,17 @@ describe("chaos: faults in the control plane under steady traffic", () => {
     return -1;
   };
 
-  /** The push replica the client workloads' ADS streams are on (its /debug/syncz lists their proxies). */
+  /** Whether push's /debug/syncz lists the productpage client's proxy. */
+  const servesClients = async (push: SecureMesh["push"]) => {
+    const syncz = (await (
+      await fetch(`http://127.0.0.1:${push.httpPort}/debug/syncz`, { headers: DEBUG_HEADERS })
+    ).json()) as Array<{ proxyId: string }>;
+    return syncz.some((proxy) => proxy.proxyId.includes("productpage-v1-0"));
+  };
+
+  /** The push replica the client workloads' ADS streams are on. */
   const servingPush = async () => {
-    for (const push of mesh.pushes) {
-      const syncz = (await (
-        await fetch(`http://127.0.0.1:${push.httpPort}/debug/syncz`, { headers: DEBUG_HEADERS })
-      ).json()) as Array<{ proxyId: string }>;
-      if (syncz.some((proxy) => proxy.proxyId.includes("productpage-v1-0"))) return push;
-    }
+    for (const push of mesh.pushes) if (await servesClients(push)) return push;
     assert.fail("no push replica serves the clients");
   };
 
@@ -357,8 +360,11 @@ describe("chaos: faults in the control plane under steady traffic", () => {
         serving.child.kill("SIGSTOP");
       },
       async heal() {
+        // Asked of the other replica, while this one cannot answer: did the agents' keepalive move them?
+        const other = mesh.pushes.find((push) => push !== serving)!;
+        const moved = await servesClients(other);
         serving.child.kill("SIGCONT");
-        return undefined;
+        return moved ? "the clients' agents were on the other replica before SIGCONT" : "";
       },
     });
   });

@@ -210,11 +210,17 @@ describe("chaos: faults in the control plane under steady traffic", () => {
     await fault.inject();
     const injected = Date.now();
     let changed: { answer: string; storedAt: number } | undefined;
-    if (fault.changeDuring) {
-      await sleep(Math.min(1_000, fault.holdMs / 4));
-      changed = await change();
+    try {
+      if (fault.changeDuring) {
+        await sleep(Math.min(1_000, fault.holdMs / 4));
+        changed = await change();
+      }
+      await sleep(injected + fault.holdMs - Date.now());
+    } catch (error) {
+      // The faults after this one need the mesh whole again (a paused push resumed, NATS back).
+      await fault.heal();
+      throw error;
     }
-    await sleep(injected + fault.holdMs - Date.now());
     const note = (await fault.heal()) ?? "";
     const healed = Date.now();
     const serials = agents.map((agent) => certificateSerial(agent.certDir));

@@ -55,6 +55,9 @@ export interface IngestAnswer {
   json: any;
 }
 
+/** How many times a request ingest refuses as overloaded (429) is sent before giving up. */
+const OVERLOAD_ATTEMPTS = 5;
+
 /** Calls ingest's API with the connection of the program's global flags. */
 export class IngestClient {
   readonly #url: string;
@@ -72,6 +75,24 @@ export class IngestClient {
    * are the caller's to read.
    */
   async request(method: string, path: string, body?: string): Promise<IngestAnswer> {
+    // ingest at its MAX_REQUESTS_IN_FLIGHT refuses before doing anything, so
+    // the request is repeated after Retry-After, as client-go does for kubectl.
+    for (let attempt = 1; ; attempt++) {
+      const answer = await this.#send(method, path, body);
+      if (answer.status !== 429 || answer.json?.reason !== "overloaded") return answer;
+      if (attempt === OVERLOAD_ATTEMPTS)
+        throw new CommandError(
+          `${answer.json.error} (${attempt} attempts): ingest is overloaded; try again later`,
+        );
+      await new Promise((resolve) => setTimeout(resolve, answer.retryAfterMs));
+    }
+  }
+
+  async #send(
+    method: string,
+    path: string,
+    body: string | undefined,
+  ): Promise<IngestAnswer & { retryAfterMs: number }> {
     const headers: Record<string, string> = {};
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     if (body !== undefined) headers["content-type"] = "application/yaml";
@@ -101,8 +122,13 @@ export class IngestClient {
       );
     if (response.status === 403)
       throw new CommandError(`${error}: ask for the permission, or use another token`);
-    if (response.status === 429)
+    if (response.status === 429 && (json as { reason?: string }).reason !== "overloaded")
       throw new CommandError(`${error}: too many failed logins; wait and retry with a valid token`);
-    return { status: response.status, json };
+    const retryAfter = Number(response.headers.get("retry-after") ?? 1);
+    return {
+      status: response.status,
+      json,
+      retryAfterMs: Number.isFinite(retryAfter) ? retryAfter * 1000 : 1000,
+    };
   }
 }

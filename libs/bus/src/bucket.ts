@@ -1,10 +1,13 @@
+import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { JetStreamClient, JetStreamManager, PubAck } from "@nats-io/jetstream";
 import type { KV, KvWatchEntry } from "@nats-io/kv";
-import type { QueuedIterator } from "@nats-io/nats-core";
+import { Empty, headers, type QueuedIterator } from "@nats-io/nats-core";
 import type { Logger } from "@sextant/observability";
 import type { MessageCodec } from "@sextant/proto";
 import { encodeCanonical } from "./codec.js";
 import { Mirror, type MirrorOptions } from "./mirror.js";
+import { DEFAULT_RETRY_POLICY, type RetryPolicy, retryTransient } from "./retry.js";
 import type { Watch, WatchEvent } from "./watch.js";
 
 /** The definition of a KV bucket: its name and the message type of its values. */
@@ -43,6 +46,16 @@ export interface PutResult {
 
 export type { Watch, WatchEvent } from "./watch.js";
 
+/** A read answered by a replica that lags behind this process's own write; retried. */
+class StaleReadError extends Error {
+  constructor(bucket: string, key: string, revision: number, own: number) {
+    super(
+      `${bucket}/${key}: a replica answered revision ${revision}, older than this process's write at ${own}`,
+    );
+    this.name = "StaleReadError";
+  }
+}
+
 /** Thrown when a conditional write finds another revision than expected. */
 export class RevisionConflictError extends Error {
   constructor(
@@ -53,6 +66,21 @@ export class RevisionConflictError extends Error {
     this.name = "RevisionConflictError";
   }
 }
+
+/** What a bucket needs beside its kv handle: the JetStream it publishes its writes to. */
+export interface BucketContext {
+  readonly js: JetStreamClient;
+  readonly jsm: JetStreamManager;
+  /** True once the connection is closed for good: watches stop resuming. */
+  readonly connectionClosed?: () => boolean;
+  /** How reads and writes ride out a leader change; {@link DEFAULT_RETRY_POLICY} by default. */
+  readonly retry?: RetryPolicy;
+}
+
+/** The header that marks a KV record as a delete (the kv client's own convention). */
+const KV_OPERATION_HEADER = "KV-Operation";
+/** The JetStream publish deduplication header. */
+const MSG_ID_HEADER = "Nats-Msg-Id";
 
 /** How long a watch waits before resuming after its consumer went away. */
 const WATCH_RESUME_DELAY_MS = 250;
@@ -69,15 +97,34 @@ const WATCH_LIVENESS_INTERVAL_MS = 3_000;
  * A JetStream KV bucket whose values are protobuf messages of one type.
  * Writers never rewrite an unchanged value, so watchers only ever see real
  * changes; conditional writes use the KV revision.
+ *
+ * Reads and writes ride out a JetStream leader change (retried on timeouts,
+ * no responders and 503s, with backoff, up to the retry policy's deadline,
+ * then BusUnavailableError). A write is never applied twice: every attempt
+ * carries the same Nats-Msg-Id, so a retry of a write that did land is
+ * answered with the revision it landed at (JetStream's duplicate window),
+ * and every write is conditional on the revision read, so a retry can never
+ * clobber a newer write.
  */
 export class TypedBucket<T> {
+  private readonly connectionClosed: () => boolean;
+  private readonly retry: RetryPolicy;
+  /** The revision of this process's last write to each key (see #read): one number per key it wrote. */
+  readonly #ownRevisions = new Map<string, number>();
+
   constructor(
     readonly spec: BucketSpec<T>,
     private readonly kv: KV,
     private readonly logger: Logger,
-    /** True once the connection is closed for good: watches stop resuming. */
-    private readonly connectionClosed: () => boolean = () => false,
-  ) {}
+    private readonly context: BucketContext,
+  ) {
+    this.connectionClosed = context.connectionClosed ?? (() => false);
+    const retry = context.retry ?? DEFAULT_RETRY_POLICY;
+    // A retry must come while JetStream still remembers the first attempt's
+    // message id: the duplicate window, which is the TTL when that is shorter.
+    this.retry =
+      spec.ttlMs === undefined ? retry : { ...retry, deadlineMs: Math.min(retry.deadlineMs, spec.ttlMs / 2) };
+  }
 
   get name(): string {
     return this.spec.name;
@@ -85,9 +132,94 @@ export class TypedBucket<T> {
 
   /** Reads a key; undefined if it does not exist or was deleted. */
   async get(key: string): Promise<Entry<T> | undefined> {
-    const entry = await this.kv.get(key);
+    const entry = await this.#read(key);
     if (entry?.operation !== "PUT") return undefined;
     return { key, value: this.spec.codec.decode(entry.value), revision: entry.revision, raw: entry.value };
+  }
+
+  /**
+   * The key's last record, a delete marker included; null if there is none.
+   * Reads are direct gets, which any replica answers, also one that has not
+   * applied the latest writes yet (NATS promises no read-your-writes for
+   * them): a record older than this process's own last write to the key is
+   * such a replica's, and is asked for again.
+   */
+  #read(key: string) {
+    return retryTransient(
+      `read of ${this.name}/${key}`,
+      this.retry,
+      async () => {
+        const entry = await this.kv.get(key);
+        const own = this.#ownRevisions.get(key) ?? 0;
+        if ((entry?.revision ?? 0) < own) throw new StaleReadError(this.name, key, entry?.revision ?? 0, own);
+        return entry;
+      },
+      (error) => this.logger.debug({ bucket: this.name, key, err: error }, "retrying a read"),
+      (error) => error instanceof StaleReadError,
+    );
+  }
+
+  /** Notes a revision this process wrote (see #read); not for a TTL bucket, whose keys vanish on their own. */
+  #wrote(key: string, revision: number): void {
+    if (this.spec.ttlMs !== undefined) return;
+    if (revision > (this.#ownRevisions.get(key) ?? 0)) this.#ownRevisions.set(key, revision);
+  }
+
+  /**
+   * Publishes one record for key (a value, or a delete marker when bytes is
+   * undefined) on condition that the key is still at expectedRevision (0:
+   * no record at all), and returns its revision. Retried across a leader
+   * change with one message id for every attempt: JetStream checks the id
+   * before the condition, so the retry of an attempt that landed is answered
+   * with that attempt's revision instead of a wrong-last-sequence error.
+   */
+  async #publish(key: string, bytes: Uint8Array | undefined, expectedRevision: number): Promise<number> {
+    const subject = `$KV.${this.name}.${key}`;
+    const msgID = randomUUID();
+    let uncertain = false;
+    try {
+      return await retryTransient(
+        `write of ${this.name}/${key}`,
+        this.retry,
+        async (timeout) => {
+          const ack: PubAck = await this.context.js.publish(subject, bytes ?? Empty, {
+            msgID,
+            expect: { lastSubjectSequence: expectedRevision },
+            timeout,
+            ...(bytes === undefined ? { headers: deleteHeaders() } : {}),
+          });
+          this.#wrote(key, ack.seq);
+          return ack.seq;
+        },
+        (error, attempt) => {
+          uncertain = true;
+          this.logger.info(
+            { bucket: this.name, key, attempt, err: (error as Error).message },
+            "retrying a write across a JetStream leader change",
+          );
+        },
+      );
+    } catch (error) {
+      // A wrong last sequence after an unanswered attempt may be that attempt
+      // itself, applied after the retry was checked: the key's last record
+      // carrying our message id says so.
+      if (uncertain && isWrongLastSequence(error)) {
+        const landed = await this.#landedRevision(subject, msgID);
+        if (landed !== undefined) {
+          this.#wrote(key, landed);
+          return landed;
+        }
+      }
+      throw error;
+    }
+  }
+
+  /** The revision of subject's last record if it is the message msgID, else undefined. */
+  async #landedRevision(subject: string, msgID: string): Promise<number | undefined> {
+    const last = await retryTransient(`read of ${subject}`, this.retry, () =>
+      this.context.jsm.direct.getMessage(`KV_${this.name}`, { last_by_subj: subject }),
+    ).catch(() => null);
+    return last?.header.get(MSG_ID_HEADER) === msgID ? last.seq : undefined;
   }
 
   /**
@@ -129,12 +261,31 @@ export class TypedBucket<T> {
       return { revision: current.revision, changed: false };
     }
     try {
-      const revision = current
-        ? await this.kv.update(key, bytes, current.revision)
-        : await this.kv.create(key, bytes);
-      return { revision, changed: true };
+      return { revision: await this.#publish(key, bytes, current?.revision ?? 0), changed: true };
     } catch (error) {
-      if (isWrongLastSequence(error)) throw new RevisionConflictError(key, current?.revision ?? 0);
+      if (!isWrongLastSequence(error)) throw error;
+      if (!current) {
+        // "Absent" may be a delete marker, which holds a revision of its own:
+        // write over it, still conditional, as the kv client's create() does.
+        const last = await this.#read(key);
+        if (last && last.operation !== "PUT") {
+          return this.#publishOrConflict(key, bytes, last.revision, 0);
+        }
+      }
+      throw new RevisionConflictError(key, current?.revision ?? 0);
+    }
+  }
+
+  async #publishOrConflict(
+    key: string,
+    bytes: Uint8Array | undefined,
+    revision: number,
+    reportedRevision: number,
+  ): Promise<PutResult> {
+    try {
+      return { revision: await this.#publish(key, bytes, revision), changed: true };
+    } catch (error) {
+      if (isWrongLastSequence(error)) throw new RevisionConflictError(key, reportedRevision);
       throw error;
     }
   }
@@ -168,14 +319,14 @@ export class TypedBucket<T> {
 
   /** Deletes a key; false (and no event) if it did not exist. */
   async delete(key: string, options: { expectedRevision?: number } = {}): Promise<boolean> {
-    const current = await this.kv.get(key);
+    const current = await this.#read(key);
     const currentRevision = current && current.operation === "PUT" ? current.revision : 0;
     if (options.expectedRevision !== undefined && options.expectedRevision !== currentRevision) {
       throw new RevisionConflictError(key, options.expectedRevision);
     }
     if (currentRevision === 0) return false;
     try {
-      await this.kv.delete(key, { previousSeq: currentRevision });
+      await this.#publish(key, undefined, currentRevision);
     } catch (error) {
       if (!isWrongLastSequence(error)) throw error;
       if (options.expectedRevision !== undefined)
@@ -337,6 +488,12 @@ function consumerOf(iterator: QueuedIterator<KvWatchEntry>): {
 
 function isConsumerNotFound(error: unknown): boolean {
   return error instanceof Error && /consumer not found/i.test(error.message);
+}
+
+function deleteHeaders() {
+  const h = headers();
+  h.set(KV_OPERATION_HEADER, "DEL");
+  return h;
 }
 
 function isWrongLastSequence(error: unknown): boolean {

@@ -1,10 +1,11 @@
-import { type JetStreamClient, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
 import type { Logger } from "@sextant/observability";
 import { type BucketSpec, TypedBucket } from "./bucket.js";
 import { type BusPolicy, CheckedSubject, checkBucket, ReadOnlyBucket } from "./contract.js";
+import { DEFAULT_RETRY_POLICY, type RetryPolicy, retryTransient } from "./retry.js";
 import { type SubjectSpec, TypedSubject } from "./subject.js";
 
 /** Options of {@link connectBus}. */
@@ -16,6 +17,11 @@ export interface BusOptions {
   logger: Logger;
   /** Stream replicas for buckets this client creates (3 on a clustered JetStream). */
   replicas?: number;
+  /**
+   * How bucket reads and writes ride out a JetStream leader change (see
+   * retry.ts); its DEFAULT_RETRY_POLICY by default.
+   */
+  retry?: RetryPolicy;
   /** Keep retrying the first connection instead of failing (services: yes; tests: no). */
   waitOnFirstConnect?: boolean;
   /** The NATS user to authenticate as, with password; unset for a server without authentication. */
@@ -47,6 +53,7 @@ export interface BusOptions {
 export class Bus {
   readonly #buckets = new Map<string, Promise<TypedBucket<unknown>>>();
   readonly #kvm: Kvm;
+  readonly #jsm: Promise<JetStreamManager>;
   readonly js: JetStreamClient;
 
   private constructor(
@@ -55,6 +62,8 @@ export class Bus {
   ) {
     this.js = jetstream(nc);
     this.#kvm = new Kvm(this.js);
+    // connect() has checked the API already.
+    this.#jsm = this.js.jetstreamManager(false);
   }
 
   /** Connects to NATS and checks that JetStream is enabled. */
@@ -94,22 +103,37 @@ export class Bus {
     }
     let bucket = this.#buckets.get(spec.name);
     if (!bucket) {
-      bucket = this.#kvm
-        .create(spec.name, {
-          storage: "file",
-          history: 1,
-          replicas: this.options.replicas ?? 1,
-          description: spec.description,
-          ...(spec.ttlMs === undefined ? {} : { ttl: spec.ttlMs }),
-        })
-        .then((kv) => {
-          const closed = () => this.nc.isClosed();
-          return (
-            policy && !writable
-              ? new ReadOnlyBucket(policy.service, spec, kv, this.options.logger, closed)
-              : new TypedBucket(spec, kv, this.options.logger, closed)
-          ) as TypedBucket<unknown>;
-        });
+      bucket = Promise.all([
+        retryTransient(
+          `creation of bucket ${spec.name}`,
+          this.options.retry ?? DEFAULT_RETRY_POLICY,
+          () =>
+            this.#kvm.create(spec.name, {
+              storage: "file",
+              history: 1,
+              replicas: this.options.replicas ?? 1,
+              description: spec.description,
+              ...(spec.ttlMs === undefined ? {} : { ttl: spec.ttlMs }),
+            }),
+          undefined,
+          // A node just back has not caught up yet: the cluster places an R3
+          // stream only once it has.
+          (error) => /no suitable peers/i.test((error as Error)?.message ?? ""),
+        ),
+        this.#jsm,
+      ]).then(([kv, jsm]) => {
+        const context = {
+          js: this.js,
+          jsm,
+          connectionClosed: () => this.nc.isClosed(),
+          ...(this.options.retry ? { retry: this.options.retry } : {}),
+        };
+        return (
+          policy && !writable
+            ? new ReadOnlyBucket(policy.service, spec, kv, this.options.logger, context)
+            : new TypedBucket(spec, kv, this.options.logger, context)
+        ) as TypedBucket<unknown>;
+      });
       bucket.catch(() => this.#buckets.delete(spec.name));
       this.#buckets.set(spec.name, bucket);
     }

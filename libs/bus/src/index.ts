@@ -22,5 +22,6 @@ export {
   type MirrorOptions,
   type MirrorSubscription,
 } from "./mirror.js";
+export { BusUnavailableError, type RetryPolicy } from "./retry.js";
 export { type BusRunner, type BusRunnerOptions, busRunner } from "./runner.js";
 export { defineSubject, type ReceivedEvent, type SubjectSpec, TypedSubject } from "./subject.js";

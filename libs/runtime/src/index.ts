@@ -30,4 +30,5 @@ export {
   type ServiceSettingsSchema,
   SettingsError,
 } from "./settings.js";
+export { TokenBuckets, type TokenBucketsOptions } from "./token-buckets.js";
 export { SEXTANT_VERSION } from "./version.js";

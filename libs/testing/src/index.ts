@@ -6,12 +6,18 @@ export * from "./kube/index.js";
 export { metricValue } from "./metrics.js";
 export {
   assertNatsServerInstalled,
+  NATS_TOPOLOGIES,
   type NatsClusterFixture,
   type NatsClusterNode,
   type NatsServerFixture,
+  type NatsTopology,
+  type NatsTopologyKind,
   natsClusterConfig,
+  natsServerVersion,
+  serialisesConcurrentConditionalWrites,
   startNatsCluster,
   startNatsServer,
+  startNatsTopology,
 } from "./nats.js";
 export { freePort } from "./ports.js";
 export { captureOutput, type ServiceProcess, startServiceProcess } from "./processes.js";

@@ -193,6 +193,18 @@ export interface NatsClusterFixture {
   readonly nodes: readonly (NatsServerFixture & { readonly node: NatsClusterNode })[];
   /** Every node's client URL, comma-separated, as NATS_URL takes them. */
   readonly url: string;
+  /**
+   * A rolling restart: each node in turn is stopped and started on its port
+   * and store, and is healthy again (JetStream current) before the next one
+   * goes. Replicated streams stay available, changing leader on the way.
+   */
+  restart(): Promise<void>;
+  /**
+   * The server_name of the node that leads a stream (e.g. "KV_sextant-config"),
+   * as the nodes' monitoring endpoints (/jsz) report it; undefined while it
+   * has none (an election) or the stream does not exist.
+   */
+  streamLeader(stream: string): Promise<string | undefined>;
   /** Stops every node for good and removes their stores. */
   dispose(): Promise<void>;
 }
@@ -266,7 +278,109 @@ export async function startNatsCluster(options: NatsClusterOptions = {}): Promis
     get url() {
       return servers.map((server) => server.url).join(",");
     },
+    restart: async () => {
+      for (const [index, server] of servers.entries()) {
+        await server.restart();
+        await waitHealthy((nodes[index] as NatsClusterNode).monitorPort);
+      }
+    },
+    streamLeader: async (stream) => {
+      for (const node of nodes) {
+        const leader = await streamLeaderSeenBy(node.monitorPort, stream).catch(() => undefined);
+        if (leader) return leader;
+      }
+      return undefined;
+    },
     dispose,
+  };
+}
+
+/** The leader of a stream as one node's /jsz reports it (its replica's view). */
+async function streamLeaderSeenBy(monitorPort: number, stream: string): Promise<string | undefined> {
+  const response = await fetch(`http://127.0.0.1:${monitorPort}/jsz?accounts=true&streams=true`);
+  const jsz = (await response.json()) as {
+    account_details?: Array<{ stream_detail?: Array<{ name: string; cluster?: { leader?: string } }> }>;
+  };
+  for (const account of jsz.account_details ?? []) {
+    for (const detail of account.stream_detail ?? []) {
+      if (detail.name === stream && detail.cluster?.leader) return detail.cluster.leader;
+    }
+  }
+  return undefined;
+}
+
+/** The installed nats-server's version as [major, minor, patch]. */
+export function natsServerVersion(): [number, number, number] {
+  assertNatsServerInstalled();
+  const output = spawnSync("nats-server", ["--version"], { encoding: "utf8" }).stdout;
+  const match = /v?(\d+)\.(\d+)\.(\d+)/.exec(output);
+  if (!match) throw new Error(`cannot read nats-server's version from ${JSON.stringify(output)}`);
+  return [Number(match[1]), Number(match[2]), Number(match[3])];
+}
+
+/** True if version is at least minimum. */
+function atLeast(version: readonly number[], minimum: readonly number[]): boolean {
+  for (const [index, part] of minimum.entries()) {
+    const have = version[index] ?? 0;
+    if (have !== part) return have > part;
+  }
+  return true;
+}
+
+/** The NATS deployments a bus suite runs against: one server, and a 3-node cluster with R3 buckets. */
+export const NATS_TOPOLOGIES = ["single", "cluster"] as const;
+export type NatsTopologyKind = (typeof NATS_TOPOLOGIES)[number];
+
+/**
+ * Whether concurrent writes conditional on the same revision are serialised
+ * (exactly one wins) on a topology. A single server always does; a clustered
+ * stream only from nats-server 2.9.21 (nats-io/nats-server#4320: the leader
+ * checked the expected last subject sequence before proposing, blind to
+ * writes still in flight, so several could win). The Debian package some
+ * machines install is older; deploy/ runs 2.10.
+ */
+export function serialisesConcurrentConditionalWrites(kind: NatsTopologyKind): boolean {
+  return kind === "single" || atLeast(natsServerVersion(), [2, 9, 21]);
+}
+
+/** A single nats-server or a 3-node cluster, seen the same way by a suite parametrised over both. */
+export interface NatsTopology {
+  readonly kind: NatsTopologyKind;
+  /** The client URL(s), comma-separated. */
+  readonly url: string;
+  /** The stream replicas buckets should be created with: 1, or 3 on the cluster. */
+  readonly replicas: number;
+  /** The single server restarted on its port and store, or the cluster's rolling restart. */
+  restart(): Promise<void>;
+  /** The cluster itself (undefined for a single server): its nodes, stream leaders. */
+  readonly cluster?: NatsClusterFixture;
+  dispose(): Promise<void>;
+}
+
+/** Starts one of {@link NATS_TOPOLOGIES}. */
+export async function startNatsTopology(kind: NatsTopologyKind): Promise<NatsTopology> {
+  if (kind === "single") {
+    const server = await startNatsServer();
+    return {
+      kind,
+      replicas: 1,
+      get url() {
+        return server.url;
+      },
+      restart: () => server.restart(),
+      dispose: () => server.dispose(),
+    };
+  }
+  const cluster = await startNatsCluster();
+  return {
+    kind,
+    replicas: 3,
+    cluster,
+    get url() {
+      return cluster.url;
+    },
+    restart: () => cluster.restart(),
+    dispose: () => cluster.dispose(),
   };
 }
 

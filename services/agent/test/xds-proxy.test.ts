@@ -166,6 +166,28 @@ describe("xDS proxy", () => {
     );
   });
 
+  test("after RESOURCE_EXHAUSTED (push at PUSH_MAX_STREAMS) the next stream goes over a new connection", async () => {
+    const peers: string[] = [];
+    handler = (call) => {
+      peers.push(call.getPeer());
+      call.on("data", () =>
+        peers.length === 1
+          ? call.emit("error", { code: status.RESOURCE_EXHAUSTED, details: "full", metadata: new Metadata() })
+          : call.write(DiscoveryResponse.fromPartial({ nonce: "served" })),
+      );
+    };
+    const refused = watch(client.streamAggregatedResources());
+    refused.call.write(request([]));
+    const error = await eventually(() => refused.result.error, { message: "the client saw no error" });
+    assert.equal(error.code, status.RESOURCE_EXHAUSTED);
+    const retry = watch(client.streamAggregatedResources());
+    retry.call.write(request([]));
+    await eventually(() => retry.received.length === 1, { message: "the retry was not served" });
+    assert.equal(peers.length, 2);
+    assert.notEqual(peers[1], peers[0], "the retry came over the same connection");
+    retry.call.cancel();
+  });
+
   test("the client's cancellation cancels the stream to push", async () => {
     let upstreamCancelled = false;
     let opened = false;

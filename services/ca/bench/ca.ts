@@ -28,6 +28,8 @@ const ca = await startService(caService, {
   CA_CERTS_DIR: join(work, "cacerts"),
   BOOTSTRAP_TOKENS_FILE: join(work, "tokens.json"),
   CA_AUTHENTICATORS: "bootstrap-token",
+  // Every caller is one identity: the per-identity limit would measure itself.
+  CA_RATE_LIMIT_PER_IDENTITY: "0",
 });
 const client = caClient(`localhost:${port}`, readFileSync(join(work, "cacerts", "root-cert.pem"), "utf8"));
 const csr = (await workloadKey(2048)).csrPem;

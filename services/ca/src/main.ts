@@ -13,6 +13,7 @@ import { caMaterialRunner } from "./pki/material-runner.js";
 import { certificateService } from "./server/certificate-service.js";
 import { caServerRunner } from "./server/grpc-server-runner.js";
 import { CaMetrics } from "./server/metrics.js";
+import { identityRateLimit } from "./server/rate-limit.js";
 import { caSettings } from "./settings.js";
 import { trustBundleRunner } from "./trust/trust-bundle.js";
 import { trustBundleFeed } from "./trust/trust-bundle-feed.js";
@@ -75,6 +76,7 @@ export const caService: ServiceDefinition<typeof caSettings> = {
             issuer: () => material.issuer,
             metrics: new CaMetrics(metrics),
             logger,
+            rateLimit: identityRateLimit(settings.CA_RATE_LIMIT_PER_IDENTITY, settings.CA_RATE_LIMIT_BURST),
           }),
         trustBundle: () => trustBundleService(trustFeed, logger),
         tls: () => ({ ...material.serving, rootsPem: material.issuer.material.root.toString() }),

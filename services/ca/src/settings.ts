@@ -45,6 +45,20 @@ export const caSettings = baseSettings
     KUBECONFIG: z.string().min(1).optional(),
     /** JSON file mapping bootstrap tokens to { namespace, serviceAccount }. */
     BOOTSTRAP_TOKENS_FILE: z.string().min(1).optional(),
+    /**
+     * CreateCertificate requests each SPIFFE identity may make per minute,
+     * once its burst is spent; beyond it RESOURCE_EXHAUSTED, which
+     * istio-agent and @sextant/identity retry with backoff. 0: no limit.
+     * Istio's CA has none. A pod asks about twice a day (renewal at half the
+     * lifetime), so the default only stops a runaway or hostile caller from
+     * taking the CA's ~800 signatures/s (BENCHMARKS.md) from the others.
+     */
+    CA_RATE_LIMIT_PER_IDENTITY: z.coerce.number().int().nonnegative().default(600),
+    /**
+     * Requests an identity may make at once before the rate applies: every
+     * pod of a service account starting together (a rollout, a node restart).
+     */
+    CA_RATE_LIMIT_BURST: z.coerce.number().int().positive().default(100),
     /** Keep istio-ca-root-cert in every namespace (istiod's namespace controller); unset: when Kubernetes is reachable. */
     ENABLE_NAMESPACE_CONTROLLER: z
       .enum(["true", "false"], { message: 'must be "true" or "false"' })

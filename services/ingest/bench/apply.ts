@@ -3,14 +3,10 @@
 // running as its own process. Prints a Markdown table; no assertion.
 //
 //   pnpm --filter @sextant/ingest bench
-import { type ChildProcess, spawn } from "node:child_process";
 import { cpus } from "node:os";
-import { fileURLToPath } from "node:url";
-import { eventually, startNatsServer } from "@sextant/testing";
+import { startIngestProcess } from "./ingest-process.js";
 
 const COUNT = 1_000;
-const port = 18_000 + Math.floor(Math.random() * 1_000);
-const url = `http://127.0.0.1:${port}`;
 
 const virtualService = (name: string, subset: string) =>
   `apiVersion: networking.istio.io/v1
@@ -56,24 +52,9 @@ async function run(bodies: string[], concurrency: number) {
   return { latencies: latencies.sort((a, b) => a - b), seconds: (performance.now() - started) / 1000 };
 }
 
-const nats = await startNatsServer();
-const main = fileURLToPath(new URL("../src/main.ts", import.meta.url));
-const ingest: ChildProcess = spawn(
-  process.execPath,
-  ["--conditions=@sextant/source", "--import", "tsx", main],
-  {
-    env: {
-      ...process.env,
-      NATS_URL: nats.url,
-      HTTP_PORT: String(port),
-      LOG_LEVEL: "warn",
-      OTEL_SDK_DISABLED: "true",
-    },
-    stdio: "inherit",
-  },
-);
+const ingest = await startIngestProcess();
+const { url } = ingest;
 try {
-  await eventually(async () => (await fetch(`${url}/ready`)).ok, { timeoutMs: 30_000 });
   const rows: string[] = [];
   const scenarios: Array<[string, string[], number, number]> = [
     [
@@ -124,7 +105,5 @@ try {
   console.log("|---|---|---|---|---|---|");
   for (const row of rows) console.log(row);
 } finally {
-  ingest.kill("SIGTERM");
-  await new Promise((resolve) => ingest.once("exit", resolve));
-  await nats.dispose();
+  await ingest.stop();
 }

@@ -87,6 +87,8 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
           store,
           logger,
           maxBodyBytes: settings.MAX_BODY_BYTES,
+          maxInFlight: settings.MAX_REQUESTS_IN_FLIGHT,
+          metrics,
           members: () => listMembers(nats.bus),
           analysis: async () => ({
             messages: await analysisReport(store),

@@ -32,6 +32,13 @@ export const ingestSettings = baseSettings
       .int()
       .positive()
       .default(2 * 1024 * 1024),
+    /**
+     * Config API requests (/v1/*) served at once; more are answered 429 with
+     * Retry-After (kube-apiserver: --max-requests-inflight). The default is
+     * four times the 16 concurrent clients at which apply throughput peaked
+     * on a quiet machine (BENCHMARKS.md, "Ingest: overload").
+     */
+    MAX_REQUESTS_IN_FLIGHT: z.coerce.number().int().positive().default(64),
     /** Most documents accepted in one request or file. */
     MAX_DOCUMENTS: z.coerce.number().int().positive().default(500),
     /** The cluster's DNS suffix, for resolving short hosts in analysis. */

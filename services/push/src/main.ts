@@ -85,6 +85,7 @@ export const pushService: ServiceDefinition<typeof pushSettings> = {
       tracer,
       concurrency: settings.PUSH_THROTTLE,
       sendTimeoutMs: settings.PUSH_SEND_TIMEOUT,
+      maxStreams: settings.PUSH_MAX_STREAMS,
       envoyFilterFailures,
     });
     // The debug routes show every proxy's config: bearer-authenticated, the `debug` verb.

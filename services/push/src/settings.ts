@@ -61,9 +61,9 @@ export const pushSettings = baseSettings.extend({
    */
   PUSH_DEBOUNCE_LEADING_EDGE: z
     .enum(["true", "false"])
-    // Off by default: with it, a change's push can go out before push has read
-    // ingest's trace record of it, and the change's trace loses its proxies.
-    .default("false")
+    // On by default: a lone change pays no debounce (issue 23's latency goal);
+    // "false" is istiod's behaviour.
+    .default("true")
     .transform((value) => value === "true"),
   /** Debounce endpoint-only changes too (istiod: PILOT_ENABLE_EDS_DEBOUNCE); false pushes each at once. */
   PUSH_ENABLE_EDS_DEBOUNCE: z
@@ -84,6 +84,15 @@ export const pushSettings = baseSettings.extend({
    * off by default, failed the stream; istiod 1.30 holds the slot while Send blocks.)
    */
   PUSH_SEND_TIMEOUT: millisecondsSetting(5_000),
+  /**
+   * xDS streams this replica serves at once, over both ports and both ADS
+   * variants; a new stream beyond it ends at once with RESOURCE_EXHAUSTED and
+   * its client retries, reaching another replica over a new connection. 0: no
+   * limit, the default, as istiod has none: what fits depends on the
+   * config each proxy is sent (bench:scale measured 55 KB to 2 MB of push's
+   * memory per sidecar), so set it from the replica's memory limit.
+   */
+  PUSH_MAX_STREAMS: z.coerce.number().int().nonnegative().default(0),
   /**
    * Istio's MeshConfig as YAML: the key `mesh` of the ConfigMap `istio`,
    * mounted as a file as istiod reads it (`/etc/istio/config/mesh`), and

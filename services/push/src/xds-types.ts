@@ -42,6 +42,7 @@ export const XDS_TYPES = new XdsTypeTable([
     label: "cds",
     codec: Cluster,
     wildcardWhenEmpty: true,
+    changedOnlyInSotw: false,
     generators: {
       // An ISTIO_MUTUAL cluster's SANs follow its endpoints' service accounts, so endpoint changes count.
       grpc: { needsPush: endpointsChanged, generate: generateGrpcClusters },
@@ -54,6 +55,9 @@ export const XDS_TYPES = new XdsTypeTable([
     label: "eds",
     codec: ClusterLoadAssignment,
     wildcardWhenEmpty: false,
+    // Istio sends an endpoint push only the changed ClusterLoadAssignments, in SotW
+    // too: Envoy's and gRPC's EDS keep a subscribed resource a response leaves out.
+    changedOnlyInSotw: true,
     generators: {
       grpc: { needsPush: endpointsChanged, generate: generateGrpcEndpoints },
       sidecar: { needsPush: sidecarEndpointsNeedPush, generate: generateSidecarEndpoints },
@@ -66,6 +70,7 @@ export const XDS_TYPES = new XdsTypeTable([
     label: "lds",
     codec: Listener,
     wildcardWhenEmpty: true,
+    changedOnlyInSotw: false,
     generators: {
       grpc: { needsPush: onFullPush, generate: generateGrpcListeners },
       sidecar: { needsPush: onFullOrEndpointPush, generate: generateSidecarListeners },
@@ -78,6 +83,7 @@ export const XDS_TYPES = new XdsTypeTable([
     label: "rds",
     codec: RouteConfiguration,
     wildcardWhenEmpty: false,
+    changedOnlyInSotw: false,
     generators: {
       grpc: { needsPush: onFullPush, generate: generateGrpcRoutes },
       sidecar: { needsPush: onFullPush, generate: generateSidecarRoutes },
@@ -91,6 +97,7 @@ export const XDS_TYPES = new XdsTypeTable([
     codec: REDACTED_SECRET_CODEC,
     // Secrets are asked for by name (kubernetes://<name>), never all at once.
     wildcardWhenEmpty: false,
+    changedOnlyInSotw: false,
     generators: {
       router: { needsPush: secretsNeedPush, generate: generateSecrets },
       sidecar: { needsPush: secretsNeedPush, generate: generateSecrets },
@@ -103,6 +110,7 @@ export const XDS_TYPES = new XdsTypeTable([
     codec: TypedExtensionConfig,
     // Envoy subscribes by name, one name per filter that refers to a plugin.
     wildcardWhenEmpty: false,
+    changedOnlyInSotw: false,
     generators: {
       sidecar: { needsPush: onFullPush, generate: generateExtensionConfigs },
       router: { needsPush: onFullPush, generate: generateExtensionConfigs },
@@ -114,6 +122,7 @@ export const XDS_TYPES = new XdsTypeTable([
     codec: NameTable,
     // Istio's internal types are all wildcards: the agent asks with no names.
     wildcardWhenEmpty: true,
+    changedOnlyInSotw: false,
     generators: {
       // Proxyless gRPC resolves names itself: it is answered, with no table.
       grpc: { needsPush: () => false, generate: () => [] },

@@ -285,6 +285,49 @@ describe("ADS protocol", () => {
     assert.equal((await other.next()).typeUrl, TypeUrl.Listener);
   });
 
+  it("sends an endpoint-only change only the ClusterLoadAssignments that changed (Istio's partial EDS push)", async () => {
+    const reviews = `outbound|9080||${HOST}`;
+    const ratingsHost = "ratings.default.svc.cluster.local";
+    const ratings = `outbound|9080||${ratingsHost}`;
+    const client = connect();
+    client.send({
+      node: grpcNode("eds-both"),
+      typeUrl: TypeUrl.ClusterLoadAssignment,
+      resourceNames: [reviews, ratings],
+    });
+    const first = await client.next();
+    assert.deepEqual(first.resources.map((r) => ClusterLoadAssignment.decode(r.value).clusterName).sort(), [
+      ratings,
+      reviews,
+    ]);
+    client.ack(first, [reviews, ratings]);
+    await registerService(push.bus, ratingsHost, { name: "grpc", number: 9080 }, [
+      { address: "10.1.0.9", port: 9080, labels: { version: "v1" } },
+      { address: "10.1.0.10", port: 9080, labels: { version: "v1" } },
+    ]);
+    const pushed = await client.next();
+    assert.equal(pushed.typeUrl, TypeUrl.ClusterLoadAssignment);
+    assert.notEqual(pushed.versionInfo, first.versionInfo);
+    assert.deepEqual(
+      pushed.resources.map((r) => ClusterLoadAssignment.decode(r.value).clusterName),
+      [ratings],
+      "only the changed cluster's endpoints",
+    );
+    client.ack(pushed, [reviews, ratings]);
+    // A change of subscription is answered with the whole set, as any request.
+    client.send({
+      typeUrl: TypeUrl.ClusterLoadAssignment,
+      resourceNames: [reviews],
+      versionInfo: pushed.versionInfo,
+      responseNonce: pushed.nonce,
+    });
+    const narrowed = await client.next();
+    assert.deepEqual(
+      narrowed.resources.map((r) => ClusterLoadAssignment.decode(r.value).clusterName),
+      [reviews],
+    );
+  });
+
   it("dumps what a proxy was last sent, and counts pushes, rejects and streams under istiod's metric names", async () => {
     const client = connect();
     await subscribe(client, "dumped");

@@ -50,6 +50,7 @@ const SECRETS: XdsType = {
   label: "sds",
   codec: Secret,
   wildcardWhenEmpty: false,
+  changedOnlyInSotw: false,
   generators: { grpc: { needsPush: (change) => change.full, generate: generateTestSecrets } },
 };
 const TYPES = new XdsTypeTable([

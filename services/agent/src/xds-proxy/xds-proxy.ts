@@ -114,8 +114,10 @@ export class XdsProxy {
     const { logger } = this.#options;
     const peer = downstream.getPeer();
     let upstream: ClientDuplexStream<Buffer, Buffer>;
+    let client: Client;
     try {
-      upstream = this.#upstreamClient().makeBidiStreamRequest(path, passthrough, passthrough, new Metadata());
+      client = this.#upstreamClient();
+      upstream = client.makeBidiStreamRequest(path, passthrough, passthrough, new Metadata());
     } catch (error) {
       logger.error({ err: error, path }, "xDS proxy: cannot open a stream to push");
       downstream.emit("error", {
@@ -160,6 +162,13 @@ export class XdsProxy {
     upstream.on("error", () => {});
     upstream.on("status", (status: StatusObject) => {
       this.#upstreams.delete(upstream);
+      // A replica at its PUSH_MAX_STREAMS: the client's retry should open a
+      // new connection, which the push Service may send to another replica.
+      // Streams still open on the old channel finish on it.
+      if (status.code === GrpcStatus.RESOURCE_EXHAUSTED && this.#client === client) {
+        this.#client = undefined;
+        client.close();
+      }
       const finish = () => {
         if (downstreamGone) return;
         if (status.code === GrpcStatus.OK) {

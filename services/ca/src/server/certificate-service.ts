@@ -1,5 +1,5 @@
 import { type PeerCertificate, TLSSocket } from "node:tls";
-import { type ServerUnaryCall, type sendUnaryData, status } from "@grpc/grpc-js";
+import { Metadata, type ServerUnaryCall, type sendUnaryData, status } from "@grpc/grpc-js";
 import type { Logger } from "@sextant/observability";
 import type {
   IstioCertificateRequest,
@@ -11,6 +11,7 @@ import { randomSerialHex } from "../pki/certificate.js";
 import { CsrError, checkCsr } from "../pki/csr.js";
 import type { CertificateIssuer } from "../pki/issuer.js";
 import type { CaMetrics } from "./metrics.js";
+import type { IdentityRateLimit } from "./rate-limit.js";
 
 /** Where CreateCertificate gets its parts. */
 export interface CertificateServiceOptions {
@@ -19,6 +20,11 @@ export interface CertificateServiceOptions {
   issuer: () => CertificateIssuer;
   metrics: CaMetrics;
   logger: Logger;
+  /**
+   * Requests allowed per SPIFFE identity (CA_RATE_LIMIT_PER_IDENTITY,
+   * CA_RATE_LIMIT_BURST), taken once the caller is authenticated; none: no limit.
+   */
+  rateLimit?: IdentityRateLimit | undefined;
 }
 
 const CSR_STATUS: Record<CsrError["reason"], status> = {
@@ -39,9 +45,10 @@ export function certificateService(options: CertificateServiceOptions): IstioCer
     code: status,
     reason: string,
     details: string,
+    metadata?: Metadata,
   ) => {
     metrics.errors.inc({ reason });
-    callback({ code, details });
+    callback({ code, details, ...(metadata ? { metadata } : {}) });
   };
   return {
     async createCertificate(
@@ -68,6 +75,22 @@ export function certificateService(options: CertificateServiceOptions): IstioCer
           );
         }
         const identity = spiffeId(options.trustDomain, auth.caller);
+        // After authentication, so one identity's requests cannot use up
+        // another's allowance; before the CSR is parsed, so a refusal is cheap.
+        const waitMs = options.rateLimit?.buckets.tryTake(identity) ?? 0;
+        if (waitMs > 0) {
+          logger.warn({ identity, retryInMs: waitMs }, "certificate request refused: rate limit");
+          // gRPC's retry pushback (gRFC A6): a client with a retry policy waits this long.
+          const pushback = new Metadata();
+          pushback.set("grpc-retry-pushback-ms", String(waitMs));
+          return fail(
+            callback,
+            status.RESOURCE_EXHAUSTED,
+            "rate_limited",
+            `too many certificate requests for ${identity}: ${options.rateLimit?.description}; retry in ${Math.ceil(waitMs / 1000)} s`,
+            pushback,
+          );
+        }
         let csr: Awaited<ReturnType<typeof checkCsr>>;
         try {
           csr = await checkCsr(call.request.csr);

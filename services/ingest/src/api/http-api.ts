@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { type AccessRequest, type AuthChain, AuthUnavailableError, type Caller } from "@sextant/auth";
 import type { MemberRecord } from "@sextant/bus";
-import type { Logger } from "@sextant/observability";
+import type { Logger, Registry } from "@sextant/observability";
 import type { ConfigResource } from "@sextant/proto";
 import { KINDS } from "@sextant/validation";
 import express, { type ErrorRequestHandler, type Request, type Response } from "express";
@@ -18,6 +18,7 @@ import {
   sendForbidden,
   sourceAddress,
 } from "./api-auth.js";
+import { inFlightLimit } from "./in-flight-limit.js";
 import { membersRoute } from "./members-route.js";
 import { resolveKindName, toObject } from "./resources.js";
 
@@ -36,6 +37,10 @@ export interface HttpApiOptions {
   auth: AuthChain;
   /** Counts refusals and changes; logs each change. */
   audit: ApiAudit;
+  /** Requests served at once; more are answered 429 with Retry-After (MAX_REQUESTS_IN_FLIGHT). */
+  maxInFlight: number;
+  /** Where the in-flight gauge and the overload refusals are counted. */
+  metrics: Registry;
 }
 
 /**
@@ -52,6 +57,9 @@ export interface HttpApiOptions {
  * | GET /v1/trace/{kind}/{namespace}/{name} | the last change's trace: stored, built, each proxy's answer; or 404 |
  * | GET /v1/members | every running service process: service, version, instance, start time |
  *
+ * More than `maxInFlight` requests at once: 429 with `Retry-After`, before
+ * anything else is done.
+ *
  * Every request needs `Authorization: Bearer <token>` (401 without a known
  * one, 429 after too many failures from one address) and the verb on the
  * kind and namespace it touches (403 naming what was refused); listings
@@ -64,6 +72,8 @@ export function createHttpApi(options: HttpApiOptions): express.Express {
   // the parser, which says what is wrong with them.
   const body = express.raw({ type: () => true, limit: options.maxBodyBytes });
   const { audit } = options;
+  // First of all: a request refused for overload costs no review and no body.
+  app.use("/v1", inFlightLimit(options.maxInFlight, options.metrics));
   // Before the body is read: an unauthenticated request costs no parsing.
   app.use("/v1", authenticate(options.auth, audit));
 

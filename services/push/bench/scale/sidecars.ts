@@ -173,7 +173,10 @@ class Sidecar {
       resources = [...state.values()];
     }
     if (this.recorder) {
-      const state = new Map<string, Uint8Array>();
+      // A SotW EDS response that is not the whole set (push's endpoint pushes,
+      // as Istio's) updates what the proxy holds; any other replaces it.
+      const partial = !this.delta && typeUrl === TypeUrl.ClusterLoadAssignment;
+      const state = new Map<string, Uint8Array>(partial ? recording.state.get(typeUrl) : undefined);
       for (const resource of resources) state.set(resource.name, Uint8Array.from(resource.any));
       recording.state.set(typeUrl, state);
     }

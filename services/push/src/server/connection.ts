@@ -61,6 +61,8 @@ export interface ResourceSource {
   serves(proxy: MeshProxy, typeUrl: string): boolean;
   /** True if an empty first subscription to the type means "*" (Envoy's legacy wildcard). */
   wildcardWhenEmpty(typeUrl: string): boolean;
+  /** True if a SotW push that is not full sends only the type's changed resources (EDS). */
+  changedOnlyInSotw(typeUrl: string): boolean;
   /** True if a change may affect the subscription (the generator's cheap check). */
   needsPush(proxy: MeshProxy, typeUrl: string, names: WatchedNames, change: PushChange): boolean;
   /**

@@ -61,6 +61,8 @@ export interface DiscoveryServerOptions {
   sendTimeoutMs?: number;
   /** Where refused EnvoyFilter patches are reported (translate/envoyfilter/failures.ts); none in some tests. */
   envoyFilterFailures?: EnvoyFilterFailures;
+  /** Streams served at once, over both ports and both variants; 0 or none: no limit (PUSH_MAX_STREAMS). */
+  maxStreams?: number;
 }
 
 /** What a change's trace learns from the streams: each response, ACK and NACK, and each push decided. */
@@ -86,6 +88,8 @@ export class DiscoveryServer {
   readonly #throttle: PushThrottle;
   readonly #resources: GeneratedResources;
   readonly #callbacks: StreamCallbacks;
+  /** Streams accepted and not yet closed, identified or not: what PUSH_MAX_STREAMS bounds. */
+  #streams = 0;
 
   constructor(private readonly options: DiscoveryServerOptions) {
     const { metrics } = options;
@@ -194,6 +198,9 @@ export class DiscoveryServer {
     authorize: StreamAuthorizer | undefined,
     connect: (proxy: MeshProxy) => Connection<Request>,
   ): void {
+    if (this.refusedForLimit(stream)) return;
+    let streamOpen = true;
+    this.#streams++;
     let connection: Connection<Request> | undefined;
     // Requests of one stream are handled one at a time, in order.
     let handling: Promise<void> = Promise.resolve();
@@ -205,6 +212,10 @@ export class DiscoveryServer {
       connection.handle(request);
     };
     const close = () => {
+      if (streamOpen) {
+        streamOpen = false;
+        this.#streams--;
+      }
       connection?.streamClosed();
       if (!connection || !this.#connections.has(connection.id)) return;
       this.#connections.delete(connection.id);
@@ -238,6 +249,29 @@ export class DiscoveryServer {
     stream.on("error", close);
     stream.on("close", close);
     stream.on("cancelled", close);
+  }
+
+  /**
+   * Ends a new stream at once with RESOURCE_EXHAUSTED when PUSH_MAX_STREAMS
+   * are open, before its first request is read: the client retries, and
+   * over a new connection may reach another replica. Streams already open
+   * are not touched. Logged at debug only: under a reconnect storm a line
+   * per refusal would add to the overload; the metric counts them.
+   */
+  private refusedForLimit(stream: ServerDuplexStream<unknown, unknown>): boolean {
+    const max = this.options.maxStreams ?? 0;
+    if (max <= 0 || this.#streams < max) return false;
+    this.options.metrics.streamLimitRefusals.inc();
+    this.options.logger.debug(
+      { peer: stream.getPeer(), max },
+      "refusing an xDS stream: PUSH_MAX_STREAMS reached",
+    );
+    endWithStatus(
+      stream,
+      GrpcStatus.RESOURCE_EXHAUSTED,
+      `this push replica serves at most ${max} xDS streams (PUSH_MAX_STREAMS); connect to another replica`,
+    );
+    return true;
   }
 
   /** Reads the node of a stream's first request and authorizes it; undefined if the stream was refused. */

@@ -38,6 +38,10 @@ export class GeneratedResources implements ResourceSource {
     return this.types.wildcardWhenEmpty(typeUrl);
   }
 
+  changedOnlyInSotw(typeUrl: string): boolean {
+    return this.types.changedOnlyInSotw(typeUrl);
+  }
+
   /** The generator's cheap check, for the wildcard and the names of a subscription. */
   needsPush(proxy: MeshProxy, typeUrl: string, names: WatchedNames, change: PushChange): boolean {
     const generator = this.types.generator(proxy.kind, typeUrl);

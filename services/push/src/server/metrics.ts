@@ -9,6 +9,7 @@ export class XdsMetrics {
   readonly expiredNonces: Counter<"type">;
   readonly connected: Gauge;
   readonly authorizationFailures: Counter;
+  readonly streamLimitRefusals: Counter;
   readonly pushTriggers: Counter<"type">;
   readonly queueTime: Histogram;
   readonly sendTime: Histogram;
@@ -55,6 +56,11 @@ export class XdsMetrics {
     this.authorizationFailures = new Counter({
       name: "sextant_xds_auth_failures",
       help: "Streams on the mTLS port refused because the certificate's identity does not match the node (XDS_AUTH).",
+      registers: [registry],
+    });
+    this.streamLimitRefusals = new Counter({
+      name: "sextant_xds_stream_limit_refusals",
+      help: "New xDS streams ended with RESOURCE_EXHAUSTED because PUSH_MAX_STREAMS streams were open.",
       registers: [registry],
     });
     this.pushTriggers = new Counter({

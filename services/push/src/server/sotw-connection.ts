@@ -1,10 +1,11 @@
 import type { ServerDuplexStream } from "@grpc/grpc-js";
 import type { DiscoveryRequest, DiscoveryResponse } from "@sextant/proto/envoy";
 import type { MeshProxy } from "../model/proxy.js";
-import type { PushChange, WatchedNames } from "../model/types.js";
+import type { GeneratedResource, PushChange, WatchedNames } from "../model/types.js";
 import {
   Connection,
   contentVersion,
+  type HeldResource,
   newWatchState,
   type ResourceSource,
   resourceVersion,
@@ -94,10 +95,19 @@ export class SotwConnection extends Connection<DiscoveryRequest> {
     if (!resources) return;
     const version = contentVersion(resources);
     if (!always && version === state.versionSent) return;
+    // A partial response only if no response of the type is held back
+    // unsent: this one replaces it in the send queue, and must then carry
+    // what it did.
+    const partial =
+      !always &&
+      !change.full &&
+      this.resources.changedOnlyInSotw(typeUrl) &&
+      !this.sendQueue.held.has(typeUrl);
+    const resourcesSent = (partial && changedResources(resources, state.held)) || resources;
     const nonce = this.nextNonce();
     this.#send.send(typeUrl, {
       versionInfo: version,
-      resources: resources.map((r) => r.resource),
+      resources: resourcesSent.map((r) => r.resource),
       canary: false,
       typeUrl,
       nonce,
@@ -105,10 +115,27 @@ export class SotwConnection extends Connection<DiscoveryRequest> {
     });
     state.nonceSent = nonce;
     state.versionSent = version;
-    state.sent = resources;
+    state.sent = resourcesSent;
+    // What the proxy holds: the whole set (all of the last response, or the
+    // changed resources over what it held: the same set).
     state.held = new Map(resources.map((r) => [r.name, { version: resourceVersion(r), resource: r }]));
-    this.callbacks.responded(this, typeUrl, sizeOf(resources), startedAt);
+    this.callbacks.responded(this, typeUrl, sizeOf(resourcesSent), startedAt);
   }
+}
+
+/**
+ * The resources whose version differs from what the proxy holds; undefined
+ * if the proxy holds a resource the set no longer has (only a whole
+ * response removes one) or holds nothing yet.
+ */
+function changedResources(
+  resources: readonly GeneratedResource[],
+  held: ReadonlyMap<string, HeldResource>,
+): GeneratedResource[] | undefined {
+  if (held.size === 0) return undefined;
+  const names = new Set(resources.map((r) => r.name));
+  for (const name of held.keys()) if (!names.has(name)) return undefined;
+  return resources.filter((r) => held.get(r.name)?.version !== resourceVersion(r));
 }
 
 /**

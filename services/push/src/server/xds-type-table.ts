@@ -22,6 +22,13 @@ export interface XdsType {
    * for listeners and clusters); otherwise it means "none".
    */
   readonly wildcardWhenEmpty: boolean;
+  /**
+   * True if a SotW push that is not a full one (endpoints or Secrets changed)
+   * carries only the resources that changed: allowed for the types whose
+   * clients keep a subscribed resource a response leaves out (EDS, RDS; never
+   * listeners or clusters, where a response is the whole set).
+   */
+  readonly changedOnlyInSotw: boolean;
   /** The generator for each kind of proxy that is served the type; other kinds' requests go unanswered. */
   readonly generators: Partial<Record<ProxyKind, Generator>>;
 }
@@ -57,5 +64,10 @@ export class XdsTypeTable {
   /** True if an empty first subscription to the type is a wildcard. */
   wildcardWhenEmpty(typeUrl: string): boolean {
     return this.#byUrl.get(typeUrl)?.wildcardWhenEmpty ?? false;
+  }
+
+  /** True if a SotW push that is not full sends only the type's changed resources. */
+  changedOnlyInSotw(typeUrl: string): boolean {
+    return this.#byUrl.get(typeUrl)?.changedOnlyInSotw ?? false;
   }
 }

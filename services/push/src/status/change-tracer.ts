@@ -14,7 +14,7 @@ import type { Logger } from "@sextant/observability";
 import { Struct } from "@sextant/proto";
 import { type Runner, SerialTasks } from "@sextant/runtime";
 import type { ConfigChangeRef } from "../inputs/push-inputs.js";
-import type { Connection } from "../server/connection.js";
+import type { Connection, WatchState } from "../server/connection.js";
 
 // Asked for at each span, not once at load: this module's @opentelemetry/api
 // is the ES module build, the SDK registers itself through the CommonJS one,
@@ -27,6 +27,16 @@ const tracer = () => trace.getTracer("@sextant/push");
  * change's record stays in `sextant-traces` as last written.
  */
 const MAX_FOLLOWED = 256;
+
+/**
+ * Stamps and spans waiting for one change's ids, at most: ingest writes its
+ * record just after the change, so they wait milliseconds; the bound keeps a
+ * change whose record never comes from holding memory for every response.
+ */
+const MAX_WAITING = 20_000;
+
+/** How long the push.build span waits for ingest's records before it is made with the links it has. */
+const LINK_WAIT_MS = 5_000;
 
 /** Options of {@link ChangeTracer}. */
 export interface ChangeTracerOptions {
@@ -46,6 +56,12 @@ interface Followed {
   /** Ingest's trace and span ids of the change, once read. */
   traceId?: string;
   spanId?: string;
+  /**
+   * What waits for the ids: a build pushed at once (the debounce's leading
+   * edge) can send before ingest's record of the change reaches push, so
+   * the stamps and spans of those sends are made when it does.
+   */
+  readonly waiting: Array<() => void>;
 }
 
 /**
@@ -64,13 +80,17 @@ export class ChangeTracer implements Runner {
   readonly #followed = new Map<string, Followed>();
   readonly #dirty = new Set<Followed>();
   readonly #tasks: SerialTasks;
-  /** The trace id of the newest change built, stamped on what is sent next. */
-  #latestTraceId: string | undefined;
+  /** The newest change built: what is sent next carries it. */
+  #latest: Followed | undefined;
+  /** The change each type's last response (and last ACKed response) of a stream carried. */
+  readonly #sentFor = new WeakMap<WatchState, Followed>();
+  readonly #ackedFor = new WeakMap<WatchState, Followed>();
   #timer: NodeJS.Timeout | undefined;
   /**
    * Ingest's records (keys of three segments: kind.namespace.name), so that
    * a build knows its changes' trace ids at once: ingest writes a record just
-   * after the change, well within the debounce that precedes the build.
+   * after the change, usually within the debounce that precedes the build
+   * (not always with the leading edge: see {@link Followed.waiting}).
    */
   #stored: ReadonlyMap<string, Struct> = new Map();
   #mirror: Mirror<Struct> | undefined;
@@ -86,6 +106,7 @@ export class ChangeTracer implements Runner {
     this.#mirror = await (await this.options.bus().bucket(Buckets.traces)).mirror({ filter: "*.*.*" });
     this.#subscription = this.#mirror.subscribe(({ state }) => {
       this.#stored = state;
+      for (const followed of this.#followed.values()) if (!followed.traceId) this.identify(followed);
     });
     this.#timer = setInterval(() => void this.flush(), this.options.flushMs);
   }
@@ -107,9 +128,10 @@ export class ChangeTracer implements Runner {
         deleted: change.deleted,
         builtAt,
         proxies: new Map(),
+        waiting: [],
       };
       this.identify(followed);
-      if (followed.traceId) this.#latestTraceId = followed.traceId;
+      this.#latest = followed;
       this.#followed.delete(change.key);
       this.#followed.set(change.key, followed);
       this.#dirty.add(followed);
@@ -117,25 +139,39 @@ export class ChangeTracer implements Runner {
     for (const key of [...this.#followed.keys()].slice(0, Math.max(0, this.#followed.size - MAX_FOLLOWED)))
       this.#followed.delete(key);
     const followed = changes.map((change) => this.#followed.get(change.key)!);
-    void this.#tasks.run(() => this.link(followed, startedAt, builtAt.getTime()));
+    this.recordBuild(followed, startedAt, builtAt.getTime());
+    void this.#tasks.run(() => this.lookUp(followed));
   }
 
   /** A response of a type was sent to a proxy: every followed change not yet ACKed by it travelled in it. */
   sent(connection: Connection, typeUrl: string): void {
     const state = connection.watched.get(typeUrl);
-    if (state) state.traceIdSent = this.#latestTraceId;
-    this.span("xds.send", connection, typeUrl);
+    const change = this.#latest;
+    if (state && change) {
+      this.#sentFor.set(state, change);
+      this.whenIdentified(change, () => {
+        if (this.#sentFor.get(state) === change) state.traceIdSent = change.traceId;
+      });
+    }
+    this.span("xds.send", connection, typeUrl, change);
     const now = new Date().toISOString();
+    // The first response after the change carried it; later ones change nothing in its record.
     this.each(connection, typeUrl, (type) =>
-      type.ackedAt ? undefined : { ...type, sentAt: type.sentAt ?? now },
+      type.ackedAt || type.sentAt ? undefined : { ...type, sentAt: now },
     );
   }
 
   /** The proxy ACKed the latest response of a type. */
   acked(connection: Connection, typeUrl: string): void {
     const state = connection.watched.get(typeUrl);
-    if (state) state.traceIdAcked = state.traceIdSent;
-    this.span("xds.ack", connection, typeUrl);
+    const change = state && this.#sentFor.get(state);
+    if (state && change) {
+      this.#ackedFor.set(state, change);
+      this.whenIdentified(change, () => {
+        if (this.#ackedFor.get(state) === change) state.traceIdAcked = change.traceId;
+      });
+    }
+    this.span("xds.ack", connection, typeUrl, change);
     const now = new Date().toISOString();
     this.each(connection, typeUrl, (type) =>
       type.sentAt && !type.ackedAt ? { sentAt: type.sentAt, ackedAt: now } : undefined,
@@ -144,7 +180,10 @@ export class ChangeTracer implements Runner {
 
   /** The proxy NACKed the latest response of a type. */
   nacked(connection: Connection, typeUrl: string, message: string): void {
-    this.span("xds.nack", connection, typeUrl, { "xds.nack.message": message });
+    const state = connection.watched.get(typeUrl);
+    this.span("xds.nack", connection, typeUrl, state && this.#sentFor.get(state), {
+      "xds.nack.message": message,
+    });
     const now = new Date().toISOString();
     this.each(connection, typeUrl, (type) =>
       type.sentAt && !type.ackedAt ? { ...type, nackedAt: now, nack: message } : undefined,
@@ -211,64 +250,106 @@ export class ChangeTracer implements Runner {
 
   /** Sets the change's trace ids from the mirror of ingest's records, if it has delivered the record. */
   private identify(followed: Followed): void {
-    const stored = this.storedRecord(followed, this.#stored.get(configTraceKey(followed.ref)));
-    if (!stored) return;
+    this.identified(followed, this.storedRecord(followed, this.#stored.get(configTraceKey(followed.ref))));
+  }
+
+  /** Takes the ids from ingest's record (if any) and runs what waited for them. */
+  private identified(followed: Followed, stored: ConfigTraceRecord | undefined): void {
+    if (!stored || followed.traceId) return;
     followed.traceId = stored.traceId;
     followed.spanId = stored.spanId;
+    for (const run of followed.waiting.splice(0)) run();
+  }
+
+  /** Runs now if the change's ids are known, else when they are (a change never identified drops it with its record). */
+  private whenIdentified(followed: Followed, run: () => void): void {
+    if (followed.traceId) run();
+    else if (followed.waiting.length < MAX_WAITING) followed.waiting.push(run);
   }
 
   /**
-   * A span of one proxy's part in the newest change (a response sent, its
-   * ACK or NACK), linked to the change's config.store span. Without an
-   * OpenTelemetry SDK the tracer's spans are no-ops.
+   * A span of one proxy's part in a change (a response sent, its ACK or
+   * NACK), linked to the change's config.store span; made when the change's
+   * ids are known, with the time it happened. Without an OpenTelemetry SDK
+   * the tracer's spans are no-ops.
    */
   private span(
     name: string,
     connection: Connection,
     typeUrl: string,
+    change: Followed | undefined,
     attributes: Record<string, string> = {},
   ): void {
-    const traceId = connection.watched.get(typeUrl)?.traceIdSent;
-    const change = traceId ? [...this.#followed.values()].find((f) => f.traceId === traceId) : undefined;
-    const links: Link[] =
-      change?.traceId && change.spanId
-        ? [{ context: { traceId: change.traceId, spanId: change.spanId, traceFlags: TraceFlags.SAMPLED } }]
-        : [];
-    tracer()
-      .startSpan(name, {
-        links,
-        attributes: { "sextant.proxy.id": connection.proxy.id, "xds.type_url": typeUrl, ...attributes },
-      })
-      .end();
+    const at = Date.now();
+    const record = () => {
+      tracer()
+        .startSpan(name, {
+          startTime: at,
+          links: linkTo(change),
+          attributes: { "sextant.proxy.id": connection.proxy.id, "xds.type_url": typeUrl, ...attributes },
+        })
+        .end(at);
+    };
+    if (change) this.whenIdentified(change, record);
+    else record();
+  }
+
+  /** Reads ingest's records of the changes the mirror had not delivered by the build. */
+  private async lookUp(changes: readonly Followed[]): Promise<void> {
+    const bucket = await this.options.bus().bucket(Buckets.traces);
+    for (const followed of changes) {
+      if (followed.traceId) continue;
+      this.identified(
+        followed,
+        this.storedRecord(followed, (await bucket.get(configTraceKey(followed.ref)))?.value),
+      );
+    }
   }
 
   /**
    * Records the build as a span linked to each change's config.store span:
    * the config travels through KV, which carries no trace context, so the
-   * ids come from ingest's record of the same generation (read again here
-   * when the mirror had not delivered it by the build).
+   * ids come from ingest's record of the same generation. The span is made
+   * once every change's ids are known, or after LINK_WAIT_MS with those known.
    */
-  private async link(changes: Followed[], startedAt: number, builtAt: number): Promise<void> {
-    const bucket = await this.options.bus().bucket(Buckets.traces);
-    const links: Link[] = [];
-    for (const followed of changes) {
-      const stored = this.storedRecord(followed, (await bucket.get(configTraceKey(followed.ref)))?.value);
-      if (!stored) continue;
-      followed.traceId ??= stored.traceId;
-      followed.spanId ??= stored.spanId;
-      links.push({
-        context: { traceId: stored.traceId, spanId: stored.spanId, traceFlags: TraceFlags.SAMPLED },
-      });
+  private recordBuild(changes: readonly Followed[], startedAt: number, builtAt: number): void {
+    const record = () =>
+      // From the burst's first change to the snapshot: the debounce and the build.
+      tracer()
+        .startSpan("push.build", {
+          startTime: startedAt,
+          links: changes.flatMap(linkTo),
+          attributes: {
+            "sextant.push.replica": this.options.replica,
+            "sextant.push.changes": changes.length,
+          },
+        })
+        .end(builtAt);
+    const unidentified = changes.filter((followed) => !followed.traceId);
+    if (unidentified.length === 0) {
+      record();
+      return;
     }
-    // From the burst's first change to the snapshot: the debounce and the build.
-    tracer()
-      .startSpan("push.build", {
-        startTime: startedAt,
-        links,
-        attributes: { "sextant.push.replica": this.options.replica, "sextant.push.changes": changes.length },
-      })
-      .end(builtAt);
+    let recorded = false;
+    const recordOnce = () => {
+      if (recorded) return;
+      recorded = true;
+      clearTimeout(timer);
+      record();
+    };
+    const timer = setTimeout(recordOnce, LINK_WAIT_MS).unref();
+    for (const followed of unidentified)
+      this.whenIdentified(followed, () => {
+        if (unidentified.every((change) => change.traceId)) recordOnce();
+      });
   }
+}
+
+/** The link to a change's config.store span, once its ids are known. */
+function linkTo(change: Followed | undefined): Link[] {
+  return change?.traceId && change.spanId
+    ? [{ context: { traceId: change.traceId, spanId: change.spanId, traceFlags: TraceFlags.SAMPLED } }]
+    : [];
 }
 
 function recordOf(followed: Followed, replica: string): PushTraceRecord {

@@ -29,6 +29,13 @@ export interface ProxyStatusReporterOptions {
   metrics: Registry;
 }
 
+/**
+ * The most names of a subscription a stored record lists (beyond it, the
+ * count only): a sidecar subscribes to every cluster's endpoints by name,
+ * and every record is rewritten each heartbeat.
+ */
+const STORED_NAMES_MAX = 32;
+
 /** Missed heartbeats after which a record is stale (its replica stopped or lost NATS). */
 const STALE_HEARTBEATS = 3;
 
@@ -145,16 +152,20 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
     for (const proxyId of [...this.#dirty]) {
       const streams = this.#streams.get(proxyId);
       const latest = streams ? [...streams].at(-1) : undefined;
-      if (latest) await bucket.put(encodeKey(proxyId), this.statusOf(latest));
+      if (latest) await bucket.put(encodeKey(proxyId), this.statusOf(latest, STORED_NAMES_MAX));
       else await bucket.delete(encodeKey(proxyId));
       this.#dirty.delete(proxyId);
     }
   }
 
-  /** The sync state of a connection, as stored and as /debug/syncz shows it. */
-  statusOf(connection: Connection): ProxyStatus {
+  /**
+   * The sync state of a connection, as stored and as /debug/syncz shows it;
+   * a subscription of more than maxNames names is recorded by its count only.
+   */
+  statusOf(connection: Connection, maxNames = Number.POSITIVE_INFINITY): ProxyStatus {
     const types: Record<string, TypeSyncStatus> = {};
     for (const [typeUrl, state] of connection.watched) {
+      const count = state.names === "*" ? 1 : state.names.size;
       types[typeUrl] = {
         versionSent: state.versionSent ?? "",
         nonceSent: state.nonceSent ?? "",
@@ -162,7 +173,8 @@ export class ProxyStatusReporter implements Runner, DiscoveryServerEvents {
         traceIdSent: state.traceIdSent ?? "",
         traceIdAcked: state.traceIdAcked ?? "",
         lastNack: state.lastNack,
-        resourceNames: state.names === "*" ? ["*"] : [...state.names].sort(),
+        resourceNames: count > maxNames ? [] : state.names === "*" ? ["*"] : [...state.names].sort(),
+        resourceCount: count,
       };
     }
     const now = Date.now();

@@ -3,6 +3,8 @@ import { connect, createServer, type Server, type Socket } from "node:net";
 /** A TCP balancer in front of push replicas, as a Kubernetes Service would be. */
 export interface TcpBalancer {
   readonly port: number;
+  /** Drops every open connection (both sides see it closed); new ones go to targets() as ever. */
+  disconnect(): void;
   close(): Promise<void>;
 }
 
@@ -47,6 +49,9 @@ export async function startTcpBalancer(targets: () => number[]): Promise<TcpBala
   );
   return {
     port,
+    disconnect() {
+      for (const socket of sockets) socket.destroy();
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();

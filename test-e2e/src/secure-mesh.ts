@@ -31,7 +31,8 @@ export interface Account {
  * a test needs is declared up front.
  */
 export interface SecureMesh {
-  readonly nats: NatsServerFixture;
+  /** The mesh's own nats-server; undefined with SecureMeshOptions.natsUrl. */
+  readonly nats: NatsServerFixture | undefined;
   readonly bus: Bus;
   readonly ca: ServiceProcess;
   readonly ingest: ServiceProcess;
@@ -39,6 +40,10 @@ export interface SecureMesh {
   readonly push: ServiceProcess;
   /** Every push replica (pushReplicas); `push` is the first. */
   readonly pushes: ServiceProcess[];
+  /** Every discovery replica (discoveryReplicas); `discovery` is the first. */
+  readonly discoveries: ServiceProcess[];
+  /** Started with SecureMeshOptions.webhookTls. */
+  readonly webhook: ServiceProcess | undefined;
   /** The root ca wrote; agents verify ca with it. */
   readonly caRootFile: string;
   readonly caAddress: string;
@@ -50,6 +55,12 @@ export interface SecureMesh {
   /** A file holding the bootstrap token of an account (declared in startSecureMesh). */
   tokenFile(account: Account): string;
   apply(yaml: string): Promise<void>;
+  /**
+   * Starts a control-plane process that was killed again, with the same
+   * environment and ports, and puts it in the old one's place (ca, ingest,
+   * pushes[i], ...).
+   */
+  restart(process: ServiceProcess): Promise<ServiceProcess>;
   startAgent(options: AgentOptions): Promise<Agent>;
   startWorkload(options: WorkloadOptions): Promise<Workload>;
   close(): Promise<void>;
@@ -124,6 +135,16 @@ export interface SecureMeshOptions {
   pushReplicas?: number;
   /** More discovery environment (KUBERNETES, KUBECONFIG for a fake kube-apiserver). */
   discoveryEnv?: Record<string, string>;
+  /** Discovery replicas competing for the lease (default 1). */
+  discoveryReplicas?: number;
+  /** An external NATS (a cluster's URLs, comma-separated) instead of a nats-server of the mesh's own. */
+  natsUrl?: string;
+  /** The NATS URL push replica `replica` connects to (a proxy that can cut it); by default the mesh's. */
+  pushNatsUrl?: (replica: number) => string;
+  /** More environment for every control-plane service (NATS_KV_REPLICAS for a cluster). */
+  serviceEnv?: Record<string, string>;
+  /** Also start webhook, serving /inject and /validate with these files. */
+  webhookTls?: { certFile: string; keyFile: string };
 }
 
 export async function startSecureMesh(
@@ -159,16 +180,25 @@ export async function startSecureMesh(
     return file;
   };
 
-  const nats = await startNatsServer();
+  const nats = options.natsUrl === undefined ? await startNatsServer() : undefined;
+  const natsUrl = options.natsUrl ?? (nats as NatsServerFixture).url;
   const bus = await connectBus({
-    url: nats.url,
+    url: natsUrl,
     name: "e2e",
     logger: createLogger({ service: "e2e", level: "silent" }),
   });
+  // Each process keeps its environment, HTTP_PORT included, so that restart() brings it back as it was.
+  const environments = new Map<ServiceProcess, Record<string, string>>();
+  const launch = async (name: string, env: Record<string, string>) => {
+    const full = { HTTP_PORT: String(await freePort()), ...options.serviceEnv, ...env };
+    const started = await startServiceProcess(name, full);
+    environments.set(started, full);
+    return started;
+  };
   const caPort = await freePort();
   const caCertsDir = join(dir, "cacerts");
-  const ca = await startServiceProcess("ca", {
-    NATS_URL: nats.url,
+  let ca = await launch("ca", {
+    NATS_URL: natsUrl,
     GRPC_PORT: String(caPort),
     CA_CERTS_DIR: caCertsDir,
     BOOTSTRAP_TOKENS_FILE: join(dir, "bootstrap-tokens.json"),
@@ -176,12 +206,25 @@ export async function startSecureMesh(
   const caRootFile = join(caCertsDir, "root-cert.pem");
   const caAddress = `127.0.0.1:${caPort}`;
   // The mesh's security under test is the data plane's; the config API is open (test/auth.test.ts of ingest tests it).
-  const ingest = await startServiceProcess("ingest", { NATS_URL: nats.url, API_AUTH: "none" });
-  const discovery = await startServiceProcess("discovery", {
-    NATS_URL: nats.url,
-    INGEST_URL: `http://127.0.0.1:${ingest.httpPort}`,
-    ...options.discoveryEnv,
-  });
+  let ingest = await launch("ingest", { NATS_URL: natsUrl, API_AUTH: "none" });
+  const discoveries: ServiceProcess[] = [];
+  for (let replica = 0; replica < (options.discoveryReplicas ?? 1); replica++)
+    discoveries.push(
+      await launch("discovery", {
+        NATS_URL: natsUrl,
+        INGEST_URL: `http://127.0.0.1:${ingest.httpPort}`,
+        REPLICA_ID: `discovery-${replica}`,
+        ...options.discoveryEnv,
+      }),
+    );
+  let webhook = options.webhookTls
+    ? await launch("webhook", {
+        NATS_URL: natsUrl,
+        HTTPS_PORT: String(await freePort()),
+        TLS_CERT_FILE: options.webhookTls.certFile,
+        TLS_KEY_FILE: options.webhookTls.keyFile,
+      })
+    : undefined;
   const pushes: ServiceProcess[] = [];
   const xdsTlsPorts: number[] = [];
   const xdsPorts: number[] = [];
@@ -191,8 +234,8 @@ export async function startSecureMesh(
     xdsTlsPorts.push(xdsTlsPort);
     xdsPorts.push(xdsPort);
     pushes.push(
-      await startServiceProcess("push", {
-        NATS_URL: nats.url,
+      await launch("push", {
+        NATS_URL: options.pushNatsUrl?.(replica) ?? natsUrl,
         XDS_PLAINTEXT_ENABLED: String(options.plaintextXds ?? false),
         XDS_PORT: String(xdsPort),
         XDS_TLS_PORT: String(xdsTlsPort),
@@ -204,7 +247,6 @@ export async function startSecureMesh(
       }),
     );
   }
-  const push = pushes[0]!;
   const [xdsTlsPort] = xdsTlsPorts;
   const [xdsPort] = xdsPorts;
 
@@ -214,11 +256,23 @@ export async function startSecureMesh(
   return {
     nats,
     bus,
-    ca,
-    ingest,
-    discovery,
-    push,
+    get ca() {
+      return ca;
+    },
+    get ingest() {
+      return ingest;
+    },
+    get discovery() {
+      return discoveries[0]!;
+    },
+    get push() {
+      return pushes[0]!;
+    },
     pushes,
+    discoveries,
+    get webhook() {
+      return webhook;
+    },
     caRootFile,
     caAddress,
     xdsTlsAddress: `127.0.0.1:${xdsTlsPort}`,
@@ -231,6 +285,21 @@ export async function startSecureMesh(
         body: yaml,
       });
       assert.equal(response.status, 200, await response.text());
+    },
+    async restart(old) {
+      const env = environments.get(old);
+      if (!env) throw new Error(`${old.name} is not a process of this mesh`);
+      await old.kill("SIGKILL");
+      const started = await startServiceProcess(old.name, env);
+      environments.set(started, env);
+      if (old === ca) ca = started;
+      if (old === ingest) ingest = started;
+      if (old === webhook) webhook = started;
+      for (const replicas of [pushes, discoveries]) {
+        const index = replicas.indexOf(old);
+        if (index >= 0) replicas[index] = started;
+      }
+      return started;
     },
     async startAgent(options) {
       const agentDir = mkdtempSync(join(dir, `agent-${options.pod}-`));
@@ -326,11 +395,12 @@ export async function startSecureMesh(
       for (const workload of workloads) await workload.stop();
       for (const agent of agents) await agent.stop();
       for (const replica of pushes) await replica.stop();
-      await discovery.stop();
+      for (const replica of discoveries) await replica.stop();
+      await webhook?.stop();
       await ingest.stop();
       await ca.stop();
       await bus.close();
-      await nats.dispose();
+      await nats?.dispose();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -34,20 +34,23 @@ export function captureOutput(child: ChildProcess): () => string {
   return () => output;
 }
 
-/** Starts services/<name>/src/main.ts with tsx and waits until its /ready answers 200. */
+/**
+ * Starts services/<name>/src/main.ts with tsx and waits until its /ready
+ * answers 200. HTTP_PORT in env keeps a port across a restart; by default a free one.
+ */
 export async function startServiceProcess(
   name: string,
   env: Record<string, string>,
 ): Promise<ServiceProcess> {
-  const httpPort = await freePort();
+  const httpPort = env.HTTP_PORT ? Number(env.HTTP_PORT) : await freePort();
   const main = join(repositoryRoot(), "services", name, "src", "main.ts");
   const child = spawn(process.execPath, ["--conditions=@sextant/source", "--import", "tsx", main], {
     env: {
       ...process.env,
       OTEL_SDK_DISABLED: "true",
       LOG_LEVEL: "info",
-      HTTP_PORT: String(httpPort),
       ...env,
+      HTTP_PORT: String(httpPort),
     },
     stdio: ["ignore", "pipe", "pipe"],
   });

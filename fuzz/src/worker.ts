@@ -1,0 +1,60 @@
+// One target's fuzzing loop, in a worker thread so that the parent can end it
+// when an input hangs (a synchronous loop cannot be interrupted from inside).
+import { parentPort, workerData } from "node:worker_threads";
+import fc from "fast-check";
+import { mutants } from "./mutate.js";
+import { TARGETS, type TargetName } from "./target.js";
+
+/** What the parent passes. */
+export interface WorkerInput {
+  target: TargetName;
+  seeds: Uint8Array[];
+  /** Mutants to try after the seeds, unless `seconds` ends the run first. */
+  runs: number;
+  seconds?: number;
+  seed: number;
+}
+
+/** What the worker reports: each input before it runs and once it returned, then the outcome. */
+export type WorkerMessage =
+  | { type: "input"; input: Uint8Array }
+  | { type: "ran" }
+  | { type: "done"; runs: number; refused: number; failure?: { message: string; input: Uint8Array } };
+
+const options = workerData as WorkerInput;
+const port = parentPort!;
+const post = (message: WorkerMessage) => port.postMessage(message);
+
+const { target } = await TARGETS[options.target]();
+await target.setup?.();
+
+let ran = 0;
+let refused = 0;
+const property = fc.asyncProperty(mutants(options.seeds, target.tokens), async (input) => {
+  ran++;
+  post({ type: "input", input });
+  try {
+    await target.run(input);
+  } catch (error) {
+    if (!target.refusal(error)) throw error;
+    refused++;
+  } finally {
+    post({ type: "ran" });
+  }
+});
+const details = await fc.check(property, {
+  seed: options.seed,
+  numRuns: options.runs,
+  // The corpus first, unmutated: each seed is a regression input.
+  examples: options.seeds.map((seed) => [seed] as [Uint8Array]),
+  ...(options.seconds !== undefined
+    ? { interruptAfterTimeLimit: options.seconds * 1000, markInterruptAsFailure: false }
+    : {}),
+});
+if (details.failed && details.counterexample) {
+  const error = details.errorInstance;
+  const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
+  post({ type: "done", runs: ran, refused, failure: { message, input: details.counterexample[0] } });
+} else {
+  post({ type: "done", runs: ran, refused });
+}

@@ -3,7 +3,7 @@
 // webhook's golden cases, the services' settings from compose.yaml, ADS
 // requests as Envoy and gRPC send them. Run it again when those inputs
 // change (`pnpm --filter @sextant/fuzz corpus`); it replaces the seeds it
-// writes and leaves the regression inputs (names starting "crash-"/"hang-").
+// writes (of the targets named, or all) and leaves the regression inputs (names starting "crash-"/"hang-").
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,6 +11,7 @@ import { basename, join } from "node:path";
 import { parse, parseAllDocuments } from "yaml";
 import { CORPUS_DIR } from "../src/run.js";
 import type { TargetName } from "../src/target.js";
+import { sdsSeeds } from "../src/targets/agent-sds.js";
 import { proxySeeds } from "../src/targets/agent-xds-proxy.js";
 import { adsSeeds } from "../src/targets/push-ads.js";
 
@@ -22,7 +23,11 @@ const list = (dir: string, suffix: string) =>
     .sort()
     .map((name) => join(dir, name));
 
+/** The targets named on the command line; all of them if none is. */
+const only = process.argv.slice(2);
+
 function writeCorpus(target: TargetName, seeds: Record<string, string | Uint8Array>): void {
+  if (only.length > 0 && !only.includes(target)) return;
   const dir = join(CORPUS_DIR, target);
   mkdirSync(dir, { recursive: true });
   for (const name of readdirSync(dir)) if (!/^(crash|hang)-/.test(name)) rmSync(join(dir, name));
@@ -134,3 +139,4 @@ writeCorpus("settings", settingsSeeds);
 
 writeCorpus("push-ads", adsSeeds());
 writeCorpus("agent-xds-proxy", proxySeeds());
+writeCorpus("agent-sds", sdsSeeds());

@@ -146,6 +146,15 @@ const JSON_VALUES: unknown[] = [
  * replaced by a JSON_VALUES entry or (past the list's end) removed. Input that
  * is not JSON is returned as it is.
  */
+function isJson(input: Uint8Array): boolean {
+  try {
+    JSON.parse(new TextDecoder().decode(input));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function mutateJson(input: Uint8Array, at: number, value: number): Uint8Array {
   let root: unknown;
   try {
@@ -193,14 +202,15 @@ export const MAX_INPUT_BYTES = 64 * 1024;
 export function mutants(seeds: readonly Uint8Array[], tokens: readonly string[]): fc.Arbitrary<Uint8Array> {
   if (seeds.length === 0) throw new Error("a fuzz target needs at least one seed");
   const tokenBytes = tokens.map((t) => new TextEncoder().encode(t));
+  const mixed = fc.array(mutationArb(seeds.length, tokenBytes.length), { minLength: 1, maxLength: 8 });
   return fc
     .record({
       seed: fc.nat({ max: seeds.length - 1 }),
-      // Half the time only structure-aware JSON mutations, which keep a JSON input valid.
-      mutations: fc.oneof(
-        fc.array(mutationArb(seeds.length, tokenBytes.length), { minLength: 1, maxLength: 8 }),
-        fc.array(jsonMutationArb(), { minLength: 1, maxLength: 4 }),
-      ),
+      // For a corpus of JSON, half the time only structure-aware JSON
+      // mutations, which keep the input valid JSON.
+      mutations: isJson(seeds[0]!)
+        ? fc.oneof(mixed, fc.array(jsonMutationArb(), { minLength: 1, maxLength: 4 }))
+        : mixed,
     })
     .map(({ seed, mutations }) => {
       let input = seeds[seed]!;

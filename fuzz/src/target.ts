@@ -23,6 +23,7 @@ export const TARGETS = {
   settings: () => import("./targets/settings.js"),
   "push-ads": () => import("./targets/push-ads.js"),
   "agent-xds-proxy": () => import("./targets/agent-xds-proxy.js"),
+  "agent-sds": () => import("./targets/agent-sds.js"),
 } satisfies Record<string, () => Promise<{ target: FuzzTarget }>>;
 
 export type TargetName = keyof typeof TARGETS;

@@ -21,50 +21,14 @@ import {
 } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { DiscoveryServer, PushContext, XDS_TYPES, XdsCache, XdsMetrics } from "@sextant/push/fuzzing";
+import { encodeFrames, frames, LAST_NONCE } from "../framing.js";
 import type { FuzzTarget } from "../target.js";
 
 /** A message push never sees: grpc-js's deserializer refuses the stream. */
 class UndecodableInput extends Error {}
 
-/** A response nonce that stands for the last one push sent for the type, so that inputs can ACK and NACK. */
-export const LAST_NONCE = "$last";
-
 const SOTW = 0;
 const DELTA = 1;
-
-/**
- * The messages after the variant byte, each a varint length then its bytes.
- * Lenient, so that mutants reach push rather than stop at the framing: a
- * length past the end takes what is left, a varint past the end ends the input.
- */
-function frames(bytes: Uint8Array): Uint8Array[] {
-  const out: Uint8Array[] = [];
-  let at = 1;
-  while (at < bytes.length) {
-    let length = 0;
-    for (let shift = 0; at < bytes.length; shift += 7) {
-      const byte = bytes[at++]!;
-      length += (byte & 0x7f) * 2 ** shift;
-      if (byte < 0x80 || shift > 28) break;
-    }
-    out.push(bytes.subarray(at, Math.min(bytes.length, at + length)));
-    at += length;
-  }
-  return out;
-}
-
-function encodeFrames(variant: number, messages: Uint8Array[]): Uint8Array {
-  const parts: number[] = [variant];
-  for (const message of messages) {
-    let n = message.length;
-    while (n >= 0x80) {
-      parts.push((n & 0x7f) | 0x80);
-      n >>>= 7;
-    }
-    parts.push(n, ...message);
-  }
-  return Uint8Array.from(parts);
-}
 
 /** A server stream as grpc-js hands it to push, recording what push sends. */
 class FakeStream extends EventEmitter {
@@ -195,7 +159,7 @@ export const target: FuzzTarget = {
     const codec = variant === SOTW ? DiscoveryRequest : DeltaDiscoveryRequest;
     let requests: Array<DiscoveryRequest | DeltaDiscoveryRequest>;
     try {
-      requests = frames(input).map((bytes) => codec.decode(bytes));
+      requests = frames(input, 1).map((bytes) => codec.decode(bytes));
     } catch (error) {
       throw new UndecodableInput(String(error));
     }
@@ -245,12 +209,12 @@ export function adsSeeds(): Record<string, Uint8Array> {
   });
   const sotw = (...requests: Partial<DiscoveryRequest>[]) =>
     encodeFrames(
-      SOTW,
+      [SOTW],
       requests.map((r) => DiscoveryRequest.encode(DiscoveryRequest.fromPartial(r)).finish()),
     );
   const delta = (...requests: Partial<DeltaDiscoveryRequest>[]) =>
     encodeFrames(
-      DELTA,
+      [DELTA],
       requests.map((r) => DeltaDiscoveryRequest.encode(DeltaDiscoveryRequest.fromPartial(r)).finish()),
     );
   const reviewsCluster = "outbound|9080||reviews.default.svc.cluster.local";

@@ -38,3 +38,22 @@ export function encodeFrames(prefix: number[], messages: Uint8Array[]): Uint8Arr
   }
   return Uint8Array.from(parts);
 }
+
+/**
+ * The decoded messages up to the first that does not decode: grpc-js hands
+ * the server every message before it, then fails the stream.
+ */
+export function decodeStream<T>(
+  messages: Uint8Array[],
+  decode: (bytes: Uint8Array) => T,
+): { decoded: T[]; broken: boolean } {
+  const decoded: T[] = [];
+  for (const bytes of messages) {
+    try {
+      decoded.push(decode(bytes));
+    } catch {
+      return { decoded, broken: true };
+    }
+  }
+  return { decoded, broken: false };
+}

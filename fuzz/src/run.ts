@@ -23,6 +23,8 @@ export interface FuzzOptions {
   /** fast-check's seed: the same seed replays the same inputs. */
   seed: number;
   timeoutMs?: number;
+  /** The harness's own tests: a module exporting `target`, and its seeds. */
+  fixture?: { module: URL; seeds: Uint8Array[] };
 }
 
 export interface FuzzFailure {
@@ -61,7 +63,8 @@ export function fuzz(target: TargetName, options: FuzzOptions): Promise<FuzzResu
   const timeoutMs = options.timeoutMs ?? INPUT_TIMEOUT_MS;
   const workerData: WorkerInput = {
     target,
-    seeds: readCorpus(target),
+    seeds: options.fixture?.seeds ?? readCorpus(target),
+    ...(options.fixture ? { module: options.fixture.module.href } : {}),
     runs: options.runs,
     seed: options.seed,
     ...(options.seconds !== undefined ? { seconds: options.seconds } : {}),
@@ -84,7 +87,16 @@ export function fuzz(target: TargetName, options: FuzzOptions): Promise<FuzzResu
       resolve({ target, ...result });
     };
     const fail = (kind: FuzzFailure["kind"], message: string, input: Uint8Array) =>
-      finish({ runs, refused: 0, failure: { kind, message, input, file: saveFailure(target, kind, input) } });
+      finish({
+        runs,
+        refused: 0,
+        failure: {
+          kind,
+          message,
+          input,
+          file: saveFailure(options.fixture ? "fixture" : target, kind, input),
+        },
+      });
     const watchdog = setInterval(
       () => {
         if (current && performance.now() - startedAt > timeoutMs)
@@ -115,7 +127,7 @@ export function fuzz(target: TargetName, options: FuzzOptions): Promise<FuzzResu
   });
 }
 
-function saveFailure(target: TargetName, kind: string, input: Uint8Array): string {
+function saveFailure(target: string, kind: string, input: Uint8Array): string {
   const dir = join(CRASH_DIR, target);
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `${kind}-${createHash("sha1").update(input).digest("hex").slice(0, 12)}`);

@@ -3,11 +3,13 @@
 import { parentPort, workerData } from "node:worker_threads";
 import fc from "fast-check";
 import { mutants } from "./mutate.js";
-import { TARGETS, type TargetName } from "./target.js";
+import { type FuzzTarget, TARGETS, type TargetName } from "./target.js";
 
 /** What the parent passes. */
 export interface WorkerInput {
   target: TargetName;
+  /** A module exporting `target` to run instead of the named one (the harness's own tests). */
+  module?: string;
   seeds: Uint8Array[];
   /** Mutants to try after the seeds, unless `seconds` ends the run first. */
   runs: number;
@@ -25,7 +27,9 @@ const options = workerData as WorkerInput;
 const port = parentPort!;
 const post = (message: WorkerMessage) => port.postMessage(message);
 
-const { target } = await TARGETS[options.target]();
+const { target } = (options.module ? await import(options.module) : await TARGETS[options.target]()) as {
+  target: FuzzTarget;
+};
 await target.setup?.();
 
 let ran = 0;
@@ -44,13 +48,16 @@ const property = fc.asyncProperty(mutants(options.seeds, target.tokens), async (
 });
 const details = await fc.check(property, {
   seed: options.seed,
-  numRuns: options.runs,
+  // fast-check counts the examples among numRuns.
+  numRuns: options.seeds.length + options.runs,
   // The corpus first, unmutated: each seed is a regression input.
   examples: options.seeds.map((seed) => [seed] as [Uint8Array]),
   ...(options.seconds !== undefined
     ? { interruptAfterTimeLimit: options.seconds * 1000, markInterruptAsFailure: false }
     : {}),
 });
+// An exception the last input scheduled (a timer, an immediate) ends the worker before it reports success.
+await new Promise((resolve) => setTimeout(resolve, 10));
 if (details.failed && details.counterexample) {
   const error = details.errorInstance;
   const message = error instanceof Error ? (error.stack ?? error.message) : String(error);

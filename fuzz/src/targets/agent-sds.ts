@@ -1,7 +1,7 @@
 // The agent's SDS server (StreamSecrets), as Envoy talks to it over the
 // local socket: a sequence of length-delimited DiscoveryRequests on one
-// stream, handled by SdsService with a workload identity. A message that does
-// not decode is refused by grpc-js; a request the agent refuses ends the
+// stream, handled by SdsService with a workload identity. grpc-js fails the
+// call at a message that does not decode, after those before it; a request the agent refuses ends the
 // stream with a gRPC status (an "error" event on the call). An exception out
 // of the request handler would be uncaught in the agent: a failure.
 import { EventEmitter } from "node:events";
@@ -10,10 +10,8 @@ import type { IdentitySnapshot } from "@sextant/identity";
 import { createLogger } from "@sextant/observability";
 import { DiscoveryRequest, TypeUrl } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
-import { encodeFrames, frames, LAST_NONCE } from "../framing.js";
+import { decodeStream, encodeFrames, frames, LAST_NONCE } from "../framing.js";
 import type { FuzzTarget } from "../target.js";
-
-class UndecodableInput extends Error {}
 
 /** A StreamSecrets call as grpc-js hands it over, recording what the agent sends. */
 class FakeCall extends EventEmitter {
@@ -56,12 +54,9 @@ sds.start();
 export const target: FuzzTarget = {
   tokens: ["default", "ROOTCA", "file-cert:", "file-root:", "~", TypeUrl.Secret, TypeUrl.Cluster, LAST_NONCE],
   run(input) {
-    let requests: DiscoveryRequest[];
-    try {
-      requests = frames(input, 0).map((bytes) => DiscoveryRequest.decode(bytes));
-    } catch (error) {
-      throw new UndecodableInput(String(error));
-    }
+    const { decoded: requests, broken } = decodeStream(frames(input, 0), (bytes) =>
+      DiscoveryRequest.decode(bytes),
+    );
     const call = new FakeCall();
     sds.implementation().streamSecrets(call as never);
     for (const request of requests) {
@@ -69,9 +64,10 @@ export const target: FuzzTarget = {
       if (request.responseNonce === LAST_NONCE) request.responseNonce = call.sent.at(-1)?.nonce ?? "";
       call.emit("data", request);
     }
-    call.emit("end");
+    // A message that does not decode fails the call in grpc-js.
+    call.emit(broken ? "error" : "end");
   },
-  refusal: (error) => error instanceof UndecodableInput,
+  refusal: () => false,
 };
 
 /** Envoy's SDS stream: the workload certificate and the roots, ACKs, a NACK, a file-mounted name. */

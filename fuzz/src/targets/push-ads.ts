@@ -3,9 +3,10 @@
 // (state of the world and incremental) against a Bookinfo snapshot. The
 // input's first byte picks the variant; the rest is a sequence of
 // length-delimited DiscoveryRequest (or DeltaDiscoveryRequest) messages.
-// A message that does not decode is refused by grpc-js before push sees it; a
-// request push refuses ends the stream with a gRPC status. Anything push
-// logs as "xDS request failed" (an exception in handling) is a failure.
+// grpc-js fails the stream at a message that does not decode, after push
+// handled those before it; a request push refuses ends the stream with a
+// gRPC status. Anything push logs as "xDS request failed" (an exception in
+// handling) is a failure; nothing is a refusal.
 import { EventEmitter } from "node:events";
 import { readFileSync } from "node:fs";
 import { Writable } from "node:stream";
@@ -21,11 +22,8 @@ import {
 } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import { DiscoveryServer, PushContext, XDS_TYPES, XdsCache, XdsMetrics } from "@sextant/push/fuzzing";
-import { encodeFrames, frames, LAST_NONCE } from "../framing.js";
+import { decodeStream, encodeFrames, frames, LAST_NONCE } from "../framing.js";
 import type { FuzzTarget } from "../target.js";
-
-/** A message push never sees: grpc-js's deserializer refuses the stream. */
-class UndecodableInput extends Error {}
 
 const SOTW = 0;
 const DELTA = 1;
@@ -157,12 +155,10 @@ export const target: FuzzTarget = {
     if (input.length === 0) return;
     const variant = input[0]! % 2;
     const codec = variant === SOTW ? DiscoveryRequest : DeltaDiscoveryRequest;
-    let requests: Array<DiscoveryRequest | DeltaDiscoveryRequest>;
-    try {
-      requests = frames(input, 1).map((bytes) => codec.decode(bytes));
-    } catch (error) {
-      throw new UndecodableInput(String(error));
-    }
+    const { decoded: requests, broken } = decodeStream<DiscoveryRequest | DeltaDiscoveryRequest>(
+      frames(input, 1),
+      (bytes) => codec.decode(bytes),
+    );
     const stream = new FakeStream();
     const serve = server.implementation();
     if (variant === SOTW) serve.streamAggregatedResources(stream as never);
@@ -177,11 +173,12 @@ export const target: FuzzTarget = {
       stream.emit("data", request);
       await settle();
     }
-    stream.emit("end");
+    // A message that does not decode fails the call in grpc-js: the stream errors out.
+    stream.emit(broken ? "error" : "end");
     await settle();
     if (failures.length > 0) throw new Error(`push failed on a request: ${failures.join("\n")}`);
   },
-  refusal: (error) => error instanceof UndecodableInput,
+  refusal: () => false,
 };
 
 /** Envoy's and a proxyless gRPC client's streams: subscriptions, ACKs, NACKs, a change of names, an unsubscribe. */

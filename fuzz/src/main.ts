@@ -22,7 +22,7 @@ for (const target of targets) {
     console.log(result.failure.message);
   } else {
     console.log(
-      `${target}: ${result.runs} inputs in ${seconds} s (${result.refused} refused), no failure (seed ${seed})`,
+      `${target}: ${result.runs} inputs in ${seconds} s (${result.refused} refused, ${result.slow} slow once but not again), no failure (seed ${seed})`,
     );
   }
 }

@@ -23,8 +23,8 @@ export interface FuzzOptions {
   /** fast-check's seed: the same seed replays the same inputs. */
   seed: number;
   timeoutMs?: number;
-  /** The harness's own tests: a module exporting `target`, and its seeds. */
-  fixture?: { module: URL; seeds: Uint8Array[] };
+  /** The harness's own tests: a module exporting `target`, its seeds, and how many of them warm up (all by default). */
+  fixture?: { module: URL; seeds: Uint8Array[]; warmup?: number };
 }
 
 export interface FuzzFailure {
@@ -41,6 +41,8 @@ export interface FuzzResult {
   runs: number;
   /** Inputs the code under test refused with a defined error (the rest it accepted). */
   refused: number;
+  /** Inputs that ran past the limit once but not again in a warm worker (a cold start, a busy machine). */
+  slow: number;
   failure?: FuzzFailure;
 }
 
@@ -54,53 +56,92 @@ export function readCorpus(target: TargetName): Uint8Array[] {
 }
 
 /**
- * Runs one target in a worker: the corpus, then mutants of it. A watchdog
+ * Inputs of the corpus run first, in a cold worker: the first Istio kind
+ * validated or the first xDS type generated compiles code and schemas, which
+ * on a loaded machine can take longer than the limit. They get this one.
+ */
+const WARMUP_TIMEOUT_MS = 30_000;
+
+/**
+ * Runs one target: the corpus, then mutants of it, in a worker. A watchdog
  * ends the worker if one input runs past the time limit; an exception that
  * is not one of the target's refusals ends the run with fast-check's
- * smallest failing input. Either input is written under fuzz/crashes/.
+ * smallest failing input. A hang counts only if the input hangs again in a
+ * worker warmed up by the corpus; if it does not (a cold start or a busy
+ * machine), fuzzing goes on from the next seed. A failing input is written
+ * under fuzz/crashes/.
  */
-export function fuzz(target: TargetName, options: FuzzOptions): Promise<FuzzResult> {
+export async function fuzz(target: TargetName, options: FuzzOptions): Promise<FuzzResult> {
   const timeoutMs = options.timeoutMs ?? INPUT_TIMEOUT_MS;
-  const workerData: WorkerInput = {
+  const seeds = options.fixture?.seeds ?? readCorpus(target);
+  const warmup = options.fixture?.warmup ?? seeds.length;
+  const base = {
     target,
-    seeds: options.fixture?.seeds ?? readCorpus(target),
     ...(options.fixture ? { module: options.fixture.module.href } : {}),
-    runs: options.runs,
-    seed: options.seed,
-    ...(options.seconds !== undefined ? { seconds: options.seconds } : {}),
   };
+  const deadline = options.seconds !== undefined ? Date.now() + options.seconds * 1000 : undefined;
+  let seed = options.seed;
+  let mutantsLeft = options.runs;
+  let runs = 0;
+  let refused = 0;
+  let slow = 0;
+  for (;;) {
+    const seconds = deadline !== undefined ? Math.max(1, (deadline - Date.now()) / 1000) : undefined;
+    const result = await runWorker(
+      { ...base, seeds, warmup, runs: mutantsLeft, seed, ...(seconds ? { seconds } : {}) },
+      timeoutMs,
+    );
+    runs += result.runs;
+    refused += result.refused;
+    let failure = result.failure;
+    if (failure?.kind === "hang") {
+      const again = await runWorker(
+        { ...base, seeds: [...seeds, failure.input], warmup, runs: 0, seed },
+        timeoutMs,
+      );
+      failure = again.failure;
+      if (!failure) {
+        slow++;
+        seed++;
+        mutantsLeft = Math.max(0, mutantsLeft - Math.max(0, result.runs - seeds.length));
+        if (mutantsLeft > 0 && (deadline === undefined || Date.now() < deadline)) continue;
+      }
+    }
+    if (!failure) return { target, runs, refused, slow };
+    const file = saveFailure(options.fixture ? "fixture" : target, failure.kind, failure.input);
+    return { target, runs, refused, slow, failure: { ...failure, file } };
+  }
+}
+
+/** One worker's run; the watchdog's limit is WARMUP_TIMEOUT_MS for the first `warmup` inputs. */
+function runWorker(
+  workerData: WorkerInput,
+  timeoutMs: number,
+): Promise<{ runs: number; refused: number; failure?: Omit<FuzzFailure, "file"> }> {
   // tsx's loader is registered per thread: the worker registers it before importing its TypeScript.
   const worker = new Worker(
     `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(WORKER_URL)}); });`,
     { eval: true, workerData },
   );
-  return new Promise<FuzzResult>((resolve) => {
+  return new Promise((resolve) => {
     let runs = 0;
     let current: Uint8Array | undefined;
+    let limit = WARMUP_TIMEOUT_MS;
     let startedAt = 0;
     let settled = false;
-    const finish = (result: Omit<FuzzResult, "target">) => {
+    const finish = (result: { runs: number; refused: number; failure?: Omit<FuzzFailure, "file"> }) => {
       if (settled) return;
       settled = true;
       clearInterval(watchdog);
       void worker.terminate();
-      resolve({ target, ...result });
+      resolve(result);
     };
     const fail = (kind: FuzzFailure["kind"], message: string, input: Uint8Array) =>
-      finish({
-        runs,
-        refused: 0,
-        failure: {
-          kind,
-          message,
-          input,
-          file: saveFailure(options.fixture ? "fixture" : target, kind, input),
-        },
-      });
+      finish({ runs, refused: 0, failure: { kind, message, input } });
     const watchdog = setInterval(
       () => {
-        if (current && performance.now() - startedAt > timeoutMs)
-          fail("hang", `an input ran longer than ${timeoutMs} ms`, current);
+        if (current && performance.now() - startedAt > limit)
+          fail("hang", `an input ran longer than ${limit} ms`, current);
       },
       Math.min(100, timeoutMs / 4),
     );
@@ -108,6 +149,7 @@ export function fuzz(target: TargetName, options: FuzzOptions): Promise<FuzzResu
       if (message.type === "input") {
         runs++;
         current = message.input;
+        limit = runs > workerData.warmup ? timeoutMs : Math.max(timeoutMs, WARMUP_TIMEOUT_MS);
         startedAt = performance.now();
       } else if (message.type === "ran") {
         current = undefined;

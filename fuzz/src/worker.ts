@@ -11,6 +11,8 @@ export interface WorkerInput {
   /** A module exporting `target` to run instead of the named one (the harness's own tests). */
   module?: string;
   seeds: Uint8Array[];
+  /** How many of the seeds (the first ones) warm the worker up, under a longer time limit. */
+  warmup: number;
   /** Mutants to try after the seeds, unless `seconds` ends the run first. */
   runs: number;
   seconds?: number;

@@ -11,6 +11,8 @@ export const CORPUS_DIR = new URL("../corpus/", import.meta.url).pathname;
 export const CRASH_DIR = new URL("../crashes/", import.meta.url).pathname;
 
 const WORKER_URL = new URL("./worker.ts", import.meta.url).href;
+// Resolved here: an eval'd worker resolves bare specifiers from the working directory.
+const TSX_API_URL = import.meta.resolve("tsx/esm/api");
 
 /** The issue's limit: an input that takes longer is a hang. */
 export const INPUT_TIMEOUT_MS = 1000;
@@ -120,7 +122,7 @@ function runWorker(
 ): Promise<{ runs: number; refused: number; failure?: Omit<FuzzFailure, "file"> }> {
   // tsx's loader is registered per thread: the worker registers it before importing its TypeScript.
   const worker = new Worker(
-    `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(WORKER_URL)}); });`,
+    `import(${JSON.stringify(TSX_API_URL)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(WORKER_URL)}); });`,
     { eval: true, workerData },
   );
   return new Promise((resolve) => {

@@ -34,13 +34,23 @@ const { target } = (options.module ? await import(options.module) : await TARGET
 };
 await target.setup?.();
 
+// A process warning while an input runs (the yaml library's "keys with
+// collection values will be stringified", a listener leak) is a failure of
+// that input: caught as it is emitted, so that it is the right input's.
+let warnings: string[] = [];
+process.emitWarning = ((warning: string | Error) => {
+  warnings.push(typeof warning === "string" ? warning : warning.message);
+}) as typeof process.emitWarning;
+
 let ran = 0;
 let refused = 0;
 const property = fc.asyncProperty(mutants(options.seeds, target.tokens), async (input) => {
   ran++;
   post({ type: "input", input });
+  warnings = [];
   try {
     await target.run(input);
+    if (warnings.length > 0) throw new Error(`a process warning: ${warnings[0]}`);
   } catch (error) {
     if (!target.refusal(error)) throw error;
     refused++;

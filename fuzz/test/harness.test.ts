@@ -35,6 +35,13 @@ test("an exception that is not a refusal fails the run, with its input written o
   assert.equal(readFileSync(failure.file, "utf8"), "crash now");
 });
 
+test("a process warning while an input runs fails the run", async () => {
+  const { failure } = await run("ok", "warn me");
+  assert.equal(failure?.kind, "crash");
+  assert.match(failure.message, /a process warning: something questionable/);
+  assert.equal(Buffer.from(failure.input).toString(), "warn me");
+});
+
 test("an exception outside the call fails the run", async () => {
   const { failure } = await run("late");
   assert.equal(failure?.kind, "crash");

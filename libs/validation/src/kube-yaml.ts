@@ -159,6 +159,13 @@ export function resolveAsKubernetes(doc: Document.Parsed): string[] {
   const problems: string[] = [];
   visit(doc, {
     Scalar(_, node) {
+      // go-yaml v2 reads a !!binary scalar as the string of its decoded
+      // bytes (encoding/json then writes invalid UTF-8 as U+FFFD); the yaml
+      // library reads a Uint8Array, which is no JSON value (nor a key).
+      if (node.value instanceof Uint8Array) {
+        node.value = new TextDecoder().decode(node.value);
+        return;
+      }
       if (node.type !== "PLAIN" || node.tag || typeof node.source !== "string") return;
       const value = resolvePlainScalar(node.source);
       if (typeof value === "number" && !Number.isFinite(value)) {

@@ -119,6 +119,14 @@ describe("YAML read as Kubernetes reads it (sigs.k8s.io/yaml over go-yaml v2)", 
     assert.deepEqual(read("a: &x k\n*x : 3\n"), { a: "k", k: 3 });
   });
 
+  it("reads a !!binary scalar as the string of its bytes, as go-yaml v2 does (found by fuzz/: ingest-documents)", () => {
+    assert.deepEqual(read("v: !!binary aGVsbG8=\n!!binary a2V5 : 1\nw: !!binary /w==\n"), {
+      v: "hello",
+      key: 1,
+      w: "\ufffd",
+    });
+  });
+
   it("a ServiceEntry with IPv6 addresses in a flow list validates", () => {
     const text = [
       "apiVersion: networking.istio.io/v1",

@@ -13,7 +13,7 @@
  *   sigs.k8s.io/yaml's conversion to JSON does; `.inf` and `.nan` cannot be
  *   written as JSON, so kubectl refuses them and so does this reader.
  */
-import { type CST, type Document, isCollection, isScalar, Parser, visit } from "yaml";
+import { type CST, type Document, isAlias, isCollection, isScalar, Parser, visit } from "yaml";
 
 /** go-yaml v2's spellings of true, false and null (nothing else, so `yEs` is a string). */
 const TRUE = new Set(["y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"]);
@@ -159,6 +159,13 @@ export function resolveAsKubernetes(doc: Document.Parsed): string[] {
   const problems: string[] = [];
   visit(doc, {
     Scalar(_, node) {
+      // go-yaml v2 reads a !!binary scalar as the string of its decoded
+      // bytes (encoding/json then writes invalid UTF-8 as U+FFFD); the yaml
+      // library reads a Uint8Array, which is no JSON value (nor a key).
+      if (node.value instanceof Uint8Array) {
+        node.value = new TextDecoder().decode(node.value);
+        return;
+      }
       if (node.type !== "PLAIN" || node.tag || typeof node.source !== "string") return;
       const value = resolvePlainScalar(node.source);
       if (typeof value === "number" && !Number.isFinite(value)) {
@@ -169,8 +176,10 @@ export function resolveAsKubernetes(doc: Document.Parsed): string[] {
     Pair(_, pair) {
       // Visited before its key, so the key still has the core schema's
       // value; both readers agree on which spellings are null.
-      const k = pair.key;
-      if (k === null || (isScalar(k) && k.value === null)) {
+      // An alias key (`*a: x`) stands for its anchored node, which may be a
+      // collection or null: go-yaml refuses it ("invalid map key").
+      const k = isAlias(pair.key) ? pair.key.resolve(doc) : pair.key;
+      if (k === null || k === undefined || (isScalar(k) && k.value === null)) {
         problems.push("a map key must not be null (Kubernetes cannot convert it to JSON)");
       } else if (isCollection(k)) {
         problems.push("a map key must be a scalar (Kubernetes cannot convert it to JSON)");

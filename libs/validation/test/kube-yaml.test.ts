@@ -99,6 +99,34 @@ describe("YAML read as Kubernetes reads it (sigs.k8s.io/yaml over go-yaml v2)", 
     assert.equal(scalar("'.inf'"), ".inf");
   });
 
+  it("refuses a map key that is a collection, also through an alias (found by fuzz/: ingest-documents)", () => {
+    const keys = [
+      "[1, 2]: a\n",
+      "? {b: 1}\n: a\n",
+      "a: &x [1, 2]\n*x : 3\n",
+      "a: &x {b: 1}\n? *x\n: 3\n",
+      "a: &n ~\n*n : 3\n",
+    ];
+    for (const text of keys) {
+      const result = parseDocuments(text, { maxDocuments: 1 });
+      assert.deepEqual(result.documents, [], text);
+      assert.match(
+        result.errors[0]?.message ?? "",
+        /map key .*\(Kubernetes cannot convert it to JSON\)/,
+        text,
+      );
+    }
+    assert.deepEqual(read("a: &x k\n*x : 3\n"), { a: "k", k: 3 });
+  });
+
+  it("reads a !!binary scalar as the string of its bytes, as go-yaml v2 does (found by fuzz/: ingest-documents)", () => {
+    assert.deepEqual(read("v: !!binary aGVsbG8=\n!!binary a2V5 : 1\nw: !!binary /w==\n"), {
+      v: "hello",
+      key: 1,
+      w: "\ufffd",
+    });
+  });
+
   it("a ServiceEntry with IPv6 addresses in a flow list validates", () => {
     const text = [
       "apiVersion: networking.istio.io/v1",

@@ -42,9 +42,11 @@ export async function checkCsr(pem: string): Promise<CheckedCsr> {
   } catch (error) {
     throw new CsrError("malformed_csr", `malformed CSR: ${(error as Error).message}`);
   }
-  const publicKeySpki = Buffer.from(csr.publicKey.rawData);
+  let publicKeySpki: Buffer;
   let details: { type: string | undefined; bits?: number; curve?: string };
   try {
+    // The key is parsed on first access, so a malformed one throws here.
+    publicKeySpki = Buffer.from(csr.publicKey.rawData);
     const key = createPublicKey({ key: publicKeySpki, format: "der", type: "spki" });
     const d = key.asymmetricKeyDetails ?? {};
     details = {

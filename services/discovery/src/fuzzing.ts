@@ -1,0 +1,2 @@
+// What @sextant/fuzz feeds untrusted bytes to (fuzz/src/targets/).
+export { discoverySettings } from "./settings.js";

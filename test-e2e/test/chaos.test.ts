@@ -43,13 +43,13 @@ const DOWN_MS = FULL ? 10_000 : 3_000;
 const PAUSE_MS = FULL ? 20_000 : 5_000;
 const PARTITION_MS = FULL ? 30_000 : 5_000;
 /**
- * Each agent's certificate lifetime. The agent rotates at half the life
- * counted from notBefore, which ca backdates by a minute: 80 s makes that
- * 140 s, rotated 10 s after issue, so every row sees real, scheduled
- * renewals (a TTL under 60 s would put the rotation time in the past and
- * renew at the 1 s minimum, in a loop).
+ * Each agent's certificate lifetime, and the share of it left when it is
+ * renewed (counted, as istio-agent does, from when the agent received it):
+ * a renewal 10 s after each issue, so every row sees real, scheduled
+ * renewals, while a certificate still outlives the longest CA outage here.
  */
 const SECRET_TTL = "80s";
+const SECRET_GRACE_PERIOD_RATIO = "0.875";
 const CALL_INTERVAL_MS = 100;
 
 const REVIEWS = "reviews.default.svc.cluster.local";
@@ -138,7 +138,7 @@ describe("chaos: faults in the control plane under steady traffic", () => {
       const agent = await mesh.startAgent({
         ...versionedAgent(app, version, who, ip),
         secretTtl: SECRET_TTL,
-        env: { XDS_ADDR: `127.0.0.1:${xdsBalancer.port}` },
+        env: { XDS_ADDR: `127.0.0.1:${xdsBalancer.port}`, SECRET_GRACE_PERIOD_RATIO },
       });
       agents.push(agent);
       return agent;

@@ -16,20 +16,25 @@ export interface RotationPolicy {
 }
 
 /**
- * When to rotate a certificate: at notBefore + lifetime * (1 - ratio ± jitter),
- * the jitter drawn uniformly so that workloads started together do not all
- * renew together. With the defaults a fresh 24 h certificate rotates after
- * about 12 h. Returns the delay from now, at least MIN_ROTATION_DELAY_MS.
+ * When to rotate a certificate: with ratio × its lifetime left, the
+ * lifetime counted from when the workload received it (istio-agent's
+ * rotateTime, from the secret's CreatedTime: a CA backdates notBefore for
+ * clock skew, so counting from notBefore would make a short-lived
+ * certificate due on arrival). The ratio has a jitter drawn uniformly, so
+ * that workloads started together do not all renew together. With the
+ * defaults a fresh 24 h certificate rotates after about 12 h. Returns the
+ * delay from now, at least MIN_ROTATION_DELAY_MS.
  */
 export function rotationDelayMs(
-  validity: { notBefore: Date; notAfter: Date },
+  certificate: { notAfter: Date },
   policy: RotationPolicy,
+  receivedAt: number,
   now = Date.now(),
   random = Math.random,
 ): number {
   const jitter = (random() * 2 - 1) * policy.gracePeriodRatioJitter;
   const ratio = Math.min(1, Math.max(0, policy.gracePeriodRatio + jitter));
-  const lifetime = validity.notAfter.getTime() - validity.notBefore.getTime();
-  const rotateAt = validity.notBefore.getTime() + lifetime * (1 - ratio);
+  const notAfter = certificate.notAfter.getTime();
+  const rotateAt = notAfter - (notAfter - receivedAt) * ratio;
   return Math.max(MIN_ROTATION_DELAY_MS, rotateAt - now);
 }

@@ -60,6 +60,8 @@ export class WorkloadIdentity implements IdentitySource {
   readonly #lifetime = new AbortController();
   readonly #listeners = new Set<(snapshot: IdentitySnapshot) => void>();
   #issued: IssuedCertificate | undefined;
+  /** When #issued arrived: rotation counts its lifetime from then, as istio-agent does. */
+  #receivedAt = 0;
   #bundleRoots: string[] = [];
   #snapshot: IdentitySnapshot | undefined;
   #rotationTimer: Timer | undefined;
@@ -161,7 +163,7 @@ export class WorkloadIdentity implements IdentitySource {
   #scheduleRotation(): void {
     const issued = this.#issued;
     if (!issued || this.#lifetime.signal.aborted) return;
-    const delayMs = rotationDelayMs(issued.certificate, this.#rotation);
+    const delayMs = rotationDelayMs(issued.certificate, this.#rotation, this.#receivedAt);
     this.#logger.info(
       {
         notAfter: issued.certificate.notAfter.toISOString(),
@@ -251,6 +253,7 @@ export class WorkloadIdentity implements IdentitySource {
     if (this.#lifetime.signal.aborted) return;
     const issued = issuedCertificate(answer.chain, answer.privateKeyPem, this.#spiffeId);
     this.#issued = issued;
+    this.#receivedAt = Date.now();
     this.#logger.info(
       {
         notBefore: issued.certificate.notBefore.toISOString(),

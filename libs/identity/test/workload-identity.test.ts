@@ -76,8 +76,9 @@ describe("WorkloadIdentity", () => {
       workloadIdentity(fixture, {
         serviceAccount: "rotating",
         token: async () => (tokenReads++ === 0 ? ROTATING_TOKEN : undefined),
-        // 64 s (plus the CA's 1 min backdating) with half the lifetime as grace: rotation after about 2 s.
+        // 64 s with 95 % of the lifetime as grace: rotation about 3 s after it arrived.
         ttlSeconds: 64,
+        gracePeriodRatio: 0.95,
       }),
     );
     const seen: IdentitySnapshot[] = [];
@@ -134,6 +135,7 @@ describe("WorkloadIdentity", () => {
         serviceAccount: "root-rotation",
         token: async () => ROOT_ROTATION_TOKEN,
         ttlSeconds: 64,
+        gracePeriodRatio: 0.95,
         // The CA's serving certificate changes root too: the bus, not the CA, brings the new bundle.
         trust: busTrustBundleSource({ bus: () => bus, trustDomain: "cluster.local", logger: testLogger }),
       }),

@@ -97,7 +97,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
     log(`${options.clients} clients connected to ${mesh.xdsAddresses.length} push replica(s)`);
     const startedAt = Date.now();
     recorder = recordMemory(mesh.services, startedAt, options.recordMs ?? 10_000);
-    timers.push(setInterval(() => mesh.changeEndpoints(++endpointChange), options.endpointChangeMs ?? 100));
+    const endpointChangeMs = options.endpointChangeMs ?? 100;
+    timers.push(
+      setInterval(() => {
+        // A timer on a busy event loop fires late; the changes it owes are made at once, as a burst of
+        // pod moves would arrive, so the run makes one change per interval on average.
+        const due = Math.floor((Date.now() - startedAt) / endpointChangeMs);
+        while (endpointChange < due) mesh.changeEndpoints(++endpointChange);
+      }, endpointChangeMs),
+    );
     let applying = false;
     timers.push(
       setInterval(async () => {

@@ -103,7 +103,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
         // A timer on a busy event loop fires late; the changes it owes are made at once, as a burst of
         // pod moves would arrive, so the run makes one change per interval on average.
         const due = Math.floor((Date.now() - startedAt) / endpointChangeMs);
-        while (endpointChange < due) mesh.changeEndpoints(++endpointChange);
+        while (endpointChange + 1 < due) mesh.changeEndpoints(++endpointChange);
       }, endpointChangeMs),
     );
     let applying = false;

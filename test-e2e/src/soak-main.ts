@@ -27,6 +27,9 @@ if (!(minutes > 0 && clients > 0 && windowMinutes > 0 && threshold > 0)) {
   );
   process.exit(2);
 }
+// Ctrl-C or a SIGTERM ends the run: exiting lets @sextant/testing's exit handler kill every process it started.
+process.once("SIGINT", () => process.exit(130));
+process.once("SIGTERM", () => process.exit(143));
 const log = (line: string) => console.log(`${new Date().toISOString()} ${line}`);
 log(
   `soak: ${minutes} min, ${clients} clients, slope window ${windowMinutes} min, threshold ${threshold} MB/min`,

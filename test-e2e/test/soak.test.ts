@@ -29,10 +29,11 @@ describe("soak, 2 minutes", () => {
       clients: 200,
       pushReplicas: 2,
       leakyPush: 1,
-      recordMs: 2000,
       windowMinutes: WINDOW_MINUTES,
       threshold: { heapMbPerMinute: HEAP_THRESHOLD_MB_PER_MINUTE },
       checkpointMs: 30_000,
+      recordMs: 4000,
+      quiesceForSamples: true,
       log: (line) => t.diagnostic(line),
     });
     const retained = Number(

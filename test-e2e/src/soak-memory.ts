@@ -21,24 +21,16 @@ export interface MemoryRecorder {
   stop(): Promise<void>;
 }
 
-/**
- * Records one sample of each service every recordMs, one service at a time
- * (each sample is a full collection). With quiesce, each round of samples is
- * taken between quiesce() and the function it resolves to (the harness stops
- * its changes and waits for the clients to catch up in between), so no
- * sample catches a push half-way.
- */
+/** Records one sample of each service every recordMs, one service at a time (each sample is a full collection). */
 export function recordMemory(
   services: { name: string; probePort: number }[],
   startedAt: number,
   recordMs: number,
-  quiesce?: () => Promise<() => void>,
 ): MemoryRecorder {
   const samples = new Map<string, MemorySample[]>(services.map(({ name }) => [name, []]));
   const errors = new Map<string, string>();
   let running: Promise<void> = Promise.resolve();
   const record = async () => {
-    const resume = await quiesce?.();
     for (const { name, probePort } of services) {
       try {
         const response = await fetch(`http://127.0.0.1:${probePort}/`);
@@ -50,7 +42,6 @@ export function recordMemory(
         errors.set(name, (error as Error).message);
       }
     }
-    resume?.();
   };
   const timer = setInterval(() => {
     running = running.then(record);

@@ -23,12 +23,6 @@ export interface SoakOptions {
   configChangeMs?: number;
   /** How often a memory sample is recorded. */
   recordMs?: number;
-  /**
-   * Take each sample with the changes paused and every client caught up: a
-   * push in flight (responses queued for every client) adds its own few
-   * hundred KB to whatever sample it meets, noise a short run cannot average out.
-   */
-  quiesceForSamples?: boolean;
   /** The slopes are fitted over the samples of the last windowMinutes. */
   windowMinutes: number;
   /** The largest slope (MB per minute) of each measure a service may show; a measure left out is recorded, not judged. */
@@ -102,37 +96,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
     });
     log(`${options.clients} clients connected to ${mesh.xdsAddresses.length} push replica(s)`);
     const startedAt = Date.now();
-    let paused = false;
     let applying = false;
-    const quiesce = async () => {
-      paused = true;
-      const target = { endpoint: endpointChange, config: configChange };
-      try {
-        await eventually(() => !applying, { timeoutMs: syncTimeoutMs });
-        await eventually(() => behind(clients.states, target.endpoint, configChange).length === 0, {
-          timeoutMs: syncTimeoutMs,
-          intervalMs: 50,
-        });
-      } catch {
-        // A client that does not catch up is the checkpoints' finding; the sample is taken anyway.
-      }
-      return () => {
-        paused = false;
-      };
-    };
-    recorder = recordMemory(
-      mesh.services,
-      startedAt,
-      options.recordMs ?? 10_000,
-      options.quiesceForSamples ? quiesce : undefined,
-    );
+    recorder = recordMemory(mesh.services, startedAt, options.recordMs ?? 10_000);
     const endpointChangeMs = options.endpointChangeMs ?? 100;
     let nextEndpointChangeAt = startedAt + endpointChangeMs;
     timers.push(
       setInterval(() => {
         const now = Date.now();
-        // Paused time owes no changes.
-        if (paused) nextEndpointChangeAt = now + endpointChangeMs;
         // A timer on a busy event loop fires late; the changes it owes are made at once, as a burst of
         // pod moves would arrive, so the run makes one change per interval on average.
         while (nextEndpointChangeAt <= now) {
@@ -144,7 +114,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
     timers.push(
       setInterval(async () => {
         // One apply at a time: a slow ingest gets fewer changes, not a queue of them.
-        if (applying || paused) return;
+        if (applying) return;
         applying = true;
         try {
           await mesh.changeConfig(configChange + 1);

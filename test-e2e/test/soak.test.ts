@@ -14,7 +14,7 @@ import { runSoak, trendTable } from "../src/soak.js";
 /**
  * Push receives ~10 changes a second, and the injected leak keeps at most
  * 1 KB per change (discovery folds some endpoint changes into one write):
- * 0.38-0.53 MB/min on the leaky replica in the runs SOAK.md lists. Fitted
+ * 0.43-0.62 MB/min by its own count in the runs of this setup (SOAK.md). Fitted
  * over the last 90 s of a 2.5-minute run (the first minute is warm-up: the
  * heaps still rise by 1-2 MB as code compiles and the first pushes settle),
  * the clean services' heaps moved by -0.01 to +0.25 MB/min. 0.3 sits between

@@ -191,7 +191,7 @@ console.log(
   "Change-to-received latency is from the write of one VirtualService to sextant-config until each client has the new routes",
 );
 console.log(
-  "(including NATS, the 100 ms debounce and the push). The baseline fans out pre-encoded routes with no translation.\n",
+  "(including NATS, the debounce (none for a lone change with the leading edge) and the push). The baseline fans out pre-encoded routes with no translation.\n",
 );
 console.log(
   "| services (M) | clients (N) | p50 ms | p99 ms | baseline p50 ms | baseline p99 ms | p99 ratio | push RSS per proxy KiB |",

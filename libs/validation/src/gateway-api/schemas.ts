@@ -5,7 +5,8 @@
 // is here: an experimental field is an unknown field, as on a cluster with
 // the standard CRDs installed.
 
-import { arr, bool, int, map, type ObjectShape, obj, str } from "./shape.js";
+import { HTTP_METHODS } from "../rules/common.js";
+import { arr, bool, int, map, type ObjectShape, obj, type Shape, str } from "./shape.js";
 
 // The Gateway API's string types, each with its limits.
 const DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
@@ -95,17 +96,8 @@ const pathModifier = () =>
     },
     ["type"],
   );
-const HTTP_METHODS = [
-  "GET",
-  "HEAD",
-  "POST",
-  "PUT",
-  "DELETE",
-  "CONNECT",
-  "OPTIONS",
-  "TRACE",
-  "PATCH",
-] as const;
+/** Gateway API's HTTPMethod enum: the same nine methods Istio accepts. */
+const GATEWAY_HTTP_METHODS = [...HTTP_METHODS];
 
 /** The filter types each route kind's standard channel serves. */
 const HTTP_FILTER_TYPES = [
@@ -150,7 +142,7 @@ const httpRouteFilter = () =>
           { maxItems: 64 },
         ),
         allowCredentials: bool(),
-        allowMethods: arr(str({ enum: [...HTTP_METHODS, "*"] }), { maxItems: 9 }),
+        allowMethods: arr(str({ enum: [...GATEWAY_HTTP_METHODS, "*"] }), { maxItems: 9 }),
         allowHeaders: arr(headerName(), { maxItems: 64 }),
         exposeHeaders: arr(headerName(), { maxItems: 64 }),
         maxAge: int({ minimum: 1, default: 5 }),
@@ -298,6 +290,17 @@ export const GATEWAY_SPEC: ObjectShape = obj(
   ["gatewayClassName", "listeners"],
 );
 
+/** A route rule's backendRefs: weighted backends, each with the route kind's filters. */
+function routeBackendRefs(filter: Shape) {
+  return arr(
+    obj(
+      { ...backendObjectReference().properties, weight: weight(), filters: arr(filter, { maxItems: 16 }) },
+      ["name"],
+    ),
+    { maxItems: 16 },
+  );
+}
+
 /** HTTPRoute (gateway.networking.k8s.io/v1). */
 export const HTTP_ROUTE_SPEC: ObjectShape = obj({
   ...commonRoute,
@@ -313,22 +316,12 @@ export const HTTP_ROUTE_SPEC: ObjectShape = obj({
           }),
           headers: arr(headerMatch(4096), { maxItems: 16 }),
           queryParams: arr(headerMatch(1024), { maxItems: 16 }),
-          method: str({ enum: HTTP_METHODS }),
+          method: str({ enum: GATEWAY_HTTP_METHODS }),
         }),
         { maxItems: 64 },
       ),
       filters: arr(httpRouteFilter(), { maxItems: 16 }),
-      backendRefs: arr(
-        obj(
-          {
-            ...backendObjectReference().properties,
-            weight: weight(),
-            filters: arr(httpRouteFilter(), { maxItems: 16 }),
-          },
-          ["name"],
-        ),
-        { maxItems: 16 },
-      ),
+      backendRefs: routeBackendRefs(httpRouteFilter()),
       timeouts: obj({ request: duration(), backendRequest: duration() }),
     }),
     { minItems: 1, maxItems: 16 },
@@ -354,17 +347,7 @@ export const GRPC_ROUTE_SPEC: ObjectShape = obj({
         { maxItems: 64 },
       ),
       filters: arr(grpcRouteFilter(), { maxItems: 16 }),
-      backendRefs: arr(
-        obj(
-          {
-            ...backendObjectReference().properties,
-            weight: weight(),
-            filters: arr(grpcRouteFilter(), { maxItems: 16 }),
-          },
-          ["name"],
-        ),
-        { maxItems: 16 },
-      ),
+      backendRefs: routeBackendRefs(grpcRouteFilter()),
     }),
     { maxItems: 16 },
   ),

@@ -12,15 +12,17 @@ import { describe, it } from "node:test";
 import { runSoak, trendTable } from "../src/soak.js";
 
 /**
- * Push receives ~10 changes a second, and the injected leak keeps at most
- * 1 KB per change (discovery folds some endpoint changes into one write):
- * 0.43-0.62 MB/min by its own count in the runs of this setup (SOAK.md). Fitted
- * over the last 90 s of a 2.5-minute run (the first minute is warm-up: the
- * heaps still rise by 1-2 MB as code compiles and the first pushes settle),
- * the clean services' heaps moved by -0.01 to +0.25 MB/min. 0.3 sits between
- * the two; a shorter run or window did not separate them (SOAK.md).
+ * Push receives ~10 changes a second, so a leak of 1 KB per change grows a
+ * heap by ~0.6 MB/min (the injected one, which keeps at most 1 KB per
+ * change, measured 0.87-0.90 MB/min on a quiet machine: V8's arrays weigh a
+ * little more than their doubles). Fitted over the last 90 s of a 2.5-minute
+ * run (the first minute is warm-up: the heaps still rise by 1-2 MB as code
+ * compiles and the first pushes settle), the clean services' heaps moved by
+ * -0.01 to +0.25 MB/min. 0.5 sits between the two and under 0.6; a shorter
+ * run or window did not separate them (SOAK.md). On a machine loaded far
+ * beyond its cores fewer changes happen and the two ranges meet.
  */
-const HEAP_THRESHOLD_MB_PER_MINUTE = 0.3;
+const HEAP_THRESHOLD_MB_PER_MINUTE = 0.5;
 const RUN_MINUTES = 2.5;
 const WINDOW_MINUTES = 1.5;
 

@@ -1,7 +1,5 @@
 // Ingest as its own process against a real nats-server, for the benchmarks.
-import { type ChildProcess, spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
-import { eventually, type NatsServerFixture, startNatsServer } from "@sextant/testing";
+import { type NatsServerFixture, startNatsServer, startServiceProcess } from "@sextant/testing";
 
 /** A running ingest process and its nats-server. */
 export interface IngestProcess {
@@ -10,41 +8,27 @@ export interface IngestProcess {
   stop(): Promise<void>;
 }
 
-/** Starts a nats-server and ingest (API_AUTH=none) on a random port; resolves once /ready answers. */
+/** Starts a nats-server and ingest (API_AUTH=none) on a free port; resolves once /ready answers. */
 export async function startIngestProcess(env: Record<string, string> = {}): Promise<IngestProcess> {
   const nats: NatsServerFixture = await startNatsServer();
-  const port = 18_000 + Math.floor(Math.random() * 1_000);
-  const url = `http://127.0.0.1:${port}`;
-  const main = fileURLToPath(new URL("../src/main.ts", import.meta.url));
-  const ingest: ChildProcess = spawn(
-    process.execPath,
-    ["--conditions=@sextant/source", "--import", "tsx", main],
-    {
-      env: {
-        ...process.env,
-        NATS_URL: nats.url,
-        HTTP_PORT: String(port),
-        LOG_LEVEL: "warn",
-        OTEL_SDK_DISABLED: "true",
-        // The benchmarks measure applies, not authentication.
-        API_AUTH: "none",
-        ...env,
-      },
-      stdio: "inherit",
-    },
-  );
-  const stop = async () => {
-    if (ingest.exitCode === null) {
-      ingest.kill("SIGTERM");
-      await new Promise((resolve) => ingest.once("exit", resolve));
-    }
-    await nats.dispose();
-  };
   try {
-    await eventually(async () => (await fetch(`${url}/ready`)).ok, { timeoutMs: 30_000 });
+    const ingest = await startServiceProcess("ingest", {
+      NATS_URL: nats.url,
+      LOG_LEVEL: "warn",
+      // The benchmarks measure applies, not authentication.
+      API_AUTH: "none",
+      ...env,
+    });
+    return {
+      url: `http://127.0.0.1:${ingest.httpPort}`,
+      pid: ingest.child.pid ?? 0,
+      stop: async () => {
+        await ingest.stop();
+        await nats.dispose();
+      },
+    };
   } catch (error) {
-    await stop();
+    await nats.dispose();
     throw error;
   }
-  return { url, pid: ingest.pid ?? 0, stop };
 }

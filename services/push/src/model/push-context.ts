@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { type ConvertedConfig, convertGatewayApi } from "@sextant/gateway-api";
 import { credentialKey, hostMatches, resolveHost, type SecretRef } from "@sextant/model";
 import type { ConfigResource, Credential, Endpoint, Service } from "@sextant/proto";
 import type { WasmPlugin } from "@sextant/proto/gen/istio/extensions/v1alpha1/wasm";
@@ -169,6 +170,20 @@ export class PushContext {
         ...(Object.keys(resource.annotations ?? {}).length > 0 ? { annotations: resource.annotations } : {}),
         hosts: hostsOf(spec).map((host) => resolveHost(host, resource.namespace, inputs.domainSuffix)),
       }));
+    // The Gateway API becomes internal Gateways, VirtualServices and
+    // DestinationRules (as istiod converts it), translated with the rest.
+    const gatewayApi = convertGatewayApi({
+      resources: sortedResources,
+      services: servicesByHost,
+      domainSuffix: inputs.domainSuffix,
+    });
+    const converted = <T>(configs: readonly ConvertedConfig<T>[], hostsOf: (spec: T) => string[]) =>
+      configs.map(({ ref, generation, spec }) => ({
+        ref,
+        generation,
+        spec,
+        hosts: hostsOf(spec).map((host) => resolveHost(host, ref.namespace, inputs.domainSuffix)),
+      }));
     const { endpointsByHost, endpointVersions } = mergeShards(inputs.endpointShards);
     return new PushContext(inputs.domainSuffix, {
       configVersion: configHash.digest("hex").slice(0, 16),
@@ -182,15 +197,21 @@ export class PushContext {
       meshConfig,
       servicesByHost,
       virtualServices: mergeDelegates(
-        typed("VirtualService", (spec) => spec.hosts),
+        [
+          ...typed("VirtualService", (spec) => spec.hosts),
+          ...converted(gatewayApi.virtualServices, (spec) => spec.hosts),
+        ],
         inputs.domainSuffix,
         visible,
       ),
-      destinationRules: typed("DestinationRule", (spec) => [spec.host]),
+      destinationRules: [
+        ...typed("DestinationRule", (spec) => [spec.host]),
+        ...converted(gatewayApi.destinationRules, (spec) => [spec.host]),
+      ],
       peerAuthentications: typed("PeerAuthentication", () => []),
       authorizationPolicies: typed("AuthorizationPolicy", () => []),
       sidecars: typed("Sidecar", () => []),
-      gateways: typed("Gateway", () => []),
+      gateways: [...typed("Gateway", () => []), ...converted(gatewayApi.gateways, () => [])],
       envoyFilters: typed("EnvoyFilter", () => []),
       wasmPlugins: typed("WasmPlugin", () => []),
       telemetries: typed("Telemetry", () => []),

@@ -1,0 +1,280 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { KubeConfig } from "@kubernetes/client-node";
+import { createLogger, ReadinessGate } from "@sextant/observability";
+import {
+  checkGoldenDir,
+  eventually,
+  type FakeKubeApiServer,
+  type KubeObject,
+  startFakeKubeApiServer,
+} from "@sextant/testing";
+import { parseAllDocuments, stringify } from "yaml";
+import { GatewayDeployer } from "../src/gateway-deployment/gateway-deployer.js";
+import {
+  deploymentNames,
+  type GatewayDeploymentSettings,
+  isManaged,
+  type KubeGateway,
+  renderGatewayDeployment,
+  servicePorts,
+} from "../src/gateway-deployment/render.js";
+
+const SETTINGS: GatewayDeploymentSettings = {
+  proxyImage: "registry.example/sextant/proxy:1.2.3",
+  caAddress: "sextant-ca.istio-system.svc:8060",
+  discoveryAddress: "sextant-push.istio-system.svc:15012",
+  domainSuffix: "cluster.local",
+  trustDomain: "cluster.local",
+  clusterId: "Kubernetes",
+  network: "",
+};
+
+const testdata = fileURLToPath(new URL("testdata/gateway-deployment", import.meta.url));
+
+describe("renderGatewayDeployment (golden: testdata/gateway-deployment)", () => {
+  it("renders the ServiceAccount, Deployment and Service istiod's kube-gateway template makes", () => {
+    const produced = checkGoldenDir(testdata, (testCase) => {
+      const [gateway] = parseAllDocuments(testCase.input).map((doc) => doc.toJS() as KubeGateway);
+      const objects = renderGatewayDeployment(gateway!, SETTINGS);
+      return { objects: objects.map((object) => stringify(object)).join("---\n") };
+    });
+    assert.ok(produced.length >= 3);
+  });
+});
+
+describe("which Gateways are deployed, and how they are named", () => {
+  it("deploys a Gateway without addresses or with one IP address, as istiod's IsManaged", () => {
+    const withAddresses = (addresses: Array<{ type?: string; value: string }>): KubeGateway => ({
+      spec: { addresses },
+    });
+    assert.ok(isManaged({ spec: {} }));
+    assert.ok(isManaged(withAddresses([{ value: "10.0.0.1" }])));
+    assert.ok(isManaged(withAddresses([{ type: "IPAddress", value: "10.0.0.1" }])));
+    assert.ok(!isManaged(withAddresses([{ type: "Hostname", value: "gw.example.com" }])));
+    assert.ok(!isManaged(withAddresses([{ type: "example.com/named", value: "x" }])));
+    assert.ok(!isManaged(withAddresses([{ value: "10.0.0.1" }, { value: "10.0.0.2" }])));
+  });
+
+  it("names the objects <gateway>-<class>, unless annotations say otherwise", () => {
+    assert.deepEqual(deploymentNames({ metadata: { name: "gw" }, spec: { gatewayClassName: "istio" } }), {
+      deployment: "gw-istio",
+      serviceAccount: "gw-istio",
+    });
+  });
+
+  it("cuts a listener-named port to 63 characters and names an unnamed one <protocol>-<index>", () => {
+    const ports = servicePorts({
+      spec: {
+        listeners: [
+          { name: "x".repeat(70), port: 80, protocol: "HTTP" },
+          { port: 81, protocol: "TCP" },
+        ],
+      },
+    });
+    assert.deepEqual(
+      ports.map((port) => port.name),
+      ["status-port", "x".repeat(63), "tcp-1"],
+    );
+  });
+});
+
+const GATEWAY_API_RESOURCES = [
+  {
+    group: "gateway.networking.k8s.io",
+    versions: ["v1"],
+    kind: "Gateway",
+    plural: "gateways",
+    namespaced: true,
+    subresources: { status: {} },
+  },
+  {
+    group: "gateway.networking.k8s.io",
+    versions: ["v1"],
+    kind: "GatewayClass",
+    plural: "gatewayclasses",
+    namespaced: false,
+    subresources: { status: {} },
+  },
+];
+
+function gateway(
+  name: string,
+  spec: Record<string, unknown>,
+  annotations: Record<string, string> = {},
+): KubeObject {
+  return {
+    apiVersion: "gateway.networking.k8s.io/v1",
+    kind: "Gateway",
+    metadata: { name, namespace: "default", annotations },
+    spec: { listeners: [{ name: "http", port: 80, protocol: "HTTP" }], ...spec },
+  };
+}
+
+describe("GatewayDeployer against the fake kube-apiserver", () => {
+  let server: FakeKubeApiServer;
+  let deployer: GatewayDeployer;
+  let leader = true;
+  const readiness = new ReadinessGate();
+  const get = (kind: string, name: string) =>
+    server.get({ apiVersion: kind === "Deployment" ? "apps/v1" : "v1", kind, name, namespace: "default" });
+
+  before(async () => {
+    server = await startFakeKubeApiServer({ resources: GATEWAY_API_RESOURCES });
+    server.apply({
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "GatewayClass",
+      metadata: { name: "other" },
+      spec: { controllerName: "example.com/another-controller" },
+    });
+    server.apply({
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "GatewayClass",
+      metadata: { name: "custom-sextant" },
+      spec: { controllerName: "sextant.io/gateway-controller" },
+    });
+    deployer = new GatewayDeployer({
+      kubeConfig: server.kubeConfig(KubeConfig),
+      settings: SETTINGS,
+      isLeader: () => leader,
+      logger: createLogger({ service: "test", level: "silent" }),
+      readiness,
+      backoff: { initialMs: 50, maxMs: 200 },
+    });
+    await deployer.start();
+    await eventually(() => readiness.ready, { message: "the deployer's first sync" });
+  });
+
+  after(async () => {
+    await deployer?.close();
+    await server?.close();
+  });
+
+  it("gives a Gateway of class istio a ServiceAccount, Deployment and Service owned by it", async () => {
+    const created = server.apply(gateway("front", { gatewayClassName: "istio" }));
+    await eventually(() => get("Service", "front-istio"));
+    for (const kind of ["ServiceAccount", "Deployment", "Service"]) {
+      const object = get(kind, "front-istio");
+      assert.ok(object, kind);
+      assert.deepEqual(
+        object.metadata?.ownerReferences,
+        [
+          {
+            apiVersion: "gateway.networking.k8s.io/v1",
+            kind: "Gateway",
+            name: "front",
+            uid: created.metadata?.uid,
+            controller: true,
+          },
+        ],
+        kind,
+      );
+      assert.equal(object.metadata?.labels?.["gateway.istio.io/managed"], "istio.io-gateway-controller");
+    }
+    const deployment = get("Deployment", "front-istio") as KubeObject & {
+      spec: { template: { spec: { serviceAccountName: string } } };
+    };
+    assert.equal(deployment.spec.template.spec.serviceAccountName, "front-istio");
+    // Server-side apply with Istio's field manager.
+    const applies = server.requestsMatching({ verb: "patch", resource: "deployments" });
+    assert.ok(applies.length > 0);
+  });
+
+  it("gives a Gateway of a class whose controller is Sextant's the objects too", async () => {
+    server.apply(gateway("own", { gatewayClassName: "custom-sextant" }));
+    await eventually(() => get("Deployment", "own-custom-sextant"));
+  });
+
+  it("leaves alone a Gateway with a hostname address, one of another controller's class, and one of an unknown class", async () => {
+    server.apply(
+      gateway("by-address", {
+        gatewayClassName: "istio",
+        addresses: [{ type: "Hostname", value: "lb.example.com" }],
+      }),
+    );
+    server.apply(gateway("foreign", { gatewayClassName: "other" }));
+    server.apply(gateway("unknown", { gatewayClassName: "nonexistent" }));
+    // A Gateway to deploy after them: once its objects exist, the three before it were reconciled.
+    server.apply(gateway("marker", { gatewayClassName: "istio" }));
+    await eventually(() => get("Service", "marker-istio"));
+    await deployer.idle();
+    for (const name of ["by-address-istio", "foreign-other", "unknown-nonexistent"])
+      for (const kind of ["ServiceAccount", "Deployment", "Service"])
+        assert.equal(get(kind, name), undefined, name);
+  });
+
+  it("updates the Service when a listener's port changes", async () => {
+    server.apply(gateway("ports", { gatewayClassName: "istio" }));
+    await eventually(() => get("Service", "ports-istio"));
+    server.apply(
+      gateway("ports", {
+        gatewayClassName: "istio",
+        listeners: [{ name: "http", port: 8080, protocol: "HTTP" }],
+      }),
+    );
+    await eventually(() => {
+      const service = get("Service", "ports-istio") as KubeObject & {
+        spec: { ports: Array<{ port: number }> };
+      };
+      return service.spec.ports.map((port) => port.port).join() === "15021,8080";
+    });
+  });
+
+  it("never takes over an object of that name that it did not create", async () => {
+    server.apply({
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "taken-istio", namespace: "default" },
+      spec: { ports: [{ name: "web", port: 9999 }] },
+    });
+    server.apply(gateway("taken", { gatewayClassName: "istio" }));
+    await eventually(() => get("Deployment", "taken-istio"));
+    await deployer.idle();
+    const service = get("Service", "taken-istio") as KubeObject & {
+      spec: { ports: Array<{ port: number }> };
+    };
+    assert.deepEqual(
+      service.spec.ports.map((port) => port.port),
+      [9999],
+    );
+    assert.equal(service.metadata?.labels?.["gateway.istio.io/managed"], undefined);
+  });
+
+  it("does nothing while it does not lead, and applies every Gateway once it leads", async () => {
+    leader = false;
+    deployer.leaderChanged(false);
+    server.clearRequests();
+    server.apply(gateway("standby", { gatewayClassName: "istio" }));
+    // What the queue would do with the Gateway's key: nothing, and no request, while not leading.
+    await deployer.reconcile("default/standby");
+    assert.equal(server.requestCount({ verb: "patch" }) + server.requestCount({ verb: "get" }), 0);
+    assert.equal(get("ServiceAccount", "standby-istio"), undefined);
+    leader = true;
+    deployer.leaderChanged(true);
+    await eventually(() => get("Service", "standby-istio"));
+  });
+});
+
+describe("GatewayDeployer without the Gateway API", () => {
+  it("is ready and deploys nothing when the API server does not serve Gateways", async () => {
+    const server = await startFakeKubeApiServer();
+    const readiness = new ReadinessGate();
+    const deployer = new GatewayDeployer({
+      kubeConfig: server.kubeConfig(KubeConfig),
+      settings: SETTINGS,
+      isLeader: () => true,
+      logger: createLogger({ service: "test", level: "silent" }),
+      readiness,
+      backoff: { initialMs: 50, maxMs: 200 },
+    });
+    try {
+      await deployer.start();
+      await eventually(() => readiness.ready);
+      assert.equal(server.requestCount({ verb: "watch" }), 0);
+    } finally {
+      await deployer.close();
+      await server.close();
+    }
+  });
+});

@@ -1060,7 +1060,8 @@ export class FakeKubeApiServer {
         kind = "merge";
         break;
       case "application/apply-patch+yaml":
-        return this.handleApply(req, res, entry, t, body);
+        this.handleApply(req, res, entry, t, body);
+        return;
       case "application/apply-patch+cbor":
         throw unsupportedMediaType("the fake kube-apiserver does not implement CBOR");
       default:

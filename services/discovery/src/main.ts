@@ -8,7 +8,7 @@ import { discoveryContract } from "./contract.js";
 import { CredentialPublisher } from "./credentials/credential-publisher.js";
 import { registryz } from "./debug/registryz.js";
 import { GatewayDeployer } from "./gateway-deployment/gateway-deployer.js";
-import type { GatewayDeploymentSettings } from "./gateway-deployment/render.js";
+import { gatewayDeploymentSettings } from "./gateway-deployment/render.js";
 import { KubeSource } from "./kube/kube-source.js";
 import { Publisher } from "./publish/publisher.js";
 import { AutoRegistration } from "./registration/auto-registration.js";
@@ -20,20 +20,6 @@ import { type DiscoverySettings, discoverySettings } from "./settings.js";
 function kubernetesEnabled(settings: DiscoverySettings): boolean {
   if (settings.KUBERNETES !== "auto") return settings.KUBERNETES === "on";
   return kubernetesAvailable(settings.KUBECONFIG);
-}
-
-/** What a deployed Gateway's pods are given: the values the webhook gives injected pods. */
-function gatewayDeploymentSettings(settings: DiscoverySettings): GatewayDeploymentSettings {
-  return {
-    proxyImage: settings.SIDECAR_PROXY_IMAGE,
-    caAddress: settings.CA_ADDR,
-    discoveryAddress: settings.DISCOVERY_ADDRESS,
-    domainSuffix: settings.DOMAIN_SUFFIX,
-    trustDomain: settings.TRUST_DOMAIN,
-    ...(settings.MESH_ID ? { meshId: settings.MESH_ID } : {}),
-    clusterId: settings.CLUSTER_ID,
-    network: settings.NETWORK,
-  };
 }
 
 /** The discovery service: the mesh's service registry, from Kubernetes and ServiceEntries. */

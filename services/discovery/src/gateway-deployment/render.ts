@@ -3,6 +3,7 @@
 // ServiceAccount, a Deployment of the proxy image in router mode, and a
 // Service. Pure: the runner (gateway-deployer.ts) decides when to apply them.
 import { ISTIO_CONTROLLER, SEXTANT_CONTROLLER } from "@sextant/gateway-api";
+import type { DiscoverySettings } from "../settings.js";
 
 /** The parts of a gateway.networking.k8s.io/v1 Gateway the deployment depends on. */
 export interface KubeGateway {
@@ -58,6 +59,20 @@ export interface GatewayDeploymentSettings {
   readonly clusterId: string;
   /** The network of workloads no label places (NETWORK); the Gateway's `topology.istio.io/network` label wins. */
   readonly network: string;
+}
+
+/** What a deployed Gateway's pods are given, from discovery's settings: the values the webhook gives injected pods. */
+export function gatewayDeploymentSettings(settings: DiscoverySettings): GatewayDeploymentSettings {
+  return {
+    proxyImage: settings.SIDECAR_PROXY_IMAGE,
+    caAddress: settings.CA_ADDR,
+    discoveryAddress: settings.DISCOVERY_ADDRESS,
+    domainSuffix: settings.DOMAIN_SUFFIX,
+    trustDomain: settings.TRUST_DOMAIN,
+    ...(settings.MESH_ID ? { meshId: settings.MESH_ID } : {}),
+    clusterId: settings.CLUSTER_ID,
+    network: settings.NETWORK,
+  };
 }
 
 /** The GatewayClass names that need no GatewayClass object (istiod's built-in classes): `istio`, and Sextant's `sextant`. */
@@ -326,12 +341,10 @@ export function renderGatewayDeployment(
                 requests: { cpu: "100m", memory: "128Mi" },
                 limits: { cpu: "2", memory: "1Gi" },
               },
+              // The uid and gid are the pod's (Istio's proxy user, 1337).
               securityContext: {
                 runAsNonRoot: true,
-                runAsUser: 1337,
-                runAsGroup: 1337,
                 allowPrivilegeEscalation: false,
-                privileged: false,
                 readOnlyRootFilesystem: true,
                 capabilities: { drop: ["ALL"] },
               },

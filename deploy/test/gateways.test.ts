@@ -16,6 +16,7 @@ import {
   assertHardened,
   type Container,
   containerOf,
+  envValue,
   find,
   type KubeObject,
   NAMESPACE,
@@ -451,6 +452,12 @@ describe("Gateway API Gateways deployed by discovery (services/discovery src/gat
     );
     for (const variable of proxy.env ?? [])
       assert.ok(formEnv.has(variable.name), `${variable.name} is not in the webhook's gateway form`);
+  });
+
+  it("gets the image and addresses the webhook gives injected proxies", () => {
+    const webhook = containerOf(find<Workload>(controlPlane, "Deployment", "sextant-webhook"));
+    for (const name of ["SIDECAR_PROXY_IMAGE", "CA_ADDR", "DISCOVERY_ADDRESS"])
+      assert.equal(envValue(discovery, name), envValue(webhook, name), name);
   });
 
   it("points the agent at push's and ca's Services, on the ports they serve", () => {

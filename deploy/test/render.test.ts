@@ -107,8 +107,8 @@ describe("images and tags", () => {
           ? "proxy"
           : workload.metadata.name.replace(/^sextant-/, "");
         const found = [{ where: `${dir}: ${workload.metadata.name}`, component, image: container.image }];
-        if (component === "webhook") {
-          // The image the webhook injects beside workloads ships with the control plane.
+        if (component === "webhook" || component === "discovery") {
+          // The image the webhook injects beside workloads, and discovery deploys for Gateways, ships with the control plane.
           found.push({
             where: `${dir}: SIDECAR_PROXY_IMAGE`,
             component: "proxy",

@@ -33,8 +33,9 @@ export async function customResourceServed(
   options: ServedOptions,
 ): Promise<boolean> {
   const api = kubeConfig.makeApiClient(CustomObjectsApi);
+  const { group, version, plural } = resource;
   try {
-    const listed = await retry(() => api.listClusterCustomObject({ ...resource, limit: 1 }), {
+    const listed = await retry(() => api.listClusterCustomObject({ group, version, plural, limit: 1 }), {
       backoff: options.backoff,
       ...(options.signal ? { signal: options.signal } : {}),
       retryable: (error) => !notFound(error),

@@ -20,6 +20,7 @@ import {
   renderGatewayDeployment,
   servicePorts,
 } from "../src/gateway-deployment/render.js";
+import { type DiscoveryFixture, startDiscovery, startNatsWithClient, writeKubeconfig } from "./harness.js";
 
 const SETTINGS: GatewayDeploymentSettings = {
   proxyImage: "registry.example/sextant/proxy:1.2.3",
@@ -275,6 +276,51 @@ describe("GatewayDeployer without the Gateway API", () => {
     } finally {
       await deployer.close();
       await server.close();
+    }
+  });
+});
+
+describe("the discovery service deploys Gateways (main.ts's wiring: settings, leadership)", () => {
+  it("applies a Gateway's objects with its settings once it leads, and nothing with the controller turned off", async () => {
+    const client = await startNatsWithClient();
+    const kube = await startFakeKubeApiServer({ resources: GATEWAY_API_RESOURCES });
+    const kubeconfig = writeKubeconfig(kube);
+    const off = await startDiscovery(client.nats.url, {
+      KUBERNETES: "on",
+      KUBECONFIG: kubeconfig,
+      PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER: "false",
+    });
+    let discovery: DiscoveryFixture | undefined;
+    let offRunning = true;
+    try {
+      await eventually(async () => (await fetch(`${off.url}/ready`)).ok, { message: "ready with it off" });
+      assert.equal(
+        kube.requestCount({ resource: "gateways" }),
+        0,
+        "not even asked whether Gateways are served",
+      );
+      await off.stop();
+      offRunning = false;
+      kube.apply(gateway("edge", { gatewayClassName: "sextant" }));
+      discovery = await startDiscovery(client.nats.url, {
+        KUBERNETES: "on",
+        KUBECONFIG: kubeconfig,
+        SIDECAR_PROXY_IMAGE: "registry.example/proxy:9.9.9",
+        // The stopped replica released its lease: this one leads at once.
+        LEASE_RENEW_MS: "100",
+        LEASE_DURATION_MS: "1000",
+      });
+      const deployment = (await eventually(
+        () =>
+          kube.get({ apiVersion: "apps/v1", kind: "Deployment", name: "edge-sextant", namespace: "default" }),
+        { message: "the Gateway's Deployment" },
+      )) as KubeObject & { spec: { template: { spec: { containers: Array<{ image: string }> } } } };
+      assert.equal(deployment.spec.template.spec.containers[0]?.image, "registry.example/proxy:9.9.9");
+    } finally {
+      await discovery?.stop();
+      if (offRunning) await off.stop();
+      await kube.close();
+      await client.close();
     }
   });
 });

@@ -11,7 +11,7 @@ import {
   startFakeKubeApiServer,
 } from "@sextant/testing";
 import { parseAllDocuments, stringify } from "yaml";
-import { GatewayDeployer } from "../src/gateway-deployment/gateway-deployer.js";
+import { GatewayDeployer, keepLegacySelector } from "../src/gateway-deployment/gateway-deployer.js";
 import {
   deploymentNames,
   type GatewayDeploymentSettings,
@@ -240,6 +240,57 @@ describe("GatewayDeployer against the fake kube-apiserver", () => {
       [9999],
     );
     assert.equal(service.metadata?.labels?.["gateway.istio.io/managed"], undefined);
+  });
+
+  it("keeps the istio.io/gateway-name selector of a Deployment istiod made before 1.24 (a selector cannot change)", async () => {
+    const legacySelector = {
+      "istio.io/gateway-name": "old",
+      "gateway.networking.k8s.io/gateway-name": "old",
+    };
+    server.apply({
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: {
+        name: "old-istio",
+        namespace: "default",
+        labels: { "gateway.istio.io/managed": "istio.io-gateway-controller" },
+      },
+      spec: {
+        selector: { matchLabels: legacySelector },
+        template: {
+          metadata: { labels: legacySelector },
+          spec: { containers: [{ name: "istio-proxy", image: "x" }] },
+        },
+      },
+    });
+    server.apply(gateway("old", { gatewayClassName: "istio" }));
+    await eventually(() => get("Service", "old-istio"));
+    await deployer.idle();
+    const deployment = get("Deployment", "old-istio") as KubeObject & {
+      spec: {
+        selector: { matchLabels: Record<string, string> };
+        template: {
+          metadata: { labels: Record<string, string> };
+          spec: { containers: Array<{ image: string }> };
+        };
+      };
+    };
+    assert.deepEqual(deployment.spec.selector.matchLabels, legacySelector);
+    assert.equal(deployment.spec.template.metadata.labels["istio.io/gateway-name"], "old");
+    assert.equal(deployment.spec.template.spec.containers[0]?.image, SETTINGS.proxyImage);
+    // The fake merges an applied map where the real server replaces the (atomic) selector: check the body itself.
+    const [, rendered] = renderGatewayDeployment(
+      { metadata: { name: "old", namespace: "default" }, spec: { gatewayClassName: "istio" } },
+      SETTINGS,
+    );
+    const body = keepLegacySelector(rendered!, deployment as never) as unknown as typeof deployment;
+    assert.deepEqual(body.spec.selector.matchLabels, legacySelector);
+    assert.equal(body.spec.template.metadata.labels["istio.io/gateway-name"], "old");
+    const fresh = keepLegacySelector(rendered!, {
+      metadata: {},
+      spec: { selector: { matchLabels: { a: "b" } } },
+    } as never);
+    assert.equal(fresh, rendered, "a Deployment without the legacy label gets the rendered selector");
   });
 
   it("does nothing while it does not lead, and applies every Gateway once it leads", async () => {

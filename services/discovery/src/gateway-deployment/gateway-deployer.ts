@@ -60,6 +60,43 @@ function fingerprint(gateway: Gateway): string {
   return JSON.stringify([generation, labels ?? {}, annotations ?? {}]);
 }
 
+/** The label istiod before 1.24 selected gateway pods with, and still keeps where a Deployment has it. */
+const LEGACY_GATEWAY_NAME_LABEL = "istio.io/gateway-name";
+
+type DeploymentShape = {
+  spec?: {
+    selector?: { matchLabels?: Record<string, string> };
+    template?: { metadata?: { labels?: Record<string, string> } };
+  };
+};
+
+/**
+ * A Deployment's selector cannot change. One that istiod made before 1.24
+ * selects `istio.io/gateway-name` too: as istiod does, keep that selector and
+ * the pods' label, so that taking it over is an apply, not an error forever.
+ */
+export function keepLegacySelector(manifest: KubeManifest, existing: KubernetesObject): KubeManifest {
+  const current = (existing as DeploymentShape).spec;
+  const legacy = current?.selector?.matchLabels?.[LEGACY_GATEWAY_NAME_LABEL];
+  if (legacy === undefined || !current?.selector) return manifest;
+  const spec = manifest.spec as Required<DeploymentShape>["spec"];
+  const podLabels = current.template?.metadata?.labels?.[LEGACY_GATEWAY_NAME_LABEL] ?? legacy;
+  return {
+    ...manifest,
+    spec: {
+      ...spec,
+      selector: current.selector,
+      template: {
+        ...spec.template,
+        metadata: {
+          ...spec.template?.metadata,
+          labels: { ...spec.template?.metadata?.labels, [LEGACY_GATEWAY_NAME_LABEL]: podLabels },
+        },
+      },
+    },
+  };
+}
+
 const keyOf = (object: KubernetesObject) =>
   `${object.metadata?.namespace ?? ""}/${object.metadata?.name ?? ""}`;
 
@@ -248,7 +285,8 @@ export class GatewayDeployer implements Runner {
       );
       return;
     }
-    const request = { name, namespace, body: manifest, fieldManager: FIELD_MANAGER, force: true };
+    const body = kind === "Deployment" && existing ? keepLegacySelector(manifest, existing) : manifest;
+    const request = { name, namespace, body, fieldManager: FIELD_MANAGER, force: true };
     const apply = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);
     try {
       if (kind === "ServiceAccount") await this.#core.patchNamespacedServiceAccount(request, apply);

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { KubeConfig } from "@kubernetes/client-node";
+import { ISTIO_CONTROLLER, SEXTANT_CONTROLLER } from "@sextant/gateway-api";
 import { createLogger, ReadinessGate } from "@sextant/observability";
 import {
   checkGoldenDir,
@@ -38,7 +39,9 @@ describe("renderGatewayDeployment (golden: testdata/gateway-deployment)", () => 
   it("renders the ServiceAccount, Deployment and Service istiod's kube-gateway template makes", () => {
     const produced = checkGoldenDir(testdata, (testCase) => {
       const [gateway] = parseAllDocuments(testCase.input).map((doc) => doc.toJS() as KubeGateway);
-      const objects = renderGatewayDeployment(gateway!, SETTINGS);
+      const controller =
+        gateway?.spec?.gatewayClassName === "sextant" ? SEXTANT_CONTROLLER : ISTIO_CONTROLLER;
+      const objects = renderGatewayDeployment(gateway!, SETTINGS, controller);
       return { objects: objects.map((object) => stringify(object)).join("---\n") };
     });
     assert.ok(produced.length >= 3);
@@ -182,9 +185,10 @@ describe("GatewayDeployer against the fake kube-apiserver", () => {
     assert.ok(applies.length > 0);
   });
 
-  it("gives a Gateway of a class whose controller is Sextant's the objects too", async () => {
+  it("gives a Gateway of a class whose controller is Sextant's the objects too, labelled as that controller's", async () => {
     server.apply(gateway("own", { gatewayClassName: "custom-sextant" }));
-    await eventually(() => get("Deployment", "own-custom-sextant"));
+    const deployment = await eventually(() => get("Deployment", "own-custom-sextant"));
+    assert.equal(deployment.metadata?.labels?.["gateway.istio.io/managed"], "sextant.io-gateway-controller");
   });
 
   it("leaves alone a Gateway with a hostname address, one of another controller's class, and one of an unknown class", async () => {

@@ -262,7 +262,7 @@ export class GatewayDeployer implements Runner {
       this.options.logger.debug({ gateway: key, version }, "Gateway managed by a newer controller; skipped");
       return;
     }
-    for (const manifest of renderGatewayDeployment(gateway, this.options.settings)) {
+    for (const manifest of renderGatewayDeployment(gateway, this.options.settings, controller)) {
       if (!this.options.isLeader()) return;
       await this.#apply(manifest);
     }

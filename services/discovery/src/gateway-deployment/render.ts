@@ -85,12 +85,13 @@ export const BUILTIN_GATEWAY_CLASSES: Readonly<Record<string, string>> = {
 export const DEPLOYING_CONTROLLERS: ReadonlySet<string> = new Set([ISTIO_CONTROLLER, SEXTANT_CONTROLLER]);
 
 /**
- * The field manager of every apply, and the value of the `gateway.istio.io/managed` label: Istio's, so that
- * objects istiod created are taken over as they are, and istiod would take Sextant's over the same way.
+ * The field manager of every apply: Istio's (istiod's PILOT_GATEWAY_API_CONTROLLER_NAME, whatever the
+ * class), so that objects istiod created are taken over as they are, and istiod would take Sextant's
+ * over the same way.
  */
 export const FIELD_MANAGER = ISTIO_CONTROLLER;
+/** Marks an object as the gateway controller's; its value is the class's controllerName with dashes for slashes. */
 export const MANAGED_LABEL = "gateway.istio.io/managed";
-const MANAGED_VALUE = ISTIO_CONTROLLER.replaceAll("/", "-");
 
 const GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name";
 const GATEWAY_CLASS_LABEL = "gateway.networking.k8s.io/gateway-class-name";
@@ -186,7 +187,8 @@ function sorted(record: Record<string, string>): Record<string, string> {
 const fieldEnv = (name: string, fieldPath: string) => ({ name, valueFrom: { fieldRef: { fieldPath } } });
 
 /**
- * The ServiceAccount, Deployment and Service of a Gateway, in that order
+ * The ServiceAccount, Deployment and Service of a Gateway of a class of
+ * `controller`, in that order
  * (the order they are applied: the pods' identity exists before the pods).
  * Every object carries the Gateway's infrastructure labels and annotations,
  * the gateway-name and class labels, `gateway.istio.io/managed`, and an
@@ -196,6 +198,7 @@ const fieldEnv = (name: string, fieldPath: string) => ({ name, valueFrom: { fiel
 export function renderGatewayDeployment(
   gateway: KubeGateway,
   settings: GatewayDeploymentSettings,
+  controller: string = ISTIO_CONTROLLER,
 ): KubeManifest[] {
   const name = gateway.metadata?.name ?? "";
   const namespace = gateway.metadata?.namespace ?? "";
@@ -213,7 +216,7 @@ export function renderGatewayDeployment(
     ...infraLabels,
     [GATEWAY_NAME_LABEL]: name,
     [GATEWAY_CLASS_LABEL]: className,
-    [MANAGED_LABEL]: MANAGED_VALUE,
+    [MANAGED_LABEL]: controller.replaceAll("/", "-"),
   });
   const metadata = (objectName: string) => ({
     name: objectName,

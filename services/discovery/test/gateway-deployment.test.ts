@@ -226,6 +226,26 @@ describe("GatewayDeployer against the fake kube-apiserver", () => {
     });
   });
 
+  it("puts back a deployed object that someone deletes or edits", async () => {
+    server.apply(gateway("repaired", { gatewayClassName: "istio" }));
+    await eventually(() => get("Service", "repaired-istio"));
+    server.delete({
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      name: "repaired-istio",
+      namespace: "default",
+    });
+    await eventually(() => get("Deployment", "repaired-istio"), { message: "the Deployment is back" });
+    const service = get("Service", "repaired-istio")!;
+    server.apply({ ...service, spec: { ...(service.spec as object), type: "NodePort" } });
+    await eventually(
+      () => (get("Service", "repaired-istio")?.spec as { type?: string }).type === "LoadBalancer",
+      {
+        message: "the Service's type is put back",
+      },
+    );
+  });
+
   it("never takes over an object of that name that it did not create", async () => {
     server.apply({
       apiVersion: "v1",

@@ -97,6 +97,13 @@ export function keepLegacySelector(manifest: KubeManifest, existing: KubernetesO
   };
 }
 
+/** What of a deployed object someone may edit: everything but its status and server-kept metadata. */
+function childFingerprint(child: KubernetesObject): string {
+  const { status: _status, metadata, ...rest } = child as KubernetesObject & { status?: unknown };
+  const { labels, annotations, ownerReferences } = metadata ?? {};
+  return JSON.stringify([labels ?? {}, annotations ?? {}, ownerReferences ?? [], rest]);
+}
+
 const keyOf = (object: KubernetesObject) =>
   `${object.metadata?.namespace ?? ""}/${object.metadata?.name ?? ""}`;
 
@@ -124,6 +131,8 @@ export class GatewayDeployer implements Runner {
   readonly #queue: WorkQueue<string>;
   readonly #abort = new AbortController();
   readonly #fingerprints = new Map<string, string>();
+  readonly #childFingerprints = new Map<string, string>();
+  readonly #informers: Array<Informer<KubernetesObject>> = [];
   #gateways: Informer<Gateway> | undefined;
   #classes: Informer<GatewayClass> | undefined;
   #synced = false;
@@ -211,12 +220,64 @@ export class GatewayDeployer implements Runner {
     gateways.on("delete", (gateway) => this.#fingerprints.delete(keyOf(gateway)));
     this.#classes = classes;
     this.#gateways = gateways;
-    classes.start();
-    gateways.start();
-    if (!(await classes.synced()) || !(await gateways.synced())) return;
+    const children = this.#childInformers();
+    const all: Array<Informer<KubernetesObject>> = [classes, gateways, ...children];
+    this.#informers.push(...all);
+    for (const each of all) each.start();
+    for (const each of all) if (!(await each.synced())) return;
     this.#synced = true;
     this.leaderChanged(this.options.isLeader());
     this.options.readiness.done(SYNC_CONDITION);
+  }
+
+  /**
+   * Informers of the ServiceAccounts, Services and Deployments this controller
+   * made (label `gateway.istio.io/managed`), as istiod's: one edited or
+   * deleted by someone else sends its Gateway back to the queue, and the
+   * apply puts it right. Their status changes (a Deployment's replicas) are
+   * not edits.
+   */
+  #childInformers(): Array<Informer<KubernetesObject>> {
+    const labelSelector = MANAGED_LABEL;
+    const children: Array<[string, string, () => Promise<KubernetesListObject<KubernetesObject>>]> = [
+      [
+        "serviceaccounts",
+        "/api/v1/serviceaccounts",
+        () => this.#core.listServiceAccountForAllNamespaces({ labelSelector }),
+      ],
+      ["services", "/api/v1/services", () => this.#core.listServiceForAllNamespaces({ labelSelector })],
+      [
+        "deployments",
+        "/apis/apps/v1/deployments",
+        () => this.#apps.listDeploymentForAllNamespaces({ labelSelector }),
+      ],
+    ];
+    return children.map(([resource, path, list]) => {
+      const informer = new Informer<KubernetesObject>({
+        kubeConfig: this.options.kubeConfig,
+        path,
+        labelSelector,
+        list,
+        logger: this.options.logger,
+        logFields: { resource },
+        backoff: this.#backoff,
+      });
+      const changed = (child: KubernetesObject, deleted: boolean) => {
+        const key = `${resource}/${keyOf(child)}`;
+        const print = deleted ? undefined : childFingerprint(child);
+        if (this.#childFingerprints.get(key) === print) return;
+        if (print === undefined) this.#childFingerprints.delete(key);
+        else this.#childFingerprints.set(key, print);
+        const owner = child.metadata?.ownerReferences?.find(
+          (ref) => ref.kind === "Gateway" && ref.apiVersion.startsWith(`${GROUP}/`),
+        );
+        if (owner) this.#queue.add(`${child.metadata?.namespace ?? ""}/${owner.name}`);
+      };
+      informer.on("add", (child) => changed(child, false));
+      informer.on("update", (child) => changed(child, false));
+      informer.on("delete", (child) => changed(child, true));
+      return informer;
+    });
   }
 
   /** Told of each leadership change: a new leader applies every Gateway again, a former one stops. */
@@ -238,8 +299,7 @@ export class GatewayDeployer implements Runner {
   async close(): Promise<void> {
     this.#abort.abort();
     await this.#queue.close();
-    await this.#gateways?.stop();
-    await this.#classes?.stop();
+    await Promise.all(this.#informers.map((informer) => informer.stop()));
   }
 
   /** The controllerName of a class: its GatewayClass's, else the built-in class's (istio, sextant). */

@@ -239,7 +239,8 @@ describe("GatewayDeployer against the fake kube-apiserver", () => {
     const service = get("Service", "repaired-istio")!;
     server.apply({ ...service, spec: { ...(service.spec as object), type: "NodePort" } });
     await eventually(
-      () => (get("Service", "repaired-istio")?.spec as { type?: string }).type === "LoadBalancer",
+      () =>
+        (get("Service", "repaired-istio")?.spec as { type?: string } | undefined)?.type === "LoadBalancer",
       {
         message: "the Service's type is put back",
       },

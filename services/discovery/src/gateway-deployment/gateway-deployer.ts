@@ -119,9 +119,11 @@ const keyOf = (object: KubernetesObject) =>
  * Gateway API (asked once, at start: a CRD installed later is followed after
  * a restart, as ingest does). Every replica follows them; only the leader
  * applies, and a new leader applies every Gateway again (idempotent: an
- * unchanged apply changes nothing). An object of that name that exists
- * without the `gateway.istio.io/managed` label is someone else's, and is left
- * alone, as istiod does.
+ * unchanged apply changes nothing). It follows the objects it made too (by
+ * that label), and applies a Gateway again when one of its objects is
+ * edited or deleted. An object of that name that exists without the
+ * `gateway.istio.io/managed` label is someone else's, and is left alone, as
+ * istiod does.
  */
 export class GatewayDeployer implements Runner {
   readonly name = "gateway-deployment";

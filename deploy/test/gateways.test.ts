@@ -5,10 +5,18 @@ import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { describe, it } from "node:test";
 import { agentReadsEnv, agentSettingsFromEnv, POD_REQUIRED_ENV, podPaths } from "@sextant/agent/pod-contract";
+import {
+  discoverySettings,
+  gatewayDeploymentSettings,
+  renderGatewayDeployment,
+} from "@sextant/discovery/gateway-deployment";
+import { parseSettings } from "@sextant/runtime";
 import { DEFAULT_PROXY_IMAGE, injectionRequired, loadTemplate } from "@sextant/webhook/inject";
 import {
+  assertHardened,
   type Container,
   containerOf,
+  envValue,
   find,
   type KubeObject,
   NAMESPACE,
@@ -46,10 +54,14 @@ function selectorMatches(selector: Selector | undefined, labels: Record<string, 
 }
 
 /** The container's environment as the kubelet resolves it, for a pod named `pod` on node-1. */
-function resolvedEnv(container: Container, serviceAccount: string): Record<string, string> {
+function resolvedEnv(
+  container: Container,
+  serviceAccount: string,
+  namespace = NAMESPACE,
+): Record<string, string> {
   const fields: Record<string, string> = {
     "metadata.name": "istio-gateway-5d9f7-x7k2p",
-    "metadata.namespace": NAMESPACE,
+    "metadata.namespace": namespace,
     "status.podIP": "10.244.1.17",
     "spec.serviceAccountName": serviceAccount,
     "spec.nodeName": "node-1",
@@ -80,6 +92,32 @@ type Volume = NonNullable<Workload["spec"]["template"]["spec"]["volumes"]>[numbe
   emptyDir?: object;
   downwardAPI?: { items: Array<{ path: string; fieldRef: { fieldPath: string } }> };
 };
+
+/** Every file and socket the agent reads or serves is on a mount of the volume that provides it. */
+function assertAgentMounts(pod: Workload["spec"]["template"], proxy: Container): void {
+  const volumes = (pod.spec.volumes ?? []) as Volume[];
+  for (const [setting, path] of Object.entries(podPaths())) {
+    const mount = (proxy.volumeMounts ?? [])
+      .filter((m) => `${path}/`.startsWith(`${m.mountPath.replace(/\/$/, "")}/`))
+      .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+    assert.ok(mount, `${setting} (${path}) is on no volume mount`);
+    const volume = volumes.find((v) => v.name === mount.name);
+    assert.ok(volume, `${setting}: mount ${mount.name} has no volume`);
+    const relative = posix.relative(mount.mountPath, path);
+    if (setting === "CA_ROOT_CERT") {
+      assert.equal(volume.configMap?.name, "istio-ca-root-cert");
+      assert.equal(relative, "root-cert.pem");
+    } else if (setting === "TOKEN_FILE") {
+      const token = volume.projected?.sources.find((s) => s.serviceAccountToken)?.serviceAccountToken;
+      assert.deepEqual([token?.path, token?.audience], [relative, "istio-ca"]);
+    } else if (setting === "POD_LABELS_FILE" || setting === "POD_ANNOTATIONS_FILE") {
+      const item = volume.downwardAPI?.items.find((i) => i.path === relative);
+      assert.equal(item?.fieldRef.fieldPath, `metadata.${relative}`);
+    } else {
+      assert.ok(volume.emptyDir, `${setting} (${path}) is written by the agent: an emptyDir`);
+    }
+  }
+}
 
 describe("deploy/gateways: Istio's ingress and egress gateways", () => {
   const objects = render("gateways");
@@ -176,28 +214,7 @@ describe("deploy/gateways: Istio's ingress and egress gateways", () => {
       });
 
       it("mounts every file and socket the agent uses, from the volume that provides it", () => {
-        const volumes = (pod.spec.volumes ?? []) as Volume[];
-        for (const [setting, path] of Object.entries(podPaths())) {
-          const mount = (proxy.volumeMounts ?? [])
-            .filter((m) => `${path}/`.startsWith(`${m.mountPath.replace(/\/$/, "")}/`))
-            .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
-          assert.ok(mount, `${setting} (${path}) is on no volume mount`);
-          const volume = volumes.find((v) => v.name === mount.name);
-          assert.ok(volume, `${setting}: mount ${mount.name} has no volume`);
-          const relative = posix.relative(mount.mountPath, path);
-          if (setting === "CA_ROOT_CERT") {
-            assert.equal(volume.configMap?.name, "istio-ca-root-cert");
-            assert.equal(relative, "root-cert.pem");
-          } else if (setting === "TOKEN_FILE") {
-            const token = volume.projected?.sources.find((s) => s.serviceAccountToken)?.serviceAccountToken;
-            assert.deepEqual([token?.path, token?.audience], [relative, "istio-ca"]);
-          } else if (setting === "POD_LABELS_FILE" || setting === "POD_ANNOTATIONS_FILE") {
-            const item = volume.downwardAPI?.items.find((i) => i.path === relative);
-            assert.equal(item?.fieldRef.fieldPath, `metadata.${relative}`);
-          } else {
-            assert.ok(volume.emptyDir, `${setting} (${path}) is written by the agent: an emptyDir`);
-          }
-        }
+        assertAgentMounts(pod, proxy);
       });
 
       it("listens on 8080 and 8443, is ready on 15021 /healthz/ready, exports Envoy's metrics on 15090", () => {
@@ -347,5 +364,140 @@ describe("deploy/gateways: Istio's ingress and egress gateways", () => {
         .sort(),
       GATEWAYS.map(({ name }) => name).sort(),
     );
+  });
+});
+
+describe("Gateway API Gateways deployed by discovery (services/discovery src/gateway-deployment)", () => {
+  const controlPlane = render("overlays/production");
+  // Discovery's settings as its Deployment sets them (literal values; the rest are secrets and pod fields).
+  const discovery = containerOf(find<Workload>(controlPlane, "Deployment", "sextant-discovery"));
+  const literal = Object.fromEntries(
+    (discovery.env ?? []).filter((v) => v.value !== undefined).map((v) => [v.name, v.value as string]),
+  );
+  const settings = parseSettings(discoverySettings, { ...literal, NATS_PASSWORD: "unused" });
+  const gatewayNamespace = "shop";
+  const objects = renderGatewayDeployment(
+    {
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "Gateway",
+      metadata: { name: "web", namespace: gatewayNamespace, uid: "uid-1" },
+      spec: {
+        gatewayClassName: "istio",
+        listeners: [
+          { name: "http", port: 80, protocol: "HTTP" },
+          { name: "https", port: 443, protocol: "HTTPS" },
+        ],
+      },
+    },
+    gatewayDeploymentSettings(settings),
+  ) as unknown as KubeObject[];
+  const deployment = find<Workload>(objects, "Deployment", "web-istio");
+  const pod = deployment.spec.template;
+  const proxy = containerOf(deployment);
+  const env = resolvedEnv(proxy, "web-istio", gatewayNamespace);
+
+  it("is a ServiceAccount, a Deployment and a Service, named <gateway>-<class>, in the Gateway's namespace", () => {
+    assert.deepEqual(
+      objects.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`),
+      ["ServiceAccount/shop/web-istio", "Deployment/shop/web-istio", "Service/shop/web-istio"],
+    );
+  });
+
+  it("passes the security checks of Sextant's own workloads", () => {
+    assertHardened(deployment);
+    // The one sysctl is the namespaced, safe one Istio's gateways set to bind ports below 1024 without a capability.
+    const security = pod.spec.securityContext as { sysctls?: Array<{ name: string; value: string }> };
+    assert.deepEqual(security.sysctls, [{ name: "net.ipv4.ip_unprivileged_port_start", value: "0" }]);
+    assert.deepEqual(
+      (pod.spec.volumes ?? []).filter((v) => (v as { hostPath?: unknown }).hostPath || v.secret),
+      [],
+      "no host path and no Secret: push serves the gateway's certificates over SDS",
+    );
+    assert.deepEqual(
+      (proxy.env ?? []).filter((v) => v.valueFrom?.secretKeyRef),
+      [],
+    );
+  });
+
+  it("has no Kubernetes API access: its only token is the projected istio-ca one", () => {
+    const account = find<KubeObject & { automountServiceAccountToken?: boolean }>(
+      objects,
+      "ServiceAccount",
+      "web-istio",
+    );
+    assert.equal(account.automountServiceAccountToken, false);
+    assert.equal(pod.spec.serviceAccountName, "web-istio");
+    assert.equal(pod.spec.automountServiceAccountToken, false);
+    const audiences = (pod.spec.volumes ?? []).flatMap((v) =>
+      (v.projected?.sources ?? []).map((s) => s.serviceAccountToken?.audience),
+    );
+    assert.deepEqual(audiences, ["istio-ca"]);
+  });
+
+  it("runs the webhook's proxy image in router mode, with only variables the agent reads and all it needs", () => {
+    assert.equal(
+      proxy.image,
+      DEFAULT_PROXY_IMAGE,
+      "discovery's SIDECAR_PROXY_IMAGE default is the webhook's",
+    );
+    const args = (proxy.args ?? []).map((arg) => expand(arg, env));
+    assert.deepEqual(args.slice(0, 2), ["proxy", "router"]);
+    assert.equal(args[args.indexOf("--domain") + 1], `${gatewayNamespace}.svc.${env.DOMAIN_SUFFIX}`);
+    for (const variable of proxy.env ?? [])
+      assert.ok(agentReadsEnv(variable.name), `${variable.name} is set, but the agent does not read it`);
+    for (const [name, why] of Object.entries(POD_REQUIRED_ENV))
+      assert.ok(env[name], `${name} is not set (the agent needs it for ${why})`);
+    const formEnv = new Set(
+      (loadTemplate().gateway.proxyContainer as { env: Array<{ name: string }> }).env.map((v) => v.name),
+    );
+    for (const variable of proxy.env ?? [])
+      assert.ok(formEnv.has(variable.name), `${variable.name} is not in the webhook's gateway form`);
+  });
+
+  it("gets the image and addresses the webhook gives injected proxies", () => {
+    const webhook = containerOf(find<Workload>(controlPlane, "Deployment", "sextant-webhook"));
+    for (const name of ["SIDECAR_PROXY_IMAGE", "CA_ADDR", "DISCOVERY_ADDRESS"])
+      assert.equal(envValue(discovery, name), envValue(webhook, name), name);
+  });
+
+  it("points the agent at push's and ca's Services, on the ports they serve", () => {
+    const agent = agentSettingsFromEnv(env);
+    assert.equal(agent.NODE_METADATA.WORKLOAD_NAME, "web-istio");
+    for (const [address, service] of [
+      [agent.XDS_ADDR, "sextant-push"],
+      [agent.CA_ADDR, "sextant-ca"],
+    ] as const) {
+      const target = find<ServiceObject>(controlPlane, "Service", service);
+      const [host, port] = address.split(":");
+      assert.equal(host, `${service}.${NAMESPACE}.svc`);
+      assert.ok(
+        target.spec.ports.some((p) => p.port === Number(port)),
+        `${service} serves no port ${port}`,
+      );
+    }
+  });
+
+  it("mounts every file and socket the agent uses, from the volume that provides it", () => {
+    assertAgentMounts(pod, proxy);
+  });
+
+  it("is selected by its Service, whose ports are the listeners' and the status port, which the probes use", () => {
+    const service = find<ServiceObject>(objects, "Service", "web-istio");
+    assert.ok(selects(service.spec.selector, pod.metadata.labels));
+    assert.ok(selects(deployment.spec.selector.matchLabels, pod.metadata.labels));
+    assert.deepEqual(
+      service.spec.ports.map((p) => p.port),
+      [15021, 80, 443],
+    );
+    assert.equal(proxy.readinessProbe?.httpGet?.port, 15021);
+    assert.ok((proxy.ports ?? []).some((p) => p.containerPort === 15021));
+  });
+
+  it("is never injected", () => {
+    const decision = injectionRequired(
+      { metadata: { labels: pod.metadata.labels }, spec: { containers: pod.spec.containers } },
+      { namespace: gatewayNamespace, namespaceLabels: { "istio-injection": "enabled" }, revision: "default" },
+    );
+    assert.equal(decision.inject, false);
   });
 });

@@ -1,3 +1,4 @@
+import assert from "node:assert/strict";
 // Rendering deploy/ with kustomize and reading what it renders.
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
@@ -212,6 +213,33 @@ export const workloadsOf = (objects: KubeObject[]): Workload[] => [
   ...ofKind<Workload>(objects, "Deployment"),
   ...ofKind<Workload>(objects, "StatefulSet"),
 ];
+
+/**
+ * The security checks every workload passes (Sextant's own, and the Gateway
+ * deployments discovery renders): a non-root uid, the runtime's seccomp
+ * profile, one container with a read-only root, no privilege escalation and
+ * no capabilities, CPU and memory requests, and no host namespaces.
+ */
+export function assertHardened(workload: Workload): void {
+  const pod = workload.spec.template.spec as Workload["spec"]["template"]["spec"] & {
+    hostNetwork?: boolean;
+    hostPID?: boolean;
+    hostIPC?: boolean;
+  };
+  assert.equal(pod.securityContext?.runAsNonRoot, true);
+  assert.equal(pod.securityContext?.seccompProfile?.type, "RuntimeDefault");
+  assert.ok((pod.securityContext?.runAsUser ?? 0) > 0, "runAsUser must be a non-root uid");
+  for (const host of ["hostNetwork", "hostPID", "hostIPC"] as const) assert.ok(!pod[host], `${host} is set`);
+  const container = containerOf(workload);
+  assert.deepEqual(container.securityContext, {
+    runAsNonRoot: true,
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    capabilities: { drop: ["ALL"] },
+  });
+  assert.ok(container.resources?.requests?.cpu, "a CPU request (the autoscaler and scheduler need it)");
+  assert.ok(container.resources?.requests?.memory, "a memory request");
+}
 
 /** True if every label of selector is on labels. */
 export const selects = (selector: Record<string, string>, labels: Record<string, string> = {}): boolean =>

@@ -167,6 +167,36 @@ for (const env of ["dev", "production"]) {
           assert.ok(!can(account("discovery"), { verb, group, resource }), `${verb} ${resource}`);
     });
 
+    it("discovery deploys Gateways: get, list, watch, create and patch (server-side apply) of ServiceAccounts, Services and Deployments, no update or delete; list and watch of Gateways and GatewayClasses", () => {
+      const discovery = account("discovery");
+      for (const [group, resource] of [
+        ["", "serviceaccounts"],
+        ["", "services"],
+        ["apps", "deployments"],
+      ] as const) {
+        for (const verb of ["get", "create", "patch"])
+          assert.deepEqual(who({ verb, group, resource }), [discovery], `${verb} ${resource}`);
+        // Those it made, by label, to put back what someone edits or deletes.
+        for (const verb of ["list", "watch"])
+          assert.ok(can(discovery, { verb, group, resource }), `${verb} ${resource}`);
+        for (const verb of ["update", "delete"])
+          assert.deepEqual(who({ verb, group, resource }), [], `${verb} ${resource}`);
+      }
+      for (const resource of ["gateways", "gatewayclasses"]) {
+        const group = "gateway.networking.k8s.io";
+        for (const verb of ["list", "watch"])
+          assert.ok(can(discovery, { verb, group, resource }), `${verb} ${resource}`);
+        for (const verb of ["get", "create", "update", "patch", "delete"])
+          assert.ok(!can(discovery, { verb, group, resource }), `${verb} ${resource}`);
+        // Istio writes its controller-version annotation through gateways/status; discovery does not.
+        assert.ok(!can(discovery, { verb: "patch", group, resource: `${resource}/status` }));
+      }
+      // Nor anything else of apps: no StatefulSets, DaemonSets or ReplicaSets.
+      for (const resource of ["statefulsets", "daemonsets", "replicasets"])
+        for (const verb of ["create", "patch", "update", "delete"])
+          assert.ok(!can(discovery, { verb, group: "apps", resource }), `${verb} ${resource}`);
+    });
+
     it("discovery shows ingest a short-lived projected token, which INGEST_TOKEN_FILE names", () => {
       const discovery = deploymentOf(objects, "discovery");
       const file = envValue(containerOf(discovery), "INGEST_TOKEN_FILE");
@@ -320,8 +350,12 @@ describe("RBAC: ingest reads the Gateway API's kinds", () => {
     for (const crd of crds) {
       const { group } = crd.spec;
       const plural = crd.spec.names.plural;
+      // Discovery follows Gateways and their classes to deploy them (below).
+      const readers = ["gateways", "gatewayclasses"].includes(plural)
+        ? [account("ingest"), account("discovery")]
+        : [account("ingest")];
       for (const verb of ["list", "watch"]) {
-        assert.deepEqual(who({ verb, group, resource: plural }), [account("ingest")], `${verb} ${plural}`);
+        assert.deepEqual(who({ verb, group, resource: plural }).sort(), readers.sort(), `${verb} ${plural}`);
       }
       const hasStatus = crd.spec.versions.some((v) => v.subresources?.status);
       assert.equal(

@@ -4,6 +4,7 @@ import { describe, it } from "node:test";
 import { repositoryRoot } from "@sextant/testing";
 import { DEFAULT_PROXY_IMAGE, defaultInjectionConfig } from "@sextant/webhook/inject";
 import {
+  assertHardened,
   containerOf,
   deploymentOf,
   envValue,
@@ -106,8 +107,8 @@ describe("images and tags", () => {
           ? "proxy"
           : workload.metadata.name.replace(/^sextant-/, "");
         const found = [{ where: `${dir}: ${workload.metadata.name}`, component, image: container.image }];
-        if (component === "webhook") {
-          // The image the webhook injects beside workloads ships with the control plane.
+        if (component === "webhook" || component === "discovery") {
+          // The image the webhook injects beside workloads, and discovery deploys for Gateways, ships with the control plane.
           found.push({
             where: `${dir}: SIDECAR_PROXY_IMAGE`,
             component: "proxy",
@@ -158,19 +159,7 @@ describe("workloads", () => {
   for (const workload of workloadsOf(production)) {
     const name = workload.metadata.name;
     it(`${name}: non-root, read-only root, no privilege escalation, no capabilities, resource requests`, () => {
-      const pod = workload.spec.template.spec;
-      assert.equal(pod.securityContext?.runAsNonRoot, true);
-      assert.equal(pod.securityContext?.seccompProfile?.type, "RuntimeDefault");
-      assert.ok((pod.securityContext?.runAsUser ?? 0) > 0, "runAsUser must be a non-root uid");
-      const container = containerOf(workload);
-      assert.deepEqual(container.securityContext, {
-        runAsNonRoot: true,
-        allowPrivilegeEscalation: false,
-        readOnlyRootFilesystem: true,
-        capabilities: { drop: ["ALL"] },
-      });
-      assert.ok(container.resources?.requests?.cpu, "a CPU request (the autoscaler and scheduler need it)");
-      assert.ok(container.resources?.requests?.memory, "a memory request");
+      assertHardened(workload);
     });
 
     it(`${name}: its selector selects its pods, which a PodDisruptionBudget covers`, () => {

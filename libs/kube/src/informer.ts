@@ -17,6 +17,8 @@ export interface InformerOptions<T extends KubernetesObject> {
   readonly list: () => Promise<KubernetesListObject<T>>;
   /** Limits the watch to matching objects (`metadata.name=x`); `list` must apply the same selector. */
   readonly fieldSelector?: string;
+  /** Limits the watch to objects with matching labels (`app=x`, `key`); `list` must apply the same selector. */
+  readonly labelSelector?: string;
   readonly logger: Logger;
   /** Fields that name this informer in its log lines, e.g. `{ kind: "Gateway" }`. */
   readonly logFields?: Record<string, unknown>;
@@ -78,7 +80,7 @@ export class Informer<T extends KubernetesObject> {
         return list;
       },
       false,
-      undefined,
+      options.labelSelector,
       options.fieldSelector,
     );
     this.#listWatch.on("error", (error) => this.#onError(error));

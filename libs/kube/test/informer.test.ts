@@ -72,6 +72,38 @@ describe("Informer, against the fake kube-apiserver", () => {
     await informer.stop();
   });
 
+  it("lists and watches only the objects its label selector matches", async () => {
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const selector = "selected-by-test";
+    const informer = new Informer<V1ConfigMap>({
+      kubeConfig,
+      path: "/api/v1/configmaps",
+      labelSelector: selector,
+      list: () => core.listConfigMapForAllNamespaces({ labelSelector: selector }),
+      logger,
+      backoff: { initialMs: 10, maxMs: 50 },
+    });
+    informers.push(informer);
+    const labelled = (name: string) => ({
+      ...configMap(name),
+      metadata: { name, namespace: "default", labels: { [selector]: "" } },
+    });
+    server.apply(labelled("listed"));
+    informer.start();
+    assert.equal(await informer.synced(), true);
+    server.apply(configMap("unlabelled"));
+    server.apply(labelled("watched"));
+    await eventually(() => informer.get("watched", "default"), { message: "the labelled object arrives" });
+    assert.deepEqual(
+      informer
+        .list()
+        .map((object) => object.metadata?.name)
+        .sort(),
+      ["listed", "watched"],
+    );
+    await informer.stop();
+  });
+
   it("restarts after a dropped watch, and relists after a 410 Gone, losing nothing", async () => {
     const { informer, events, failures } = start();
     await informer.synced();

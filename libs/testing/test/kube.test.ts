@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import {
+  AppsV1Api,
   AuthenticationV1Api,
   AuthorizationV1Api,
   CoreV1Api,
@@ -528,6 +529,51 @@ describe("fake kube-apiserver", () => {
       ),
     );
     assert.equal(stale.reason, "Conflict", "a resourceVersion in the patch is a precondition");
+  });
+
+  it("server-side applies: creates a missing object, merges over an existing one, needs a fieldManager", async () => {
+    const apps = kc.makeApiClient(AppsV1Api);
+    const apply = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);
+    const deployment = (image: string, labels: Record<string, string>) => ({
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: "applied", namespace: "default", labels },
+      spec: {
+        selector: { matchLabels: { app: "a" } },
+        template: { spec: { containers: [{ name: "c", image }] } },
+      },
+    });
+    const created = await apps.patchNamespacedDeployment(
+      {
+        namespace: "default",
+        name: "applied",
+        body: deployment("one", { a: "1" }),
+        fieldManager: "test",
+        force: true,
+      },
+      apply,
+    );
+    assert.equal(created.spec?.template.spec?.containers[0]?.image, "one");
+    const updated = await apps.patchNamespacedDeployment(
+      {
+        namespace: "default",
+        name: "applied",
+        body: deployment("two", { b: "2" }),
+        fieldManager: "test",
+        force: true,
+      },
+      apply,
+    );
+    assert.equal(updated.spec?.template.spec?.containers[0]?.image, "two");
+    assert.deepEqual(updated.metadata?.labels, { a: "1", b: "2" }, "a double: dropped fields stay");
+    assert.equal(updated.metadata?.uid, created.metadata?.uid);
+    const noManager = await failure(
+      apps.patchNamespacedDeployment(
+        { namespace: "default", name: "applied", body: deployment("x", {}) },
+        apply,
+      ),
+    );
+    assert.equal(noManager.code, 400);
   });
 
   it("answers TokenReview for good, wrong-audience, expired and unknown tokens", async () => {

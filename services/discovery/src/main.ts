@@ -7,6 +7,8 @@ import { runService, type ServiceDefinition } from "@sextant/runtime";
 import { discoveryContract } from "./contract.js";
 import { CredentialPublisher } from "./credentials/credential-publisher.js";
 import { registryz } from "./debug/registryz.js";
+import { GatewayDeployer } from "./gateway-deployment/gateway-deployer.js";
+import { gatewayDeploymentSettings } from "./gateway-deployment/render.js";
 import { KubeSource } from "./kube/kube-source.js";
 import { Publisher } from "./publish/publisher.js";
 import { AutoRegistration } from "./registration/auto-registration.js";
@@ -75,8 +77,20 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
       onLeaderChange: (leader) => {
         registration?.leaderChanged(leader);
         credentials.leaderChanged(leader);
+        gatewayDeployer?.leaderChanged(leader);
       },
     });
+    const gatewayDeployer =
+      kubeConfig && settings.PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER
+        ? new GatewayDeployer({
+            kubeConfig,
+            settings: gatewayDeploymentSettings(settings),
+            isLeader: () => publisher.status().leader,
+            logger,
+            readiness,
+            metrics,
+          })
+        : undefined;
     const registration = settings.INGEST_URL
       ? new AutoRegistration({
           bus: () => nats.bus,
@@ -113,6 +127,9 @@ export const discoveryService: ServiceDefinition<typeof discoverySettings> = {
       // Follows Secrets (with Kubernetes), and Gateways and DestinationRules in sextant-config;
       // the leader writes the Secrets they name by credentialName to sextant-credentials.
       credentials,
+      // Follows Gateway API Gateways and GatewayClasses (when served); the leader applies a
+      // ServiceAccount, Deployment and Service for each Gateway of the istio and sextant classes.
+      ...(gatewayDeployer ? [gatewayDeployer] : []),
       // Subscribes to sextant.registration; creates and removes WorkloadEntries through ingest.
       ...(registration ? [registration] : []),
       // Competes for the lease in sextant-leases; the leader writes the registry.

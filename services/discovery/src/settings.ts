@@ -52,6 +52,25 @@ export const discoverySettings = baseSettings
     LEASE_DURATION_MS: z.coerce.number().int().min(500).default(10_000),
     /** How often the leader renews its lease and standbys look at it. */
     LEASE_RENEW_MS: z.coerce.number().int().min(100).default(2_000),
+    /**
+     * Whether the leader deploys Gateway API Gateways of the istio and sextant classes
+     * (a ServiceAccount, Deployment and Service each; istiod:
+     * PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER). Needs Kubernetes and the Gateway API's CRDs.
+     */
+    PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER: z
+      .enum(["true", "false"], { message: "must be true or false" })
+      .default("true")
+      .transform((value) => value === "true"),
+    /** The image of deployed Gateways: the Sextant agent and Envoy (the webhook's SIDECAR_PROXY_IMAGE; istiod: global.proxy.image). */
+    SIDECAR_PROXY_IMAGE: z.string().min(1).default("sextant/proxy:0.0.0"),
+    /** The CA a deployed Gateway's agent asks for certificates (as the webhook's CA_ADDR). */
+    CA_ADDR: z.string().min(1).default("sextant-ca.istio-system.svc:8060"),
+    /** Where a deployed Gateway's agent gets xDS: push's mTLS port (as the webhook's DISCOVERY_ADDRESS). */
+    DISCOVERY_ADDRESS: z.string().min(1).default("sextant-push.istio-system.svc:15012"),
+    /** The SPIFFE trust domain of deployed Gateways (as the webhook's TRUST_DOMAIN). */
+    TRUST_DOMAIN: z.string().min(1).default("cluster.local"),
+    /** The mesh id of deployed Gateways; the trust domain when unset (as the webhook's MESH_ID). */
+    MESH_ID: z.string().min(1).optional(),
     /** KV writes in flight at once while publishing the registry. */
     WRITE_CONCURRENCY: z.coerce.number().int().min(1).max(1024).default(64),
   })

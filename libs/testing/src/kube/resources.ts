@@ -224,6 +224,15 @@ export function builtinResourceTypes(): ResourceType[] {
       returnDeletedObject: true,
     }),
     builtin({
+      group: "apps",
+      version: "v1",
+      kind: "Deployment",
+      plural: "deployments",
+      namespaced: true,
+      shortNames: ["deploy"],
+      statusSubresource: true,
+    }),
+    builtin({
       group: "discovery.k8s.io",
       version: "v1",
       kind: "EndpointSlice",

@@ -1060,8 +1060,10 @@ export class FakeKubeApiServer {
         kind = "merge";
         break;
       case "application/apply-patch+yaml":
+        this.handleApply(req, res, entry, t, body);
+        return;
       case "application/apply-patch+cbor":
-        throw unsupportedMediaType("the fake kube-apiserver does not implement server-side apply");
+        throw unsupportedMediaType("the fake kube-apiserver does not implement CBOR");
       default:
         throw unsupportedMediaType(
           `the body of the request was in an unknown format - accepted media types include: ${accepted}`,
@@ -1097,6 +1099,50 @@ export class FakeKubeApiServer {
       obj.metadata.resourceVersion = existing.metadata?.resourceVersion ?? "";
     const opts = t.subresource === "status" ? { subresource: "status" as const } : {};
     const { object } = this.store.update(t.type, t.namespace, t.name!, obj, opts);
+    this.sendJson(res, entry, 200, present(t.type, t.version, object));
+  }
+
+  /**
+   * Server-side apply, as a double: the body must be JSON (YAML's JSON form,
+   * which is what client-node sends) with apiVersion, kind and the URL's name,
+   * and `fieldManager` is required. A missing object is created (201). An
+   * existing one gets the applied configuration merged over it as a merge
+   * patch would (maps merged, lists replaced); there are no managedFields, so
+   * a field a manager stops applying is not removed, and no conflicts are
+   * detected (as with `force=true`). Only the main resource, not `/status`.
+   */
+  private handleApply(
+    req: IncomingMessage,
+    res: ServerResponse,
+    entry: FakeKubeRequest,
+    t: ResourceRequest,
+    body: Buffer,
+  ): void {
+    const query = new URL(req.url ?? "/", "http://fake").searchParams;
+    if (!query.get("fieldManager"))
+      throw badRequest("fieldManager: Required value: is required for apply patch");
+    if (t.subresource !== undefined)
+      throw badRequest("the fake kube-apiserver does not implement server-side apply of a subresource");
+    const applied = parseObjectBody(body);
+    if (applied.apiVersion === undefined || applied.kind === undefined)
+      throw badRequest("apiVersion and kind are required in an apply configuration");
+    this.checkBodyType(t, applied);
+    if ((applied.metadata?.name ?? "") !== t.name) {
+      throw badRequest(
+        `the name of the object (${applied.metadata?.name ?? ""}) does not match the name on the URL (${t.name})`,
+      );
+    }
+    const existing = this.store.get(t.type, t.namespace, t.name!);
+    if (!existing) {
+      const created = this.store.create(t.type, t.namespace, applied);
+      this.sendJson(res, entry, 201, present(t.type, t.version, created));
+      return;
+    }
+    const obj = applyMergePatch(structuredClone(present(t.type, t.version, existing)), applied) as KubeObject;
+    obj.metadata = { ...(obj.metadata ?? {}) };
+    if (!applied.metadata?.resourceVersion)
+      obj.metadata.resourceVersion = existing.metadata?.resourceVersion ?? "";
+    const { object } = this.store.update(t.type, t.namespace, t.name!, obj, {});
     this.sendJson(res, entry, 200, present(t.type, t.version, object));
   }
 

@@ -7,7 +7,7 @@ import {
   setHeaderOptions,
 } from "@kubernetes/client-node";
 import { Buckets, type Watch as BucketWatch, type Bus, type WatchEvent } from "@sextant/bus";
-import { type BackoffPolicy, Informer, WorkQueue } from "@sextant/kube";
+import { type BackoffPolicy, customResourceServed, Informer, WorkQueue } from "@sextant/kube";
 import { type ConfigRefLike, configKey, describeRef, parseConfigKey } from "@sextant/model";
 import { Counter, type Logger, type ReadinessGate, type Registry } from "@sextant/observability";
 import type { ConfigStatus } from "@sextant/proto";
@@ -111,6 +111,8 @@ export class KubeSource implements Runner {
   readonly #watchFailures: Counter<"kind">;
   #statusWatch: BucketWatch | undefined;
   #closed = false;
+  /** Aborts the served checks' retries on close. */
+  readonly #stop = new AbortController();
 
   constructor(private readonly options: KubeSourceOptions) {
     this.#api = options.kubeConfig.makeApiClient(CustomObjectsApi);
@@ -166,29 +168,17 @@ export class KubeSource implements Runner {
   }
 
   /** Whether the API server serves a kind: a 404 says its CRD is not installed; other failures are retried. */
-  private async served(kind: WatchedKind): Promise<boolean> {
-    let delayMs = this.#backoff.initialMs;
-    for (;;) {
-      try {
-        await this.#api.listClusterCustomObject({
-          group: kind.group,
-          version: kind.version,
-          plural: kind.plural,
-          limit: 1,
-        });
-        return true;
-      } catch (error) {
-        if ((error as { code?: number }).code === 404) return false;
-        if (this.#closed) return false;
-        this.#watchFailures.inc({ kind: kind.kind });
-        await new Promise((resolve) => setTimeout(resolve, delayMs));
-        delayMs = Math.min(delayMs * 2, this.#backoff.maxMs);
-      }
-    }
+  private served(kind: WatchedKind): Promise<boolean> {
+    return customResourceServed(this.options.kubeConfig, kind, {
+      backoff: this.#backoff,
+      signal: this.#stop.signal,
+      onRetry: () => this.#watchFailures.inc({ kind: kind.kind }),
+    });
   }
 
   async close(): Promise<void> {
     this.#closed = true;
+    this.#stop.abort();
     for (const { informer } of this.#informers.values()) await informer.stop();
     await this.#statusWatch?.stop();
     await this.#queue.close();

@@ -391,6 +391,11 @@ function convertGateway(
   const { namespace, name, generation } = resource;
   const listeners = spec.listeners ?? [];
   const services = gatewayServices(resource, spec, inputs.domainSuffix);
+  if (services.hosts.length === 0 && services.error) {
+    // No address to run on: istiod reports the Gateway alone, without its listeners.
+    const status = gatewayStatus(resource, 0, 0, services, [], inputs.services, []);
+    return { configs: [], parents: [], status };
+  }
   const conflicts = listenerConflicts(listeners);
   const configs: ConvertedConfig<Gateway>[] = [];
   const parents: ListenerParent[] = [];

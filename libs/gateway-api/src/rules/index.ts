@@ -3,59 +3,65 @@
 // (pilot/pkg/config/kube/gateway/conversion.go) do. Independent of the
 // route's parents: the Gateway conversion (convert.ts) and the mesh parents
 // (mesh.ts) bind the result to their hosts and gateways.
-import type { ConfigResource, Service } from "@sextant/proto";
+import type { ConfigResource } from "@sextant/proto";
 import type {
   HTTPRoute,
   TCPRoute,
   TLSRoute,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
-import type { ReferenceGrants } from "../references.js";
 import type { GatewayApiCondition } from "../types.js";
+import { grpcRules, httpRules } from "./http.js";
+import { tcpRules, tlsRules } from "./l4.js";
+import type { RuleContext, RuleConversion, RuleError, RuleResult, RuleTarget } from "./types.js";
 
-/** What a rule conversion reads besides the route itself: one per snapshot. */
-export interface RuleContext {
-  /** The cluster's DNS suffix, e.g. "cluster.local": a Service backend `reviews` in `default` is `reviews.default.svc.<suffix>`. */
-  readonly domainSuffix: string;
-  /** The registry's services by hostname: backendRefs resolve against them. */
-  readonly services: ReadonlyMap<string, Service>;
-  readonly grants: ReferenceGrants;
-  /**
-   * The stored ServiceEntries (kind ServiceEntry, networking.istio.io), for
-   * backendRefs and parentRefs of kind ServiceEntry and Hostname; absent: none.
-   */
-  readonly serviceEntries?: readonly ConfigResource[];
+export { sortHttpRoutes } from "./http.js";
+export type { RuleContext, RuleConversion, RuleError, RuleTarget } from "./types.js";
+
+/** The ResolvedRefs condition every parent of the route reports (Istio reports any route error there). */
+export function resolvedRefsCondition(error: RuleError | undefined, generation: number): GatewayApiCondition {
+  return error
+    ? {
+        type: "ResolvedRefs",
+        status: "False",
+        reason: error.reason,
+        message: error.message,
+        observedGeneration: generation,
+      }
+    : {
+        type: "ResolvedRefs",
+        status: "True",
+        reason: "ResolvedRefs",
+        message: "All references resolved",
+        observedGeneration: generation,
+      };
 }
 
 /**
- * For whom the rules are converted. Istio converts a route once for its
- * Gateway parents and once for its mesh parents: only the Gateway
- * conversion enforces ReferenceGrants on backendRefs (a mesh route may send
- * to another namespace's Service without one).
+ * Collects the rules as istiod's computeRoute does: a rule that yields no
+ * route drops every route of the resource; otherwise the last error seen is
+ * the route's error.
  */
-export type RuleTarget = "gateway" | "mesh";
-
-/** Istio's ConfigError: why a route's references (or filters) are not all usable. */
-export interface RuleError {
-  /** BackendNotFound, RefNotPermitted, InvalidKind, InvalidDestination, InvalidFilter, UnsupportedValue… */
-  readonly reason: string;
-  readonly message: string;
-}
-
-/** A route's rules converted. */
-export interface RuleConversion<T> {
-  /**
-   * The routes, one per rule match (a rule with several matches is split so
-   * each route has at most one, as Istio does; sorting across routes is the
-   * binder's job, see sortHttpRoutes). Empty when `error` was fatal (Istio
-   * drops every rule of the route then).
-   */
-  readonly routes: T[];
-  /** Set when a rule had an unusable reference or filter; the routes may still be usable (a 500 for that backend). */
-  readonly error?: RuleError;
-  /** True when the error dropped every route. */
-  readonly fatal: boolean;
-  /** The route's ResolvedRefs condition for each of its parents (True/ResolvedRefs, or False with the error's reason). */
-  readonly resolvedRefs: GatewayApiCondition;
+function collect<T>(route: ConfigResource, results: Iterable<RuleResult<T>>): RuleConversion<T> {
+  const routes: T[] = [];
+  let error: RuleError | undefined;
+  for (const result of results) {
+    if (result.route === undefined) {
+      return {
+        routes: [],
+        ...(result.error ? { error: result.error } : {}),
+        fatal: true,
+        resolvedRefs: resolvedRefsCondition(result.error, route.generation),
+      };
+    }
+    if (result.error) error = result.error;
+    routes.push(result.route);
+  }
+  return {
+    routes,
+    ...(error ? { error } : {}),
+    fatal: false,
+    resolvedRefs: resolvedRefsCondition(error, route.generation),
+  };
 }
 
 export function convertHttpRoute(
@@ -63,10 +69,7 @@ export function convertHttpRoute(
   ctx: RuleContext,
   target: RuleTarget = "gateway",
 ): RuleConversion<HTTPRoute> {
-  void route;
-  void ctx;
-  void target;
-  throw new Error("not yet");
+  return collect(route, httpRules(route, ctx, target));
 }
 
 export function convertGrpcRoute(
@@ -74,10 +77,7 @@ export function convertGrpcRoute(
   ctx: RuleContext,
   target: RuleTarget = "gateway",
 ): RuleConversion<HTTPRoute> {
-  void route;
-  void ctx;
-  void target;
-  throw new Error("not yet");
+  return collect(route, grpcRules(route, ctx, target));
 }
 
 export function convertTcpRoute(
@@ -85,10 +85,7 @@ export function convertTcpRoute(
   ctx: RuleContext,
   target: RuleTarget = "gateway",
 ): RuleConversion<TCPRoute> {
-  void route;
-  void ctx;
-  void target;
-  throw new Error("not yet");
+  return collect(route, tcpRules(route, ctx, target));
 }
 
 export function convertTlsRoute(
@@ -96,19 +93,5 @@ export function convertTlsRoute(
   ctx: RuleContext,
   target: RuleTarget = "gateway",
 ): RuleConversion<TLSRoute> {
-  void route;
-  void ctx;
-  void target;
-  throw new Error("not yet");
-}
-
-/**
- * Orders the routes of one VirtualService as the Gateway API requires
- * (Istio's sortHTTPRoutes): Exact before PathPrefix before RegularExpression,
- * longer paths first, then a method match, more header matches, more query
- * matches; routes without a match last. Stable: ties keep their order.
- */
-export function sortHttpRoutes(routes: HTTPRoute[]): void {
-  void routes;
-  throw new Error("not yet");
+  return collect(route, tlsRules(route, ctx, target));
 }

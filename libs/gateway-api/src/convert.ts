@@ -24,6 +24,7 @@ import {
   convertHttpRoute,
   convertTcpRoute,
   convertTlsRoute,
+  ROUTE_SEMANTICS_ANNOTATION,
   type RuleContext,
   type RuleConversion,
   sortHttpRoutes,
@@ -195,6 +196,8 @@ function toConverted(vs: KeyedVirtualService): ConvertedConfig<VirtualService> {
     ref: { kind: "VirtualService", namespace: vs.namespace, name: vs.name },
     source: vs.source,
     generation: vs.generation,
+    // Every VirtualService made from a route gets the Gateway API's semantics in the proxies, as istiod marks it.
+    annotations: { [ROUTE_SEMANTICS_ANNOTATION]: "gateway" },
     spec: vs.spec,
   };
 }

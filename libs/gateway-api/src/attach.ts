@@ -114,7 +114,7 @@ function referenceDenied(
   if (!listener.allowedKinds.some((allowed) => allowed.group === GATEWAY_GROUP && allowed.kind === kind))
     return {
       reason: "NotAllowedByListeners",
-      message: `kind ${GATEWAY_GROUP}/v1, Kind=${kind} is not allowed`,
+      message: `kind ${GATEWAY_GROUP}/v1/${kind} is not allowed`,
     };
   return undefined;
 }

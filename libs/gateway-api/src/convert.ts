@@ -74,6 +74,8 @@ export function convertGatewayApi(input: GatewayApiInput): GatewayApiOutput {
     if (attachments.length === 0 && meshRefs.length === 0) continue;
 
     const parents: Array<{ key: string; status: RouteParentStatus }> = [];
+    // Istio numbers a route's TCP and TLS VirtualServices across all its parents.
+    const count = { value: 0 };
     if (attachments.length > 0) {
       const rules = convertRules(kind, route, ctx);
       parents.push(
@@ -93,7 +95,6 @@ export function convertGatewayApi(input: GatewayApiInput): GatewayApiOutput {
         listeners.set(attachment.listener.sectionName, routes);
         routes.add(configKey(route));
       }
-      const count = { value: 0 };
       if (kind === "HTTPRoute" || kind === "GRPCRoute") {
         for (const vs of httpVirtualServices(route, attachments, rules.routes as HTTPRoute[]))
           httpVirtualServicesByKey.set(vs.key, [...(httpVirtualServicesByKey.get(vs.key) ?? []), vs]);
@@ -108,7 +109,7 @@ export function convertGatewayApi(input: GatewayApiInput): GatewayApiOutput {
       }
     }
     for (const parentRef of meshRefs) {
-      const mesh = convertMeshParent(route, parentRef, ctx);
+      const mesh = convertMeshParent(route, parentRef, ctx, count.value);
       parents.push({
         key: parentRefKey(parentRef, route.namespace),
         status: {
@@ -118,6 +119,12 @@ export function convertGatewayApi(input: GatewayApiInput): GatewayApiOutput {
         },
       });
       for (const { key, config } of mesh.virtualServices) {
+        if (key === undefined) {
+          // TCP and TLS: never merged.
+          count.value++;
+          virtualServices.push(config);
+          continue;
+        }
         const keyed: KeyedVirtualService = {
           key,
           namespace: config.ref.namespace,
@@ -126,9 +133,7 @@ export function convertGatewayApi(input: GatewayApiInput): GatewayApiOutput {
           generation: config.generation,
           spec: config.spec,
         };
-        if (config.spec.http.length > 0)
-          httpVirtualServicesByKey.set(key, [...(httpVirtualServicesByKey.get(key) ?? []), keyed]);
-        else virtualServices.push(toConverted(keyed));
+        httpVirtualServicesByKey.set(key, [...(httpVirtualServicesByKey.get(key) ?? []), keyed]);
       }
     }
     // Istio orders a route's own parent entries by parentRef, descending.

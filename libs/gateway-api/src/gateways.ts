@@ -50,7 +50,7 @@ const TLS_TERMINATE_MODE = "gateway.istio.io/tls-terminate-mode";
  * Services whose proxies (in the Gateway's namespace) it applies to
  * (Istio's InternalGatewayServiceAnnotation): it has no selector.
  */
-export const GATEWAY_SERVICE_ANNOTATION = "internal.istio.io/gateway-service";
+const GATEWAY_SERVICE_ANNOTATION = "internal.istio.io/gateway-service";
 
 interface Listener {
   name: string;

@@ -802,6 +802,7 @@ function isAuthorityHeader(key: string): boolean {
 function redirectAction(redirect: HTTPRedirect, port: number, isTls: boolean): Plain {
   const action: Plain = { responseCode: redirectCode(redirect.redirectCode) };
   if (redirect.uri) action.pathRedirect = redirect.uri;
+  else if (redirect.prefixRewrite) action.prefixRewrite = redirect.prefixRewrite;
   if (redirect.authority) action.hostRedirect = redirect.authority;
   if (redirect.scheme) action.schemeRedirect = redirect.scheme;
   const portSet = redirect.port !== undefined || redirect.derivePort !== undefined;

@@ -7,7 +7,6 @@ import type { HTTPRoute, VirtualService } from "@sextant/proto/gen/istio/network
 import {
   gatewayParentStatuses,
   httpVirtualServices,
-  isGatewayParent,
   type KeyedVirtualService,
   listenerAttachments,
   parentRefKey,
@@ -66,11 +65,10 @@ export function convertGatewayApi(input: GatewayApiInput): GatewayApiOutput {
   for (const route of input.resources) {
     const kind = route.kind as RouteKindName;
     if (!ROUTE_KINDS.includes(kind)) continue;
-    const parentRefs = ((route.spec as { parentRefs?: ParentRef[] } | undefined)?.parentRefs ?? []).filter(
-      (parentRef) => isGatewayParent(parentRef) || isMeshParent(parentRef),
-    );
     const attachments = listenerAttachments(route, kind, owned);
-    const meshRefs = parentRefs.filter((parentRef) => !isGatewayParent(parentRef));
+    const meshRefs = ((route.spec as { parentRefs?: ParentRef[] } | undefined)?.parentRefs ?? []).filter(
+      isMeshParent,
+    );
     if (attachments.length === 0 && meshRefs.length === 0) continue;
 
     const parents: Array<{ key: string; status: RouteParentStatus }> = [];

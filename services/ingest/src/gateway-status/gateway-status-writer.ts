@@ -1,0 +1,72 @@
+import { convertGatewayApi } from "@sextant/gateway-api";
+import { configKey } from "@sextant/model";
+import type { Logger } from "@sextant/observability";
+import type { ConfigResource, Service } from "@sextant/proto";
+import { findKind, GATEWAY_API_GROUP } from "@sextant/validation";
+import type { ConfigStore } from "../store/config-store.js";
+import { plainStatus } from "./status-object.js";
+
+/** One snapshot of what the statuses are computed from (the analysis runner's mirrors). */
+export interface GatewayStatusSnapshot {
+  readonly resources: readonly ConfigResource[];
+  readonly services: Iterable<Service>;
+}
+
+/** Options of {@link GatewayStatusWriter}. */
+export interface GatewayStatusWriterOptions {
+  readonly store: ConfigStore;
+  readonly logger: Logger;
+  readonly domainSuffix: string;
+  /** The time a condition that changed status is stamped with (RFC 3339, seconds, as Kubernetes writes it). */
+  readonly now?: () => string;
+}
+
+/**
+ * GatewayStatusWriter keeps the Kubernetes status of every Gateway API
+ * resource in `sextant-config-status` (ConfigStatus.gatewayStatus): on each
+ * snapshot it runs the same conversion push runs (@sextant/gateway-api) and
+ * writes each resource's status that changed. A resource of a class another
+ * controller implements gets none (the conversion computes none), so its
+ * controller's status is never overwritten.
+ *
+ * Secrets are left out of the conversion's input (every certificateRef
+ * counts as present): discovery's `sextant-credential-index`, the only
+ * Secret names ingest may read, holds just the Secrets Istio's
+ * credentialNames name, not those a listener's certificateRefs name.
+ */
+export class GatewayStatusWriter {
+  /** What was last written per key, so an unchanged status costs no KV round trip. */
+  readonly #written = new Map<string, string>();
+  readonly #now: () => string;
+
+  constructor(private readonly options: GatewayStatusWriterOptions) {
+    this.#now = options.now ?? (() => new Date().toISOString().replace(/\.\d+Z$/, "Z"));
+  }
+
+  /** Computes the statuses of a snapshot and writes those that changed. */
+  async write(snapshot: GatewayStatusSnapshot): Promise<void> {
+    const services = new Map<string, Service>();
+    for (const service of snapshot.services)
+      if (!services.has(service.hostname)) services.set(service.hostname, service);
+    const { statuses } = convertGatewayApi({
+      resources: snapshot.resources,
+      services,
+      domainSuffix: this.options.domainSuffix,
+    });
+    const current = new Set<string>();
+    const now = this.#now();
+    for (const resource of snapshot.resources) {
+      if (findKind(resource.kind)?.group !== GATEWAY_API_GROUP) continue;
+      const key = configKey(resource);
+      current.add(key);
+      const computed = statuses.get(key);
+      const desired = computed ? plainStatus(computed.status) : undefined;
+      const fingerprint = JSON.stringify(desired ?? null);
+      if (this.#written.get(key) === fingerprint) continue;
+      await this.options.store.setGatewayStatus(resource, desired, now);
+      this.#written.set(key, fingerprint);
+    }
+    for (const key of this.#written.keys()) if (!current.has(key)) this.#written.delete(key);
+    this.options.logger.debug({ statuses: statuses.size }, "gateway api statuses written");
+  }
+}

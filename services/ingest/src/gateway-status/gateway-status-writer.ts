@@ -2,9 +2,8 @@ import { convertGatewayApi } from "@sextant/gateway-api";
 import { configKey } from "@sextant/model";
 import type { Logger } from "@sextant/observability";
 import type { ConfigResource, Service } from "@sextant/proto";
-import { findKind, GATEWAY_API_GROUP } from "@sextant/validation";
 import type { ConfigStore } from "../store/config-store.js";
-import { plainStatus } from "./status-object.js";
+import { isGatewayApiKind, plainStatus } from "./status-object.js";
 
 /** One snapshot of what the statuses are computed from (the analysis runner's mirrors). */
 export interface GatewayStatusSnapshot {
@@ -56,7 +55,7 @@ export class GatewayStatusWriter {
     const current = new Set<string>();
     const now = this.#now();
     for (const resource of snapshot.resources) {
-      if (findKind(resource.kind)?.group !== GATEWAY_API_GROUP) continue;
+      if (!isGatewayApiKind(resource.kind)) continue;
       const key = configKey(resource);
       current.add(key);
       const computed = statuses.get(key);

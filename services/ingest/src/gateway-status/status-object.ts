@@ -3,12 +3,18 @@
 // lastTransitionTime, which only the writer can know.
 import { isDeepStrictEqual } from "node:util";
 import { ISTIO_CONTROLLER, SEXTANT_CONTROLLER } from "@sextant/gateway-api";
+import { findKind, GATEWAY_API_GROUP } from "@sextant/validation";
 
 /** A JSON object (a google.protobuf.Struct's content). */
 export type StatusObject = { [key: string]: unknown };
 
 /** The controllerNames whose entries in a route's `status.parents` are Sextant's to write. */
 const OWN_CONTROLLERS: ReadonlySet<string> = new Set([ISTIO_CONTROLLER, SEXTANT_CONTROLLER]);
+
+/** Whether a stored kind is one of the Gateway API's, whose resources get a Kubernetes status from ingest. */
+export function isGatewayApiKind(kind: string): boolean {
+  return findKind(kind)?.group === GATEWAY_API_GROUP;
+}
 
 /**
  * A status as plain JSON: no undefined fields (a Struct cannot hold them, and

@@ -357,8 +357,7 @@ export class KubeSource implements Runner {
    * Sextant's alone; a route's `status.parents` is shared with the
    * controllers of its other parents, whose entries are kept. Nothing is
    * written for an invalid object (not stored) or one of another
-   * controller's class, except that Sextant's own entries are removed from
-   * a route no longer attached to any of its Gateways.
+   * controller's class (no status stored).
    */
   private async syncGatewayStatus(
     ref: ConfigRefLike,
@@ -368,17 +367,18 @@ export class KubeSource implements Runner {
   ): Promise<void> {
     if (state.errors.length > 0 || state.storedGeneration === undefined) return;
     const stored = this.#statuses.get(configKey(ref))?.gatewayStatus;
-    const desired = stored && statusForGeneration(stored, state.storedGeneration, state.kubeGeneration);
-    if (stored && !desired) return; // about an older generation: the next status event brings the new one
-    let fields: StatusObject;
-    if (ROUTE_KINDS.has(kind.kind)) {
-      const current = (object.status as { parents?: unknown } | undefined)?.parents;
-      fields = { parents: mergedRouteParents(current, (desired?.parents as unknown[] | undefined) ?? []) };
-    } else if (desired) {
-      fields = desired;
-    } else {
-      return;
-    }
+    if (!stored) return;
+    const desired = statusForGeneration(stored, state.storedGeneration, state.kubeGeneration);
+    // About an older generation: the status event of the current one re-enqueues the key.
+    if (!desired) return;
+    const fields: StatusObject = ROUTE_KINDS.has(kind.kind)
+      ? {
+          parents: mergedRouteParents(
+            (object.status as { parents?: unknown } | undefined)?.parents,
+            Array.isArray(desired.parents) ? desired.parents : [],
+          ),
+        }
+      : desired;
     if (statusFieldsUpToDate(object.status, fields)) return;
     await this.patchStatus(ref, kind, { status: fields });
   }

@@ -1,16 +1,30 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { after, before, describe, it } from "node:test";
+import { Buckets } from "@sextant/bus";
+import type { GatewayApiCondition, GatewayApiOutput, GatewayApiStatus } from "@sextant/gateway-api";
+import { configKey } from "@sextant/model";
+import { createLogger } from "@sextant/observability";
+import { GatewayStatusWriter } from "../src/gateway-status/gateway-status-writer.js";
 import {
   mergedRouteParents,
   statusFieldsUpToDate,
   statusForGeneration,
   withTransitionTimes,
 } from "../src/gateway-status/status-object.js";
+import { ConfigStore } from "../src/store/config-store.js";
+import { startNatsWithClient, storedResource } from "./harness.js";
 
 const T0 = "2026-01-01T00:00:00Z";
 const T1 = "2026-01-01T00:05:00Z";
 
-const condition = (type: string, status: string, reason = type, observedGeneration = 1) => ({
+type Truth = "True" | "False";
+
+const condition = (
+  type: string,
+  status: Truth,
+  reason = type,
+  observedGeneration = 1,
+): GatewayApiCondition => ({
   type,
   status,
   reason,
@@ -18,7 +32,7 @@ const condition = (type: string, status: string, reason = type, observedGenerati
   observedGeneration,
 });
 
-const gatewayStatus = (programmed: string, listenerResolved: string) => ({
+const gatewayStatus = (programmed: Truth, listenerResolved: Truth) => ({
   addresses: [{ type: "Hostname", value: "gw-istio.shop.svc.cluster.local" }],
   conditions: [condition("Accepted", "True"), condition("Programmed", programmed)],
   listeners: [
@@ -31,7 +45,7 @@ const gatewayStatus = (programmed: string, listenerResolved: string) => ({
   ],
 });
 
-const parent = (name: string, resolved: string, controllerName = "istio.io/gateway-controller") => ({
+const parent = (name: string, resolved: Truth, controllerName = "istio.io/gateway-controller") => ({
   parentRef: { group: "gateway.networking.k8s.io", kind: "Gateway", name, namespace: "shop" },
   controllerName,
   conditions: [condition("Accepted", "True"), condition("ResolvedRefs", resolved)],
@@ -126,5 +140,91 @@ describe("Gateway API status: writing to a Kubernetes object", () => {
     assert.ok(statusFieldsUpToDate({ conditions: [condition("Accepted", "True")], extra: 1 }, desired));
     assert.ok(!statusFieldsUpToDate({ conditions: [condition("Accepted", "False")] }, desired));
     assert.ok(!statusFieldsUpToDate(undefined, desired));
+  });
+});
+
+describe("Gateway API status: the writer and sextant-config-status", () => {
+  let env: Awaited<ReturnType<typeof startNatsWithClient>>;
+  let store: ConfigStore;
+  before(async () => {
+    env = await startNatsWithClient();
+    store = new ConfigStore(() => env.bus);
+  });
+  after(() => env?.close());
+
+  const route = storedResource(
+    { kind: "HTTPRoute", apiVersion: "gateway.networking.k8s.io/v1", name: "web", namespace: "shop" },
+    { parentRefs: [{ name: "a" }] },
+  );
+  const virtualService = storedResource(
+    { kind: "VirtualService", apiVersion: "networking.istio.io/v1", name: "vs", namespace: "shop" },
+    { hosts: ["vs"] },
+  );
+  /** A writer (a replica) whose conversion gives the route the status `resolved` says, at time `now`. */
+  const writer = (status: () => GatewayApiStatus | undefined, now: string) =>
+    new GatewayStatusWriter({
+      store,
+      logger: createLogger({ service: "test", level: "silent" }),
+      domainSuffix: "cluster.local",
+      now: () => now,
+      convert: (): GatewayApiOutput => {
+        const computed = status();
+        return {
+          gateways: [],
+          virtualServices: [],
+          destinationRules: [],
+          statuses: new Map(computed ? [[configKey(route), computed]] : []),
+        };
+      },
+    });
+  const routeStatus = (resolved: Truth): GatewayApiStatus => ({
+    kind: "HTTPRoute",
+    status: {
+      // An optional field left undefined, as the conversion may: not stored.
+      parents: [
+        {
+          ...parent("a", resolved),
+          parentRef: { ...parent("a", resolved).parentRef, sectionName: undefined },
+        },
+      ],
+    },
+  });
+  const statuses = async () => (await env.bus.bucket(Buckets.configStatus)).get(configKey(route));
+
+  it("stores the status with transition times, writes nothing when a replica computes the same, and moves only the changed condition's time", async () => {
+    await store.apply(route, "http");
+    await store.apply(virtualService, "http");
+    let resolved: Truth = "True";
+    const snapshot = { resources: [route, virtualService], services: [] };
+    await writer(() => routeStatus(resolved), T0).write(snapshot);
+    const first = await statuses();
+    const stored = first?.value.gatewayStatus as { parents: Array<Record<string, unknown>> };
+    assert.deepEqual(stored.parents[0]!.parentRef, parent("a", "True").parentRef);
+    assert.deepEqual(
+      stored.parents[0]!.conditions,
+      parent("a", "True").conditions.map((c) => ({ ...c, lastTransitionTime: T0 })),
+    );
+    // Not a Gateway API kind: no gatewayStatus.
+    assert.equal((await store.getStatus(virtualService))?.gatewayStatus, undefined);
+
+    // Another replica, later, with the same result: nothing written.
+    await writer(() => routeStatus(resolved), T1).write(snapshot);
+    assert.equal((await statuses())?.revision, first?.revision);
+
+    resolved = "False";
+    await writer(() => routeStatus(resolved), T1).write(snapshot);
+    const changed = (await store.getStatus(route))?.gatewayStatus as typeof stored;
+    const times = changed.parents[0]!.conditions as Array<{ type: string; lastTransitionTime: string }>;
+    assert.deepEqual(
+      times.map((c) => `${c.type} ${c.lastTransitionTime}`),
+      [`Accepted ${T0}`, `ResolvedRefs ${T1}`],
+    );
+  });
+
+  it("removes the status once the conversion computes none (the class went to another controller)", async () => {
+    await writer(() => undefined, T1).write({ resources: [route], services: [] });
+    const status = await store.getStatus(route);
+    assert.equal(status?.gatewayStatus, undefined);
+    assert.equal(status?.source, "http");
   });
 });

@@ -53,7 +53,7 @@ export interface HttpApiOptions {
  * | POST /v1/apply | 200 with created/configured/unchanged per resource; 400 with every error, nothing stored |
  * | POST /v1/validate | the same checks; nothing stored |
  * | GET /v1/config?kind=&namespace= | the stored resources |
- * | GET /v1/config/{kind}/{namespace}/{name} | one resource, or 404 |
+ * | GET /v1/config/{kind}/{namespace}/{name}[/status] | one resource (a Gateway API one with its status), or 404 |
  * | DELETE /v1/config/{kind}/{namespace}/{name} | deletes it, or 404 |
  * | GET /v1/analyze | validation, analysis and NACK messages |
  * | GET /v1/trace/{kind}/{namespace}/{name} | the last change's trace: stored, built, each proxy's answer; or 404 |

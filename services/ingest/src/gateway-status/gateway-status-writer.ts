@@ -18,6 +18,8 @@ export interface GatewayStatusWriterOptions {
   readonly domainSuffix: string;
   /** The time a condition that changed status is stamped with (RFC 3339, seconds, as Kubernetes writes it). */
   readonly now?: () => string;
+  /** The conversion; tests pass one with statuses of their own making. */
+  readonly convert?: typeof convertGatewayApi;
 }
 
 /**
@@ -47,7 +49,8 @@ export class GatewayStatusWriter {
     const services = new Map<string, Service>();
     for (const service of snapshot.services)
       if (!services.has(service.hostname)) services.set(service.hostname, service);
-    const { statuses } = convertGatewayApi({
+    const convert = this.options.convert ?? convertGatewayApi;
+    const { statuses } = convert({
       resources: snapshot.resources,
       services,
       domainSuffix: this.options.domainSuffix,

@@ -221,6 +221,15 @@ describe("Gateway API status: the writer and sextant-config-status", () => {
     );
   });
 
+  it("leaves the statuses as they were when the conversion fails", async () => {
+    await writer(() => routeStatus("True"), T0).write({ resources: [route], services: [] });
+    const before = await statuses();
+    await writer(() => {
+      throw new Error("conversion bug");
+    }, T1).write({ resources: [route], services: [] });
+    assert.equal((await statuses())?.revision, before?.revision);
+  });
+
   it("removes the status once the conversion computes none (the class went to another controller)", async () => {
     await writer(() => undefined, T1).write({ resources: [route], services: [] });
     const status = await store.getStatus(route);

@@ -1,4 +1,4 @@
-import { convertGatewayApi } from "@sextant/gateway-api";
+import { convertGatewayApi, type GatewayApiOutput } from "@sextant/gateway-api";
 import { configKey } from "@sextant/model";
 import type { Logger } from "@sextant/observability";
 import type { ConfigResource, Service } from "@sextant/proto";
@@ -50,11 +50,18 @@ export class GatewayStatusWriter {
     for (const service of snapshot.services)
       if (!services.has(service.hostname)) services.set(service.hostname, service);
     const convert = this.options.convert ?? convertGatewayApi;
-    const { statuses } = convert({
-      resources: snapshot.resources,
-      services,
-      domainSuffix: this.options.domainSuffix,
-    });
+    let statuses: GatewayApiOutput["statuses"];
+    try {
+      ({ statuses } = convert({
+        resources: snapshot.resources,
+        services,
+        domainSuffix: this.options.domainSuffix,
+      }));
+    } catch (error) {
+      // A conversion bug must not stop analysis: the statuses stay as they were until the next snapshot.
+      this.options.logger.error({ err: error }, "cannot compute the Gateway API statuses");
+      return;
+    }
     const current = new Set<string>();
     const now = this.#now();
     for (const resource of snapshot.resources) {

@@ -398,6 +398,15 @@ describe("the Kubernetes source and the Gateway API's kinds", () => {
     await registerService(env.bus, "gw-istio", "shop", 80);
     server.apply(gatewayClass);
     server.apply(kubernetesGateway("gw"));
+    // Another implementation's class and Gateway: their status is its controller's.
+    server.apply({
+      ...gatewayClass,
+      metadata: { name: "other" },
+      spec: { controllerName: "example.com/other" },
+    });
+    const theirs = kubernetesGateway("theirs");
+    theirs.spec.gatewayClassName = "other";
+    server.apply(theirs);
     // An earlier spec first, so that the object's generation (2) is not Sextant's (1); and
     // another controller's parent in its status, which must stay.
     const otherParent = {
@@ -416,7 +425,7 @@ describe("the Kubernetes source and the Gateway API's kinds", () => {
     };
     server.apply(httpRoute("web", 9081));
     server.apply({ ...httpRoute("web"), status: { parents: [otherParent] } });
-    await startIngestOn(kubeconfig);
+    const ingest = await startIngestOn(kubeconfig);
     const ref = (kind: string, name: string) => ({
       apiVersion: `${GROUP}/v1`,
       kind,
@@ -466,6 +475,12 @@ describe("the Kubernetes source and the Gateway API's kinds", () => {
     );
     assert.deepEqual(conditionsOf((cls as Status).conditions), ["Accepted True Accepted"]);
     assert.equal((cls as Status).validationMessages, undefined, "no Istio validationMessages");
+
+    // Computed in the same snapshot as the others: another controller's resources got no status.
+    assert.equal((await get(`${ingest.url}/v1/config/gateways.${GROUP}/shop/theirs`)).json.status, undefined);
+    assert.equal((await get(`${ingest.url}/v1/config/gatewayclasses/default/other`)).json.status, undefined);
+    assert.equal(server.requestCount({ verb: "patch", subresource: "status", name: "theirs" }), 0);
+    assert.equal(server.requestCount({ verb: "patch", subresource: "status", name: "other" }), 0);
 
     // Fixed: the backend Service appears; the route's ResolvedRefs turns True.
     await registerService(env.bus, "web", "shop", 9080);

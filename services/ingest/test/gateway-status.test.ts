@@ -221,6 +221,18 @@ describe("Gateway API status: the writer and sextant-config-status", () => {
     );
   });
 
+  it("writes the status again for a resource deleted and stored again between two snapshots", async () => {
+    const replica = writer(() => routeStatus("True"), T0);
+    await replica.write({ resources: [route], services: [] });
+    assert.ok((await store.getStatus(route))?.gatewayStatus);
+    await store.delete(route);
+    await store.apply(route, "http");
+    assert.equal((await store.getStatus(route))?.gatewayStatus, undefined);
+    // The mirror decodes a new object for the stored value.
+    await replica.write({ resources: [{ ...route }], services: [] });
+    assert.ok((await store.getStatus(route))?.gatewayStatus, "written again");
+  });
+
   it("leaves the statuses as they were when the conversion fails", async () => {
     await writer(() => routeStatus("True"), T0).write({ resources: [route], services: [] });
     const before = await statuses();

@@ -36,8 +36,14 @@ export interface GatewayStatusWriterOptions {
  * credentialNames name, not those a listener's certificateRefs name.
  */
 export class GatewayStatusWriter {
-  /** What was last written per key, so an unchanged status costs no KV round trip. */
-  readonly #written = new Map<string, string>();
+  /**
+   * What was last written per key, and for which value of the resource, so
+   * an unchanged status costs no KV round trip. The mirror decodes a new
+   * object for every put, so a resource stored again (deleted and
+   * re-created between two snapshots: its status record is new, without a
+   * gatewayStatus) is written again.
+   */
+  readonly #written = new Map<string, { readonly resource: ConfigResource; readonly status: string }>();
   readonly #now: () => string;
 
   constructor(private readonly options: GatewayStatusWriterOptions) {
@@ -71,9 +77,10 @@ export class GatewayStatusWriter {
       const computed = statuses.get(key);
       const desired = computed ? plainStatus(computed.status) : undefined;
       const fingerprint = JSON.stringify(desired ?? null);
-      if (this.#written.get(key) === fingerprint) continue;
+      const written = this.#written.get(key);
+      if (written?.resource === resource && written.status === fingerprint) continue;
       await this.options.store.setGatewayStatus(resource, desired, now);
-      this.#written.set(key, fingerprint);
+      this.#written.set(key, { resource, status: fingerprint });
     }
     for (const key of this.#written.keys()) if (!current.has(key)) this.#written.delete(key);
     this.options.logger.debug({ statuses: statuses.size }, "gateway api statuses written");

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { isDeepStrictEqual } from "node:util";
 import { Buckets, type Bus, encodeKey } from "@sextant/bus";
 import { Protocol, Service } from "@sextant/proto";
 import {
@@ -486,6 +487,14 @@ describe("the Kubernetes source and the Gateway API's kinds", () => {
     await registerService(env.bus, "web", "shop", 9080);
     await eventually(() => statusOf("HTTPRoute", "web").parents?.[1]?.conditions?.[1]?.status === "True", {
       message: "ResolvedRefs True once the Service exists",
+    });
+
+    // The route moves to the other controller's Gateway: Sextant's entry goes, the other's stays.
+    const moved = httpRoute("web");
+    moved.spec.parentRefs = [{ name: "theirs" }];
+    server.apply({ ...moved, status: statusOf("HTTPRoute", "web") });
+    await eventually(() => isDeepStrictEqual(statusOf("HTTPRoute", "web").parents, [otherParent]), {
+      message: "Sextant's parent entry removed",
     });
   });
 

@@ -242,10 +242,46 @@ describe("Gateway API status: the writer and sextant-config-status", () => {
     assert.equal((await statuses())?.revision, before?.revision);
   });
 
-  it("removes the status once the conversion computes none (the class went to another controller)", async () => {
+  it("keeps an empty parents list for a route that no longer has a parent of Sextant's", async () => {
     await writer(() => undefined, T1).write({ resources: [route], services: [] });
     const status = await store.getStatus(route);
-    assert.equal(status?.gatewayStatus, undefined);
+    assert.deepEqual(status?.gatewayStatus, { parents: [] });
     assert.equal(status?.source, "http");
+  });
+
+  it("removes the status of a Gateway once the conversion computes none (its class went to another controller)", async () => {
+    const gateway = storedResource(
+      {
+        kind: "KubernetesGateway",
+        apiVersion: "gateway.networking.k8s.io/v1",
+        name: "gw",
+        namespace: "shop",
+      },
+      { gatewayClassName: "istio", listeners: [] },
+    );
+    await store.apply(gateway, "http");
+    let status: GatewayApiStatus | undefined = {
+      kind: "KubernetesGateway",
+      status: gatewayStatus("True", "True"),
+    };
+    const writeGateway = () =>
+      new GatewayStatusWriter({
+        store,
+        logger: createLogger({ service: "test", level: "silent" }),
+        domainSuffix: "cluster.local",
+        convert: () => ({
+          gateways: [],
+          virtualServices: [],
+          destinationRules: [],
+          statuses: new Map(status ? [[configKey(gateway), status]] : []),
+        }),
+      }).write({ resources: [gateway], services: [] });
+    await writeGateway();
+    assert.ok((await store.getStatus(gateway))?.gatewayStatus);
+    status = undefined;
+    await writeGateway();
+    const stored = await store.getStatus(gateway);
+    assert.equal(stored?.gatewayStatus, undefined);
+    assert.equal(stored?.source, "http");
   });
 });

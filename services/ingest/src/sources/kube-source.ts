@@ -355,7 +355,9 @@ export class KubeSource implements Runner {
    * generation, and only the fields that differ from the object's. A
    * GatewayClass, Gateway or BackendTLSPolicy of Sextant's classes is
    * Sextant's alone; a route's `status.parents` is shared with the
-   * controllers of its other parents, whose entries are kept. Nothing is
+   * controllers of its other parents, whose entries are kept (a route
+   * detached from Sextant's Gateways has `parents: []` stored, which
+   * removes Sextant's entries). Nothing is
    * written for an invalid object (not stored) or one of another
    * controller's class (no status stored).
    */

@@ -180,11 +180,20 @@ export class ConfigStore {
    * written, so replicas computing the same status write it once. Nothing is
    * written for a resource without a status record (not stored, or deleted
    * meanwhile): every stored resource has one from its apply.
+   *
+   * A route that had parents of Sextant's and now has none keeps an empty
+   * `parents` rather than no status, so that its Kubernetes object loses
+   * Sextant's entries (the Kubernetes source writes only stored statuses).
    */
   async setGatewayStatus(ref: ConfigRefLike, desired: StatusObject | undefined, now: string): Promise<void> {
     await (await this.status).update(configKey(ref), (current) => {
       if (!current) return undefined;
-      const next = desired && withTransitionTimes(desired, current.gatewayStatus, now);
+      const hadParents = Array.isArray(current.gatewayStatus?.parents);
+      const next = desired
+        ? withTransitionTimes(desired, current.gatewayStatus, now)
+        : hadParents
+          ? { parents: [] }
+          : undefined;
       return isDeepStrictEqual(next, current.gatewayStatus) ? current : { ...current, gatewayStatus: next };
     });
   }

@@ -1,9 +1,15 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Buckets } from "@sextant/bus";
-import type { GatewayApiCondition, GatewayApiOutput, GatewayApiStatus } from "@sextant/gateway-api";
+import type {
+  GatewayApiCondition,
+  GatewayApiInput,
+  GatewayApiOutput,
+  GatewayApiStatus,
+} from "@sextant/gateway-api";
 import { configKey } from "@sextant/model";
 import { createLogger } from "@sextant/observability";
+import { Service } from "@sextant/proto";
 import { GatewayStatusWriter } from "../src/gateway-status/gateway-status-writer.js";
 import {
   mergedRouteParents,
@@ -195,7 +201,7 @@ describe("Gateway API status: the writer and sextant-config-status", () => {
     await store.apply(route, "http");
     await store.apply(virtualService, "http");
     let resolved: Truth = "True";
-    const snapshot = { resources: [route, virtualService], services: [] };
+    const snapshot = { resources: [route, virtualService], services: new Map() };
     await writer(() => routeStatus(resolved), T0).write(snapshot);
     const first = await statuses();
     const stored = first?.value.gatewayStatus as { parents: Array<Record<string, unknown>> };
@@ -223,27 +229,54 @@ describe("Gateway API status: the writer and sextant-config-status", () => {
 
   it("writes the status again for a resource deleted and stored again between two snapshots", async () => {
     const replica = writer(() => routeStatus("True"), T0);
-    await replica.write({ resources: [route], services: [] });
+    await replica.write({ resources: [route], services: new Map() });
     assert.ok((await store.getStatus(route))?.gatewayStatus);
     await store.delete(route);
     await store.apply(route, "http");
     assert.equal((await store.getStatus(route))?.gatewayStatus, undefined);
     // The mirror decodes a new object for the stored value.
-    await replica.write({ resources: [{ ...route }], services: [] });
+    await replica.write({ resources: [{ ...route }], services: new Map() });
     assert.ok((await store.getStatus(route))?.gatewayStatus, "written again");
   });
 
+  it("gives the conversion what push gives it: resources in key order, a hostname's service from the last key", async () => {
+    let input: GatewayApiInput | undefined;
+    const recording = new GatewayStatusWriter({
+      store,
+      logger: createLogger({ service: "test", level: "silent" }),
+      domainSuffix: "cluster.local",
+      convert: (given) => {
+        input = given;
+        return { gateways: [], virtualServices: [], destinationRules: [], statuses: new Map() };
+      },
+    });
+    const service = (namespace: string) =>
+      Service.fromPartial({ hostname: "web.example.com", namespace, name: "web" });
+    await recording.write({
+      resources: [virtualService, route],
+      services: new Map([
+        ["b.web.example.com", service("b")],
+        ["a.web.example.com", service("a")],
+      ]),
+    });
+    assert.deepEqual(
+      input?.resources.map((resource) => resource.kind),
+      ["HTTPRoute", "VirtualService"],
+    );
+    assert.equal(input?.services.get("web.example.com")?.namespace, "b");
+  });
+
   it("leaves the statuses as they were when the conversion fails", async () => {
-    await writer(() => routeStatus("True"), T0).write({ resources: [route], services: [] });
+    await writer(() => routeStatus("True"), T0).write({ resources: [route], services: new Map() });
     const before = await statuses();
     await writer(() => {
       throw new Error("conversion bug");
-    }, T1).write({ resources: [route], services: [] });
+    }, T1).write({ resources: [route], services: new Map() });
     assert.equal((await statuses())?.revision, before?.revision);
   });
 
   it("keeps an empty parents list for a route that no longer has a parent of Sextant's", async () => {
-    await writer(() => undefined, T1).write({ resources: [route], services: [] });
+    await writer(() => undefined, T1).write({ resources: [route], services: new Map() });
     const status = await store.getStatus(route);
     assert.deepEqual(status?.gatewayStatus, { parents: [] });
     assert.equal(status?.source, "http");
@@ -275,7 +308,7 @@ describe("Gateway API status: the writer and sextant-config-status", () => {
           destinationRules: [],
           statuses: new Map(status ? [[configKey(gateway), status]] : []),
         }),
-      }).write({ resources: [gateway], services: [] });
+      }).write({ resources: [gateway], services: new Map() });
     await writeGateway();
     assert.ok((await store.getStatus(gateway))?.gatewayStatus);
     status = undefined;

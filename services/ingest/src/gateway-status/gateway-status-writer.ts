@@ -8,7 +8,8 @@ import { isGatewayApiKind, plainStatus } from "./status-object.js";
 /** One snapshot of what the statuses are computed from (the analysis runner's mirrors). */
 export interface GatewayStatusSnapshot {
   readonly resources: readonly ConfigResource[];
-  readonly services: Iterable<Service>;
+  /** The registry's services by their `sextant-services` key. */
+  readonly services: ReadonlyMap<string, Service>;
 }
 
 /** Options of {@link GatewayStatusWriter}. */
@@ -52,14 +53,17 @@ export class GatewayStatusWriter {
 
   /** Computes the statuses of a snapshot and writes those that changed. */
   async write(snapshot: GatewayStatusSnapshot): Promise<void> {
+    // The conversion's input as push gives it, so both compute the same: resources in key order,
+    // services by hostname from the registry in key order (the last of a hostname wins).
+    const resources = [...snapshot.resources].sort(byKey);
     const services = new Map<string, Service>();
-    for (const service of snapshot.services)
-      if (!services.has(service.hostname)) services.set(service.hostname, service);
+    for (const [, service] of [...snapshot.services].sort(([a], [b]) => compare(a, b)))
+      services.set(service.hostname, service);
     const convert = this.options.convert ?? convertGatewayApi;
     let statuses: GatewayApiOutput["statuses"];
     try {
       ({ statuses } = convert({
-        resources: snapshot.resources,
+        resources,
         services,
         domainSuffix: this.options.domainSuffix,
       }));
@@ -70,7 +74,7 @@ export class GatewayStatusWriter {
     }
     const current = new Set<string>();
     const now = this.#now();
-    for (const resource of snapshot.resources) {
+    for (const resource of resources) {
       if (!isGatewayApiKind(resource.kind)) continue;
       const key = configKey(resource);
       current.add(key);
@@ -85,4 +89,12 @@ export class GatewayStatusWriter {
     for (const key of this.#written.keys()) if (!current.has(key)) this.#written.delete(key);
     this.options.logger.debug({ statuses: statuses.size }, "gateway api statuses written");
   }
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function byKey(a: ConfigResource, b: ConfigResource): number {
+  return compare(configKey(a), configKey(b));
 }

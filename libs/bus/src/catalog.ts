@@ -24,7 +24,7 @@ export const Buckets = {
   configStatus: defineBucket(
     "sextant-config-status",
     ConfigStatus,
-    "validation, analysis and NACK messages per resource; written by ingest",
+    "validation, analysis and NACK messages per resource, and a Gateway API resource's Kubernetes status; written by ingest",
   ),
   services: defineBucket(
     "sextant-services",

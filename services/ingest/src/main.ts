@@ -11,6 +11,7 @@ import { createHttpApi } from "./api/http-api.js";
 import { httpApiRunner } from "./api/http-api-runner.js";
 import { Applier, ApplyMetrics } from "./apply/applier.js";
 import { ingestContract } from "./contract.js";
+import { GatewayStatusWriter } from "./gateway-status/gateway-status-writer.js";
 import { NackRecorder } from "./nack/nack-recorder.js";
 import { ingestSettings } from "./settings.js";
 import { FileSource } from "./sources/file-source.js";
@@ -57,6 +58,7 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
           metrics,
         })
       : undefined;
+    const gatewayStatuses = new GatewayStatusWriter({ store, logger, domainSuffix: settings.DOMAIN_SUFFIX });
     const analysis = new AnalysisRunner({
       bus: () => nats.bus,
       store,
@@ -64,13 +66,15 @@ export const ingestService: ServiceDefinition<typeof ingestSettings> = {
       readiness,
       domainSuffix: settings.DOMAIN_SUFFIX,
       debounceMs: settings.ANALYSIS_DEBOUNCE_MS,
+      onSnapshot: (snapshot) => gatewayStatuses.write(snapshot),
     });
     return [
       // Follows API_TOKENS_FILE, if set, for the config API's authentication.
       auth,
       // Connects to NATS and opens sextant-config and sextant-config-status, which ingest alone writes.
       nats,
-      // Follows sextant-config and sextant-services; writes analysis messages to sextant-config-status.
+      // Follows sextant-config and sextant-services; writes analysis messages and the Gateway API
+      // resources' statuses to sextant-config-status.
       analysis,
       // Subscribes to sextant.nack; records proxies' rejections against the config that caused them.
       new NackRecorder(() => nats.bus, store, logger),

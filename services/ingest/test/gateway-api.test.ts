@@ -3,6 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { isDeepStrictEqual } from "node:util";
+import { Buckets, type Bus, encodeKey } from "@sextant/bus";
+import { Protocol, Service } from "@sextant/proto";
 import {
   eventually,
   type FakeKubeApiServer,
@@ -15,6 +18,7 @@ import {
   get,
   type IngestFixture,
   ingestForSuite,
+  type Json,
   post,
   startIngest,
   startNatsWithClient,
@@ -55,6 +59,24 @@ const gatewayClass = {
   metadata: { name: "istio" },
   spec: { controllerName: "istio.io/gateway-controller" },
 };
+/** Puts a Service into the registry (sextant-services), as discovery would. */
+async function registerService(bus: Bus, name: string, namespace: string, port: number): Promise<void> {
+  const hostname = `${name}.${namespace}.svc.cluster.local`;
+  await (await bus.bucket(Buckets.services)).put(
+    encodeKey(namespace, hostname),
+    Service.fromPartial({
+      hostname,
+      namespace,
+      name,
+      ports: [{ name: "http", number: port, protocol: Protocol.PROTOCOL_HTTP }],
+    }),
+  );
+}
+
+/** The type, status and reason of each condition, e.g. "Accepted True Accepted". */
+const conditionsOf = (conditions: Array<{ type: string; status: string; reason: string }> = []) =>
+  conditions.map(({ type, status, reason }) => `${type} ${status} ${reason}`);
+
 const yaml = (...objects: unknown[]) => objects.map((o) => JSON.stringify(o)).join("\n---\n");
 
 describe("ingest stores the Gateway API's kinds (HTTP API)", () => {
@@ -140,6 +162,72 @@ describe("ingest stores the Gateway API's kinds (HTTP API)", () => {
     );
     assert.equal(unknown.status, 400);
     assert.ok(JSON.stringify(unknown.json).includes("spec.gatewayClassName"), JSON.stringify(unknown.json));
+  });
+});
+
+describe("the Gateway API's status through ingest's API", () => {
+  const ingest = ingestForSuite();
+
+  it("shows a Gateway's and its route's status, with ResolvedRefs BackendNotFound until the backend Service exists", async () => {
+    await registerService(ingest.bus, "gw-istio", "shop", 80);
+    const applied = await post(
+      `${ingest.url}/v1/apply`,
+      yaml(gatewayClass, kubernetesGateway("gw"), httpRoute("web")),
+    );
+    assert.equal(applied.status, 200, JSON.stringify(applied.json));
+    const read = async (path: string) => (await get(`${ingest.url}/v1/config/${path}`)).json;
+
+    const route = await eventually(
+      async () => {
+        const { status } = await read("httproutes/shop/web");
+        return status?.parents?.length === 1 && status;
+      },
+      { message: "the route's status" },
+    );
+    assert.deepEqual(route.parents[0].parentRef, { group: GROUP, kind: "Gateway", name: "gw" });
+    assert.equal(route.parents[0].controllerName, "istio.io/gateway-controller");
+    assert.deepEqual(conditionsOf(route.parents[0].conditions), [
+      "Accepted True Accepted",
+      "ResolvedRefs False BackendNotFound",
+    ]);
+    for (const condition of route.parents[0].conditions) {
+      assert.equal(condition.observedGeneration, 1);
+      assert.match(condition.lastTransitionTime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    }
+
+    const gateway = await read(`gateways.${GROUP}/shop/gw`);
+    assert.deepEqual(conditionsOf(gateway.status.conditions), [
+      "Accepted True Accepted",
+      "Programmed True Programmed",
+      "ResolvedRefs True ResolvedRefs",
+    ]);
+    assert.deepEqual(gateway.status.addresses, [
+      { type: "Hostname", value: "gw-istio.shop.svc.cluster.local" },
+    ]);
+    assert.equal(gateway.status.listeners[0].name, "http");
+    assert.equal(gateway.status.listeners[0].attachedRoutes, 1);
+    // The status subresource's path answers the same; lists show statuses too.
+    assert.deepEqual((await read(`gateways.${GROUP}/shop/gw/status`)).status, gateway.status);
+    const listed = await read(`?kind=gatewayclasses`);
+    assert.deepEqual(conditionsOf(listed.items[0].status.conditions), ["Accepted True Accepted"]);
+
+    // The backend appears in the registry: ResolvedRefs turns True, with a new transition time.
+    const before = route.parents[0].conditions[1].lastTransitionTime;
+    await registerService(ingest.bus, "web", "shop", 9080);
+    const resolved = await eventually(
+      async () => {
+        const { status } = await read("httproutes/shop/web");
+        return status.parents[0].conditions[1].status === "True" && status.parents[0].conditions;
+      },
+      { message: "ResolvedRefs True once the Service exists" },
+    );
+    assert.equal(resolved[1].reason, "ResolvedRefs");
+    assert.equal(resolved[0].lastTransitionTime, route.parents[0].conditions[0].lastTransitionTime);
+    assert.ok(resolved[1].lastTransitionTime >= before);
+
+    // An Istio kind shows no status.
+    await post(`${ingest.url}/v1/apply`, yaml(istioGateway));
+    assert.equal((await read("gateway/shop/gw")).status, undefined);
   });
 });
 
@@ -255,7 +343,7 @@ describe("the Kubernetes source and the Gateway API's kinds", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("stores the cluster's Gateway API objects, follows their changes and deletions, and writes no Istio status to them", async () => {
+  it("stores the cluster's Gateway API objects, follows their changes and deletions, and writes no Istio validationMessages to them", async () => {
     const { server, kubeconfig } = await startWith([...ISTIO_CRDS, ...GATEWAY_API_CRDS]);
     server.apply(kubernetesGateway("gw"));
     server.apply(httpRoute("web"));
@@ -293,8 +381,121 @@ describe("the Kubernetes source and the Gateway API's kinds", () => {
     await eventually(async () => (await stored("httproutes/shop/other")) === undefined, {
       message: "deleted",
     });
-    assert.equal(server.requestCount({ verb: "patch", subresource: "status", resource: "httproutes" }), 0);
-    assert.equal(server.requestCount({ verb: "patch", subresource: "status", resource: "gateways" }), 0);
+    // Their status is the Gateway API's (see below), never Istio's validationMessages, even when invalid.
+    const route = server.get({
+      apiVersion: `${GROUP}/v1`,
+      kind: "HTTPRoute",
+      namespace: "shop",
+      name: "web",
+    });
+    assert.equal(
+      (route?.status as { validationMessages?: unknown } | undefined)?.validationMessages,
+      undefined,
+    );
+  });
+
+  it("writes the Gateway API status to the objects: Gateway Accepted and Programmed, the route's parents, BackendNotFound until the Service exists", async () => {
+    const { server, kubeconfig } = await startWith([...ISTIO_CRDS, ...GATEWAY_API_CRDS]);
+    await registerService(env.bus, "gw-istio", "shop", 80);
+    server.apply(gatewayClass);
+    server.apply(kubernetesGateway("gw"));
+    // Another implementation's class and Gateway: their status is its controller's.
+    server.apply({
+      ...gatewayClass,
+      metadata: { name: "other" },
+      spec: { controllerName: "example.com/other" },
+    });
+    const theirs = kubernetesGateway("theirs");
+    theirs.spec.gatewayClassName = "other";
+    server.apply(theirs);
+    // An earlier spec first, so that the object's generation (2) is not Sextant's (1); and
+    // another controller's parent in its status, which must stay.
+    const otherParent = {
+      parentRef: { group: GROUP, kind: "Gateway", name: "theirs" },
+      controllerName: "example.com/other-controller",
+      conditions: [
+        {
+          type: "Accepted",
+          status: "True",
+          reason: "Accepted",
+          message: "theirs",
+          observedGeneration: 2,
+          lastTransitionTime: "2026-01-01T00:00:00Z",
+        },
+      ],
+    };
+    server.apply(httpRoute("web", 9081));
+    server.apply({ ...httpRoute("web"), status: { parents: [otherParent] } });
+    const ingest = await startIngestOn(kubeconfig);
+    const ref = (kind: string, name: string) => ({
+      apiVersion: `${GROUP}/v1`,
+      kind,
+      namespace: "shop",
+      name,
+    });
+    type Status = Record<string, Json>;
+    const statusOf = (kind: string, name: string) => (server.get(ref(kind, name))?.status ?? {}) as Status;
+
+    const parents = await eventually(
+      () => {
+        const { parents } = statusOf("HTTPRoute", "web");
+        return parents?.length === 2 && parents;
+      },
+      { message: "the route's parents status" },
+    );
+    assert.deepEqual(parents[0], otherParent);
+    assert.deepEqual(parents[1].parentRef, { group: GROUP, kind: "Gateway", name: "gw" });
+    assert.deepEqual(conditionsOf(parents[1].conditions), [
+      "Accepted True Accepted",
+      "ResolvedRefs False BackendNotFound",
+    ]);
+    assert.deepEqual(
+      parents[1].conditions.map((c: Json) => c.observedGeneration),
+      [2, 2],
+      "the object's generation",
+    );
+    const gateway = await eventually(
+      () => {
+        const status = statusOf("Gateway", "gw");
+        return status.conditions && status;
+      },
+      { message: "the Gateway's status" },
+    );
+    assert.deepEqual(conditionsOf(gateway.conditions), [
+      "Accepted True Accepted",
+      "Programmed True Programmed",
+      "ResolvedRefs True ResolvedRefs",
+    ]);
+    assert.deepEqual(gateway.addresses, [{ type: "Hostname", value: "gw-istio.shop.svc.cluster.local" }]);
+    assert.equal(gateway.listeners[0].attachedRoutes, 1);
+    const cls = await eventually(
+      () => server.get({ apiVersion: `${GROUP}/v1`, kind: "GatewayClass", name: "istio" })?.status,
+      {
+        message: "the GatewayClass's status",
+      },
+    );
+    assert.deepEqual(conditionsOf((cls as Status).conditions), ["Accepted True Accepted"]);
+    assert.equal((cls as Status).validationMessages, undefined, "no Istio validationMessages");
+
+    // Computed in the same snapshot as the others: another controller's resources got no status.
+    assert.equal((await get(`${ingest.url}/v1/config/gateways.${GROUP}/shop/theirs`)).json.status, undefined);
+    assert.equal((await get(`${ingest.url}/v1/config/gatewayclasses/default/other`)).json.status, undefined);
+    assert.equal(server.requestCount({ verb: "patch", subresource: "status", name: "theirs" }), 0);
+    assert.equal(server.requestCount({ verb: "patch", subresource: "status", name: "other" }), 0);
+
+    // Fixed: the backend Service appears; the route's ResolvedRefs turns True.
+    await registerService(env.bus, "web", "shop", 9080);
+    await eventually(() => statusOf("HTTPRoute", "web").parents?.[1]?.conditions?.[1]?.status === "True", {
+      message: "ResolvedRefs True once the Service exists",
+    });
+
+    // The route moves to the other controller's Gateway: Sextant's entry goes, the other's stays.
+    const moved = httpRoute("web");
+    moved.spec.parentRefs = [{ name: "theirs" }];
+    server.apply({ ...moved, status: statusOf("HTTPRoute", "web") });
+    await eventually(() => isDeepStrictEqual(statusOf("HTTPRoute", "web").parents, [otherParent]), {
+      message: "Sextant's parent entry removed",
+    });
   });
 
   it("becomes ready on a cluster without the Gateway API's CRDs, watching Istio's kinds alone", async () => {

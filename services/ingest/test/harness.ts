@@ -94,7 +94,7 @@ export function ingestForSuite(): SuiteIngest {
 
 /** A parsed JSON answer; tests read into it freely and assert on what they find. */
 // biome-ignore lint/suspicious/noExplicitAny: test assertions check the shape themselves.
-type Json = any;
+export type Json = any;
 
 /** POSTs a body and returns status and parsed JSON. */
 export async function post(url: string, body: string | Uint8Array): Promise<{ status: number; json: Json }> {

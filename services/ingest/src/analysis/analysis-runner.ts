@@ -16,6 +16,11 @@ export interface AnalysisRunnerOptions {
   domainSuffix: string;
   /** Quiet time before a burst of changes is analysed once. */
   debounceMs: number;
+  /** Also run on each analysed snapshot (the Gateway API statuses), in the same serial task. */
+  onSnapshot?: (snapshot: {
+    resources: ConfigResource[];
+    services: ReadonlyMap<string, Service>;
+  }) => Promise<void>;
 }
 
 /**
@@ -126,6 +131,7 @@ export class AnalysisRunner implements Runner {
     const current = this.#config.state;
     for (const key of this.#written.keys()) if (!current.has(key)) this.#written.delete(key);
     this.options.logger.debug({ resources: resources.length, withMessages: result.size }, "analysed");
+    await this.options.onSnapshot?.({ resources, services: this.#services.state });
   }
 }
 

@@ -1,13 +1,15 @@
 import { isDeepStrictEqual } from "node:util";
 import { type AccessRequest, type AuthChain, AuthUnavailableError, type Caller } from "@sextant/auth";
 import type { MemberRecord } from "@sextant/bus";
+import { configKey } from "@sextant/model";
 import type { Logger, Registry } from "@sextant/observability";
-import type { ConfigResource } from "@sextant/proto";
+import type { ConfigResource, ConfigStatus } from "@sextant/proto";
 import { KINDS } from "@sextant/validation";
 import express, { type ErrorRequestHandler, type Request, type Response } from "express";
 import type { AnalysisReportEntry } from "../analysis/report.js";
 import type { Applier, ApplyOutcome, Denial } from "../apply/applier.js";
 import type { DocumentError, PreparedResource } from "../apply/prepare.js";
+import { isGatewayApiKind } from "../gateway-status/status-object.js";
 import type { SourceErrors } from "../sources/file-source.js";
 import type { ConfigStore } from "../store/config-store.js";
 import {
@@ -51,7 +53,7 @@ export interface HttpApiOptions {
  * | POST /v1/apply | 200 with created/configured/unchanged per resource; 400 with every error, nothing stored |
  * | POST /v1/validate | the same checks; nothing stored |
  * | GET /v1/config?kind=&namespace= | the stored resources |
- * | GET /v1/config/{kind}/{namespace}/{name} | one resource, or 404 |
+ * | GET /v1/config/{kind}/{namespace}/{name}[/status] | one resource (a Gateway API one with its status), or 404 |
  * | DELETE /v1/config/{kind}/{namespace}/{name} | deletes it, or 404 |
  * | GET /v1/analyze | validation, analysis and NACK messages |
  * | GET /v1/trace/{kind}/{namespace}/{name} | the last change's trace: stored, built, each proxy's answer; or 404 |
@@ -146,18 +148,29 @@ export function createHttpApi(options: HttpApiOptions): express.Express {
     const resources = await options.store.list({ kind, namespace });
     const mayList = listFilter(callerOf(response));
     const allowed = await Promise.all(resources.map((r) => mayList(r.kind, r.namespace)));
-    response.json({ items: resources.filter((_, i) => allowed[i]).map(toObject) });
+    const visible = resources.filter((_, i) => allowed[i]);
+    // Only the Gateway API's kinds show a status: the others' statuses are not read.
+    const statuses = visible.some((resource) => isGatewayApiKind(resource.kind))
+      ? new Map((await options.store.statuses()).map((status) => [configKey(status), status]))
+      : new Map<string, ConfigStatus>();
+    response.json({
+      items: visible.map((resource) => toObject(resource, statuses.get(configKey(resource)))),
+    });
   });
 
-  app.get("/v1/config/:kind/:namespace/:name", async (request, response) => {
+  const getResource = async (request: Request<ResourceParams>, response: Response) => {
     const kind = resolveKindName(request.params.kind);
     if (!kind) return void unknownKind(response, request.params.kind);
     const ref = { kind, namespace: request.params.namespace, name: request.params.name };
     if (!(await authorized(response, { verb: "get", ...ref }))) return;
     const resource = await options.store.get(ref);
     if (!resource) return void notFound(response, ref);
-    response.json(toObject(resource));
-  });
+    const status = isGatewayApiKind(kind) ? await options.store.getStatus(ref) : undefined;
+    response.json(toObject(resource, status));
+  };
+  app.get("/v1/config/:kind/:namespace/:name", getResource);
+  // As the Kubernetes status subresource: the same object, with its status.
+  app.get("/v1/config/:kind/:namespace/:name/status", getResource);
 
   app.delete("/v1/config/:kind/:namespace/:name", async (request, response) => {
     const kind = resolveKindName(request.params.kind);
@@ -222,6 +235,13 @@ export function createHttpApi(options: HttpApiOptions): express.Express {
       sendForbidden(response, audit, caller, [{ request: access, reason: decision.reason }], "");
     return decision.allowed;
   }
+}
+
+/** The path parameters naming one resource. */
+interface ResourceParams {
+  kind: string;
+  namespace: string;
+  name: string;
 }
 
 function sameContent(a: ConfigResource, b: ConfigResource): boolean {

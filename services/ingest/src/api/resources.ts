@@ -1,8 +1,15 @@
-import type { ConfigResource } from "@sextant/proto";
+import type { ConfigResource, ConfigStatus } from "@sextant/proto";
 import { apiKindOf, findKind, KINDS } from "@sextant/validation";
 
-/** A stored resource as users read it: the Kubernetes object shape they wrote. */
-export function toObject(resource: ConfigResource): Record<string, unknown> {
+/**
+ * A stored resource as users read it: the Kubernetes object shape they
+ * wrote, and for a Gateway API resource of a class Sextant implements the
+ * `status` written back to it (conditions, listeners, parents, addresses).
+ */
+export function toObject(
+  resource: ConfigResource,
+  status?: ConfigStatus | undefined,
+): Record<string, unknown> {
   return {
     apiVersion: resource.apiVersion,
     // As it was written: Gateway for a stored KubernetesGateway.
@@ -17,6 +24,7 @@ export function toObject(resource: ConfigResource): Record<string, unknown> {
       resourceVersion: String(resource.revision),
     },
     spec: resource.spec ?? {},
+    ...(status?.gatewayStatus ? { status: status.gatewayStatus } : {}),
   };
 }
 

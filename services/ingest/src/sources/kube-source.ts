@@ -15,6 +15,12 @@ import type { Runner } from "@sextant/runtime";
 import { GATEWAY_API_GROUP } from "@sextant/validation";
 import type { Applier } from "../apply/applier.js";
 import { DEFAULT_NAMESPACE, type DocumentError } from "../apply/prepare.js";
+import {
+  mergedRouteParents,
+  type StatusObject,
+  statusFieldsUpToDate,
+  statusForGeneration,
+} from "../gateway-status/status-object.js";
 import type { ConfigStore } from "../store/config-store.js";
 import type { SourceErrors } from "./file-source.js";
 import { configDocument, type WatchedKind, watchedKinds } from "./kube-objects.js";
@@ -25,6 +31,9 @@ import {
   statusUpToDate,
   validationErrorStatus,
 } from "./kube-status.js";
+
+/** The Gateway API's route kinds: their `status.parents` is shared by the controllers of their parents. */
+const ROUTE_KINDS: ReadonlySet<string> = new Set(["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute"]);
 
 /** The status source of every resource the Kubernetes source stores. */
 export const KUBERNETES_SOURCE = "kubernetes";
@@ -314,8 +323,7 @@ export class KubeSource implements Runner {
     object: IstioObject,
     state: ObjectState,
   ): Promise<void> {
-    // The Gateway API's kinds have their own status (conditions per parent and listener), written later.
-    if (kind.group === GATEWAY_API_GROUP) return;
+    if (kind.group === GATEWAY_API_GROUP) return this.syncGatewayStatus(ref, kind, object, state);
     let desired: IstioStatus;
     if (state.errors.length > 0) {
       desired = validationErrorStatus(state.errors, state.kubeGeneration);
@@ -328,18 +336,56 @@ export class KubeSource implements Runner {
       desired = analysisStatus(status.messages, state.kubeGeneration);
     }
     if (statusUpToDate(object.status, desired)) return;
+    await this.patchStatus(ref, kind, statusPatch(desired));
+  }
+
+  /**
+   * Writes a Gateway API object's status as ingest stored it
+   * (sextant-config-status's gatewayStatus), once it is about the stored
+   * generation, and only the fields that differ from the object's. A
+   * GatewayClass, Gateway or BackendTLSPolicy of Sextant's classes is
+   * Sextant's alone; a route's `status.parents` is shared with the
+   * controllers of its other parents, whose entries are kept (a route
+   * detached from Sextant's Gateways has `parents: []` stored, which
+   * removes Sextant's entries). Nothing is
+   * written for an invalid object (not stored) or one of another
+   * controller's class (no status stored).
+   */
+  private async syncGatewayStatus(
+    ref: ConfigRefLike,
+    kind: WatchedKind,
+    object: IstioObject,
+    state: ObjectState,
+  ): Promise<void> {
+    if (state.errors.length > 0 || state.storedGeneration === undefined) return;
+    const stored = this.#statuses.get(configKey(ref))?.gatewayStatus;
+    if (!stored) return;
+    const desired = statusForGeneration(stored, state.storedGeneration, state.kubeGeneration);
+    // About an older generation: the status event of the current one re-enqueues the key.
+    if (!desired) return;
+    const fields: StatusObject = ROUTE_KINDS.has(kind.kind)
+      ? {
+          parents: mergedRouteParents(
+            (object.status as { parents?: unknown } | undefined)?.parents,
+            Array.isArray(desired.parents) ? desired.parents : [],
+          ),
+        }
+      : desired;
+    if (statusFieldsUpToDate(object.status, fields)) return;
+    await this.patchStatus(ref, kind, { status: fields });
+  }
+
+  /** A JSON merge patch of an object's status subresource; a refusal that a retry cannot fix is logged, not thrown. */
+  private async patchStatus(ref: ConfigRefLike, kind: WatchedKind, body: object): Promise<void> {
+    const target = { group: kind.group, version: kind.version, plural: kind.plural, name: ref.name, body };
+    const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
     try {
-      await this.#api.patchNamespacedCustomObjectStatus(
-        {
-          group: kind.group,
-          version: kind.version,
-          namespace: ref.namespace,
-          plural: kind.plural,
-          name: ref.name,
-          body: statusPatch(desired),
-        },
-        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-      );
+      if (kind.clusterScoped) await this.#api.patchClusterCustomObjectStatus(target, mergePatch);
+      else
+        await this.#api.patchNamespacedCustomObjectStatus(
+          { ...target, namespace: ref.namespace },
+          mergePatch,
+        );
     } catch (error) {
       const code = (error as { code?: number }).code;
       // Deleted meanwhile: its DELETED event follows.

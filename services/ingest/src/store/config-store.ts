@@ -2,6 +2,7 @@ import { isDeepStrictEqual } from "node:util";
 import { Buckets, type Bus, type Entry, RevisionConflictError, type TypedBucket } from "@sextant/bus";
 import { type ConfigRefLike, configKey, configKindFilter } from "@sextant/model";
 import type { ConfigMessage, ConfigResource, ConfigStatus } from "@sextant/proto";
+import { type StatusObject, withTransitionTimes } from "../gateway-status/status-object.js";
 import { ChangeTraces } from "../trace/change-traces.js";
 
 /** What an apply did to the stored resource, as kubectl reports it. */
@@ -158,11 +159,42 @@ export class ConfigStore {
       return {
         source: "",
         lastChangedBy: "",
+        gatewayStatus: undefined,
         ...current,
         ...ref,
         observedGeneration: observedGeneration ?? current?.observedGeneration ?? 0,
         messages: [...kept, ...next],
       };
+    });
+  }
+
+  /** The status of one resource, if it has one. */
+  async getStatus(ref: ConfigRefLike): Promise<ConfigStatus | undefined> {
+    return (await (await this.status).get(configKey(ref)))?.value;
+  }
+
+  /**
+   * Sets the Kubernetes status of a Gateway API resource (undefined: it has
+   * none). Each condition keeps its stored lastTransitionTime while its
+   * status stays, else gets `now`; a status equal to the stored one is not
+   * written, so replicas computing the same status write it once. Nothing is
+   * written for a resource without a status record (not stored, or deleted
+   * meanwhile): every stored resource has one from its apply.
+   *
+   * A route that had parents of Sextant's and now has none keeps an empty
+   * `parents` rather than no status, so that its Kubernetes object loses
+   * Sextant's entries (the Kubernetes source writes only stored statuses).
+   */
+  async setGatewayStatus(ref: ConfigRefLike, desired: StatusObject | undefined, now: string): Promise<void> {
+    await (await this.status).update(configKey(ref), (current) => {
+      if (!current) return undefined;
+      const hadParents = Array.isArray(current.gatewayStatus?.parents);
+      const next = desired
+        ? withTransitionTimes(desired, current.gatewayStatus, now)
+        : hadParents
+          ? { parents: [] }
+          : undefined;
+      return isDeepStrictEqual(next, current.gatewayStatus) ? current : { ...current, gatewayStatus: next };
     });
   }
 
@@ -184,7 +216,15 @@ export class ConfigStore {
       const lastChangedBy = changedBy ?? current?.lastChangedBy ?? "";
       return current?.source === source && current.lastChangedBy === lastChangedBy
         ? current
-        : { observedGeneration: generation, messages: [], ...current, ...ref, source, lastChangedBy };
+        : {
+            observedGeneration: generation,
+            messages: [],
+            gatewayStatus: undefined,
+            ...current,
+            ...ref,
+            source,
+            lastChangedBy,
+          };
     });
   }
 }

@@ -1,0 +1,613 @@
+// The Gateway API conformance cases that apply without a live cluster. Each
+// file under test/conformance/ is one upstream conformance test
+// (kubernetes-sigs/gateway-api v1.5.1, conformance/tests/<name>.go) written
+// as an equivalent: its manifests, then one `Expectations` document stating
+// what the upstream test asserts: the status conditions of Gateways and
+// routes, listeners' attachedRoutes, and where requests end up. The requests
+// are answered by a small model of the data plane over the converted
+// VirtualServices (matchRequest below), since no proxy runs here.
+// CONFORMANCE.md lists the cases, the features Sextant claims and the ones it does not.
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { test } from "node:test";
+import { configKey } from "@sextant/model";
+import { type ConfigResource, Protocol, Resolution, type Service } from "@sextant/proto";
+import type { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
+import type {
+  HTTPMatchRequest,
+  HTTPRoute,
+  StringMatch,
+  VirtualService,
+} from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
+import { decodeSpec, findKindOf, parseDocuments, validateResource } from "@sextant/validation";
+import {
+  type ConvertedConfig,
+  convertGatewayApi,
+  type GatewayApiCondition,
+  type GatewayApiInput,
+  type GatewayApiOutput,
+  type GatewayApiStatus,
+  type RouteParentStatus,
+} from "../src/index.js";
+
+const CASES = new URL("./conformance/", import.meta.url);
+const DOMAIN_SUFFIX = "cluster.local";
+
+// ---------------------------------------------------------------------------
+// What a case file states.
+
+/** A condition as a case writes it: `Type=Status` or `Type=Status/Reason`. */
+type ConditionExpectation = string;
+
+interface Expectations {
+  /** The upstream test's ShortName. */
+  test: string;
+  /** The upstream features it needs (pkg/features names); the features of the passing cases are the ones Sextant claims. */
+  features: string[];
+  /**
+   * Why Sextant does not pass it yet. Such a case must still fail: once it
+   * passes, the reason goes and its features become claimed (CONFORMANCE.md).
+   */
+  unsupported?: string;
+  gateways?: Array<{
+    name: string;
+    conditions?: ConditionExpectation[];
+    listeners?: Array<{ name: string; attachedRoutes?: number; conditions?: ConditionExpectation[] }>;
+  }>;
+  routes?: Array<{
+    kind?: string;
+    name: string;
+    /** Per parentRef (kind Gateway unless given): its conditions. */
+    parents?: Array<{
+      parentRef: { name: string; namespace?: string; kind?: string; sectionName?: string; port?: number };
+      conditions: ConditionExpectation[];
+    }>;
+    /** Parents this controller must not report (another controller's, or none). */
+    noParents?: boolean;
+  }>;
+  requests?: RequestExpectation[];
+}
+
+interface RequestExpectation {
+  /** Through a Gateway (`namespace/name`) on a port (80 unless given)… */
+  gateway?: string;
+  port?: number;
+  /** …or inside the mesh to a Service host (GAMMA). */
+  mesh?: string;
+  host?: string;
+  path?: string;
+  method?: string;
+  headers?: Record<string, string>;
+  /** A gRPC call: `/service/method`, POST, content-type application/grpc. */
+  grpc?: { service: string; method: string };
+  /** Where it must go: a backend Service (`namespace/name`)… */
+  backend?: string;
+  /** …or split between backends (`namespace/name` to weight; the ratios must match). */
+  weights?: Record<string, number>;
+  /** …or the status the proxy answers itself (404: no route; 500: no valid backend). */
+  status?: number;
+  /** A redirect: its status and Location. */
+  redirect?: { status: number; location: string };
+  /** What the backend sees (after rewrites and header filters). */
+  backendRequest?: {
+    path?: string;
+    host?: string;
+    headers?: Record<string, string>;
+    absentHeaders?: string[];
+  };
+  /** Headers the client gets back (ResponseHeaderModifier). */
+  responseHeaders?: Record<string, string>;
+  absentResponseHeaders?: string[];
+}
+
+// ---------------------------------------------------------------------------
+// Loading a case: its manifests the way ingest stores them, the Services the
+// way discovery publishes them.
+
+interface Manifests {
+  resources: ConfigResource[];
+  services: Map<string, Service>;
+  secrets: Set<string>;
+  namespaceLabels: Map<string, Record<string, string>>;
+  expectations: Expectations[];
+}
+
+interface KubeDocument {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; labels?: Record<string, string> };
+  spec?: Record<string, unknown>;
+}
+
+function load(file: string, into: Manifests): void {
+  const parsed = parseDocuments(readFileSync(new URL(file, CASES)), { maxDocuments: 100 });
+  assert.deepEqual(parsed.errors, [], `${file} is not valid YAML`);
+  for (const { value } of parsed.documents) {
+    const document = value as KubeDocument;
+    const name = document.metadata?.name ?? "";
+    const namespace = document.metadata?.namespace ?? "default";
+    if (document.kind === "Expectations") {
+      into.expectations.push(value as unknown as Expectations);
+    } else if (document.apiVersion === "v1" && document.kind === "Namespace") {
+      into.namespaceLabels.set(name, document.metadata?.labels ?? {});
+    } else if (document.apiVersion === "v1" && document.kind === "Secret") {
+      into.secrets.add(`${namespace}/${name}`);
+    } else if (document.apiVersion === "v1" && document.kind === "Service") {
+      const service = registryService(namespace, name, document.spec as unknown as KubeServiceSpec);
+      into.services.set(service.hostname, service);
+    } else {
+      into.resources.push(storedResource(file, document));
+    }
+  }
+}
+
+/** As ingest stores a document: validated with the upstream rules, the spec in its canonical JSON form. */
+function storedResource(file: string, document: KubeDocument): ConfigResource {
+  const validation = validateResource(document);
+  assert.deepEqual(
+    validation.errors,
+    [],
+    `${file}: ${document.kind} ${document.metadata?.name} does not pass ingest's validation`,
+  );
+  const kind = findKindOf(document.apiVersion, document.kind)!;
+  const decoded = decodeSpec(kind.kind, document.spec ?? {});
+  return {
+    kind: kind.kind,
+    apiVersion: document.apiVersion!,
+    namespace: kind.clusterScoped ? "default" : (document.metadata?.namespace ?? "default"),
+    name: document.metadata!.name!,
+    labels: document.metadata?.labels ?? {},
+    annotations: {},
+    generation: 1,
+    revision: 0,
+    spec: kind.codec.toJSON(decoded.value) as Record<string, unknown>,
+  };
+}
+
+interface KubeServiceSpec {
+  ports: Array<{ name?: string; port: number; targetPort?: number; appProtocol?: string }>;
+}
+
+/** A Kubernetes Service as discovery publishes it (protocol from appProtocol, then the port name). */
+function registryService(namespace: string, name: string, spec: KubeServiceSpec): Service {
+  return {
+    hostname: `${name}.${namespace}.svc.${DOMAIN_SUFFIX}`,
+    namespace,
+    name,
+    addresses: [],
+    ports: spec.ports.map((port) => ({
+      name: port.name ?? "",
+      number: port.port,
+      targetPort: port.targetPort ?? port.port,
+      protocol: portProtocol(port.appProtocol ?? port.name ?? ""),
+    })),
+    labels: {},
+    selector: { app: name },
+    exportTo: [],
+    resolution: Resolution.RESOLUTION_STATIC,
+    meshExternal: false,
+    externalName: "",
+    registry: "kubernetes",
+  };
+}
+
+function portProtocol(declared: string): Protocol {
+  const value = declared.toLowerCase();
+  if (value === "kubernetes.io/h2c") return Protocol.PROTOCOL_HTTP2;
+  if (value === "kubernetes.io/ws" || value === "http" || value.startsWith("http-"))
+    return Protocol.PROTOCOL_HTTP;
+  if (value === "grpc" || value.startsWith("grpc-")) return Protocol.PROTOCOL_GRPC;
+  return Protocol.PROTOCOL_UNSPECIFIED;
+}
+
+function loadCase(file: string): { input: GatewayApiInput; expectations: Expectations } {
+  const manifests: Manifests = {
+    resources: [],
+    services: new Map(),
+    secrets: new Set(),
+    namespaceLabels: new Map(),
+    expectations: [],
+  };
+  load("base.yaml", manifests);
+  load(file, manifests);
+  assert.equal(manifests.expectations.length, 1, `${file} has one Expectations document`);
+  manifests.resources.sort((a, b) => configKey(a).localeCompare(configKey(b)));
+  const input = {
+    resources: manifests.resources,
+    services: manifests.services,
+    domainSuffix: DOMAIN_SUFFIX,
+    secrets: manifests.secrets,
+    namespaces: manifests.namespaceLabels,
+  };
+  return { input, expectations: manifests.expectations[0]! };
+}
+
+// ---------------------------------------------------------------------------
+// Statuses.
+
+function conditionText(condition: GatewayApiCondition, withReason: boolean): string {
+  return withReason
+    ? `${condition.type}=${condition.status}/${condition.reason}`
+    : `${condition.type}=${condition.status}`;
+}
+
+function assertConditions(
+  actual: readonly GatewayApiCondition[],
+  expected: readonly ConditionExpectation[],
+  what: string,
+): void {
+  for (const expectation of expected) {
+    const type = expectation.split("=")[0]!;
+    const condition = actual.find((c) => c.type === type);
+    assert.ok(
+      condition,
+      `${what}: no ${type} condition (has ${actual.map((c) => c.type).join(", ") || "none"})`,
+    );
+    assert.equal(conditionText(condition, expectation.includes("/")), expectation, what);
+  }
+}
+
+function statusOf(
+  output: GatewayApiOutput,
+  kind: string,
+  namespacedName: string,
+): GatewayApiStatus | undefined {
+  const [namespace, name] = splitName(namespacedName);
+  return output.statuses.get(configKey({ kind, namespace, name }));
+}
+
+function assertStatuses(output: GatewayApiOutput, expectations: Expectations): void {
+  for (const gateway of expectations.gateways ?? []) {
+    const found = statusOf(output, "KubernetesGateway", gateway.name);
+    assert.ok(found?.kind === "KubernetesGateway", `Gateway ${gateway.name} has a status`);
+    const status = found.status;
+    assertConditions(status.conditions, gateway.conditions ?? [], `Gateway ${gateway.name}`);
+    for (const listener of gateway.listeners ?? []) {
+      const actual = status.listeners.find((l) => l.name === listener.name);
+      assert.ok(actual, `Gateway ${gateway.name} has a status for listener ${listener.name}`);
+      if (listener.attachedRoutes !== undefined) {
+        assert.equal(
+          actual.attachedRoutes,
+          listener.attachedRoutes,
+          `Gateway ${gateway.name} listener ${listener.name} attachedRoutes`,
+        );
+      }
+      assertConditions(
+        actual.conditions,
+        listener.conditions ?? [],
+        `Gateway ${gateway.name} listener ${listener.name}`,
+      );
+    }
+  }
+  for (const route of expectations.routes ?? []) {
+    const kind = route.kind ?? "HTTPRoute";
+    const found = statusOf(output, kind, route.name);
+    const parents = found && "parents" in found.status ? found.status.parents : [];
+    if (route.noParents) {
+      assert.deepEqual(parents, [], `${kind} ${route.name} has no parent status of this controller`);
+    }
+    const [routeNamespace] = splitName(route.name);
+    for (const expected of route.parents ?? []) {
+      const ref = expected.parentRef;
+      const parent = parents.find((p: RouteParentStatus) => sameParent(p, ref, routeNamespace));
+      assert.ok(
+        parent,
+        `${kind} ${route.name} has a status for parent ${JSON.stringify(ref)} (has ${JSON.stringify(parents.map((p) => p.parentRef))})`,
+      );
+      assertConditions(parent.conditions, expected.conditions, `${kind} ${route.name} parent ${ref.name}`);
+    }
+  }
+}
+
+function sameParent(
+  actual: RouteParentStatus,
+  expected: { name: string; namespace?: string; kind?: string; sectionName?: string; port?: number },
+  routeNamespace: string,
+): boolean {
+  const ref = actual.parentRef;
+  return (
+    ref.name === expected.name &&
+    (ref.kind || "Gateway") === (expected.kind ?? "Gateway") &&
+    (ref.namespace ?? routeNamespace) === (expected.namespace ?? routeNamespace) &&
+    ref.sectionName === expected.sectionName &&
+    ref.port === expected.port
+  );
+}
+
+// ---------------------------------------------------------------------------
+// A model of the data plane: which route of the converted VirtualServices a
+// request takes, with Envoy's virtual host choice and Istio's match
+// semantics for Gateway API routes.
+
+interface Request {
+  host: string;
+  path: string;
+  query: Map<string, string>;
+  method: string;
+  /** Lower-case names. */
+  headers: Map<string, string>;
+}
+
+interface Outcome {
+  /** The proxy's own answer: 404 (no route), a direct response, or a redirect. */
+  status?: number;
+  location?: string;
+  /** Backend host to weight. */
+  weights?: Map<string, number>;
+  backendRequest?: Request;
+  responseHeaders?: Map<string, string>;
+}
+
+function toRequest(expectation: RequestExpectation): Request {
+  const rawPath = expectation.grpc
+    ? `/${expectation.grpc.service}/${expectation.grpc.method}`
+    : (expectation.path ?? "/");
+  const [path, queryString] = rawPath.split("?", 2) as [string, string | undefined];
+  const query = new Map<string, string>();
+  for (const pair of queryString ? queryString.split("&") : []) {
+    const [key, value = ""] = pair.split("=", 2);
+    if (!query.has(key!)) query.set(decodeURIComponent(key!), decodeURIComponent(value));
+  }
+  const headers = new Map(Object.entries(expectation.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+  if (expectation.grpc) headers.set("content-type", "application/grpc");
+  const host = expectation.host ?? expectation.mesh ?? "example.com";
+  return {
+    host,
+    path,
+    query,
+    method: expectation.method ?? (expectation.grpc ? "POST" : "GET"),
+    headers,
+  };
+}
+
+/** The VirtualServices (with the hosts they serve there) a request through a Gateway's port or in the mesh sees. */
+function boundVirtualServices(
+  output: GatewayApiOutput,
+  expectation: RequestExpectation,
+): Array<{ vs: VirtualService; hosts: string[] }> {
+  if (expectation.mesh !== undefined) {
+    return output.virtualServices
+      .map((c) => c.spec)
+      .filter((vs) => vs.gateways.length === 0 || vs.gateways.includes("mesh"))
+      .map((vs) => ({ vs, hosts: vs.hosts }));
+  }
+  const [namespace, name] = splitName(expectation.gateway!);
+  const port = expectation.port ?? 80;
+  const internal = output.gateways.filter(
+    (g: ConvertedConfig<Gateway>) =>
+      g.source.kind === "KubernetesGateway" && g.source.namespace === namespace && g.source.name === name,
+  );
+  const bound: Array<{ vs: VirtualService; hosts: string[] }> = [];
+  for (const gateway of internal) {
+    const serverHosts = gateway.spec.servers
+      .filter((server) => server.port?.number === port)
+      .flatMap((server) => server.hosts.map(withoutNamespace));
+    if (serverHosts.length === 0) continue;
+    const refs = new Set([`${gateway.ref.namespace}/${gateway.ref.name}`]);
+    for (const { spec: vs, ref } of output.virtualServices) {
+      const names = vs.gateways.map((g) => (g.includes("/") ? g : `${ref.namespace}/${g}`));
+      if (!names.some((g) => refs.has(g))) continue;
+      const hosts = vs.hosts.filter((host) => serverHosts.some((server) => hostsIntersect(host, server)));
+      if (hosts.length > 0) bound.push({ vs, hosts });
+    }
+  }
+  return bound;
+}
+
+function withoutNamespace(host: string): string {
+  const slash = host.indexOf("/");
+  return slash < 0 ? host : host.slice(slash + 1);
+}
+
+/** Whether a domain (exact, `*.suffix` or `*`) matches a request host, as Envoy matches virtual host domains. */
+function domainMatches(domain: string, host: string): boolean {
+  if (domain === "*") return true;
+  if (domain.startsWith("*")) return host.endsWith(domain.slice(1)) && host.length > domain.length - 1;
+  return domain === host;
+}
+
+function hostsIntersect(a: string, b: string): boolean {
+  return domainMatches(a, b) || domainMatches(b, a) || (a.startsWith("*") && b.startsWith("*"));
+}
+
+/** Envoy's virtual host precedence: an exact domain, then the longest wildcard suffix, then `*`. */
+function domainRank(domain: string): number {
+  if (domain === "*") return 0;
+  if (domain.startsWith("*")) return domain.length;
+  return Number.MAX_SAFE_INTEGER;
+}
+
+function matchRequest(output: GatewayApiOutput, expectation: RequestExpectation): Outcome {
+  const request = toRequest(expectation);
+  const host = request.host.replace(/:\d+$/, "").toLowerCase();
+  const bound = boundVirtualServices(output, expectation);
+  const inMesh = expectation.mesh !== undefined;
+  let best = -1;
+  for (const { hosts } of bound) {
+    for (const domain of hosts) {
+      if (hostMatches(domain, host, inMesh)) best = Math.max(best, domainRank(domain));
+    }
+  }
+  if (best < 0) return { status: 404 };
+  const routes = bound
+    .filter(({ hosts }) => hosts.some((d) => hostMatches(d, host, inMesh) && domainRank(d) === best))
+    .flatMap(({ vs }) => vs.http);
+  const route = routes.find((r) => r.match.length === 0 || r.match.some((m) => matches(m, request)));
+  if (!route) return { status: 404 };
+  return outcomeOf(route, request);
+}
+
+/** In the mesh a Service is also called by its short and namespace-qualified names. */
+function hostMatches(domain: string, host: string, inMesh: boolean): boolean {
+  if (domainMatches(domain, host)) return true;
+  if (!inMesh) return false;
+  return domain.startsWith(`${host}.`) && domain.endsWith(`.svc.${DOMAIN_SUFFIX}`);
+}
+
+function stringMatches(match: StringMatch | undefined, value: string | undefined): boolean {
+  if (!match) return true;
+  if (value === undefined) return false;
+  if (match.exact !== undefined) return value === match.exact;
+  if (match.prefix !== undefined) return value.startsWith(match.prefix);
+  if (match.regex !== undefined) return new RegExp(`^(?:${match.regex})$`).test(value);
+  return true;
+}
+
+/** Istio's Gateway API prefixes match whole path segments (Envoy's path_separated_prefix), except "/". */
+function pathMatches(match: StringMatch | undefined, path: string): boolean {
+  if (match?.prefix === undefined || match.prefix.endsWith("/")) return stringMatches(match, path);
+  return path === match.prefix || path.startsWith(`${match.prefix}/`);
+}
+
+function matches(match: HTTPMatchRequest, request: Request): boolean {
+  return (
+    pathMatches(match.uri, request.path) &&
+    stringMatches(match.method, request.method) &&
+    stringMatches(match.authority, request.host) &&
+    Object.entries(match.headers ?? {}).every(([name, m]) =>
+      stringMatches(m, request.headers.get(name.toLowerCase())),
+    ) &&
+    Object.entries(match.queryParams ?? {}).every(([name, m]) => stringMatches(m, request.query.get(name))) &&
+    Object.entries(match.withoutHeaders ?? {}).every(
+      ([name, m]) => !stringMatches(m, request.headers.get(name.toLowerCase())),
+    )
+  );
+}
+
+function outcomeOf(route: HTTPRoute, request: Request): Outcome {
+  if (route.redirect) {
+    const redirect = route.redirect;
+    const scheme = redirect.scheme || "http";
+    const authority = redirect.authority || request.host;
+    const port = redirect.port ? `:${redirect.port}` : "";
+    const path = redirect.uri || request.path;
+    return { status: redirect.redirectCode || 301, location: `${scheme}://${authority}${port}${path}` };
+  }
+  if (route.directResponse) return { status: route.directResponse.status };
+  const backendRequest: Request = { ...request, headers: new Map(request.headers) };
+  if (route.rewrite?.authority) backendRequest.host = route.rewrite.authority;
+  if (route.rewrite?.uri !== undefined && route.rewrite.uri !== "") {
+    const prefix = route.match.find((m) => m.uri?.prefix !== undefined)?.uri?.prefix;
+    backendRequest.path =
+      prefix !== undefined && matches({ uri: { prefix } } as HTTPMatchRequest, request)
+        ? joinRewrite(route.rewrite.uri, request.path.slice(prefix.length))
+        : route.rewrite.uri;
+  }
+  const responseHeaders = new Map<string, string>();
+  const ops = route.headers?.request;
+  for (const [k, v] of Object.entries(ops?.set ?? {})) backendRequest.headers.set(k.toLowerCase(), v);
+  for (const [k, v] of Object.entries(ops?.add ?? {})) {
+    const existing = backendRequest.headers.get(k.toLowerCase());
+    backendRequest.headers.set(k.toLowerCase(), existing === undefined ? v : `${existing},${v}`);
+  }
+  for (const k of ops?.remove ?? []) backendRequest.headers.delete(k.toLowerCase());
+  const response = route.headers?.response;
+  for (const [k, v] of Object.entries(response?.set ?? {})) responseHeaders.set(k.toLowerCase(), v);
+  for (const [k, v] of Object.entries(response?.add ?? {})) responseHeaders.set(k.toLowerCase(), v);
+  const weights = new Map<string, number>();
+  for (const destination of route.route) {
+    const host = destination.destination?.host ?? "";
+    const weight = route.route.length === 1 && destination.weight === 0 ? 1 : destination.weight;
+    if (weight > 0) weights.set(host, (weights.get(host) ?? 0) + weight);
+  }
+  if (weights.size === 0) return { status: 500 };
+  return { weights, backendRequest, responseHeaders };
+}
+
+/** A prefix rewrite keeps what followed the matched prefix, with one slash between. */
+function joinRewrite(replacement: string, rest: string): string {
+  if (rest === "") return replacement;
+  if (replacement.endsWith("/") && rest.startsWith("/")) return replacement + rest.slice(1);
+  return replacement + rest;
+}
+
+function serviceHost(namespacedName: string): string {
+  const [namespace, name] = splitName(namespacedName);
+  return `${name}.${namespace}.svc.${DOMAIN_SUFFIX}`;
+}
+
+function assertRequest(output: GatewayApiOutput, expectation: RequestExpectation, index: number): void {
+  const outcome = matchRequest(output, expectation);
+  const what = `request ${index} (${JSON.stringify(expectation)})`;
+  if (expectation.status !== undefined) assert.equal(outcome.status, expectation.status, what);
+  if (expectation.redirect) {
+    assert.equal(outcome.status, expectation.redirect.status, `${what}: redirect status`);
+    assert.equal(outcome.location, expectation.redirect.location, `${what}: Location`);
+  }
+  const expectedWeights = expectation.backend ? { [expectation.backend]: 1 } : expectation.weights;
+  if (expectedWeights) {
+    assert.ok(outcome.weights, `${what}: reaches a backend, got status ${outcome.status}`);
+    assert.deepEqual(
+      shares(outcome.weights),
+      shares(new Map(Object.entries(expectedWeights).map(([k, v]) => [serviceHost(k), v]))),
+      what,
+    );
+  }
+  const backendRequest = expectation.backendRequest;
+  if (backendRequest) {
+    const seen = outcome.backendRequest;
+    assert.ok(seen, `${what}: reaches a backend`);
+    if (backendRequest.path !== undefined)
+      assert.equal(seen.path, backendRequest.path, `${what}: backend path`);
+    if (backendRequest.host !== undefined)
+      assert.equal(seen.host, backendRequest.host, `${what}: backend host`);
+    for (const [name, value] of Object.entries(backendRequest.headers ?? {})) {
+      assert.equal(seen.headers.get(name.toLowerCase()), value, `${what}: backend header ${name}`);
+    }
+    for (const name of backendRequest.absentHeaders ?? []) {
+      assert.equal(seen.headers.has(name.toLowerCase()), false, `${what}: backend header ${name} is removed`);
+    }
+  }
+  for (const [name, value] of Object.entries(expectation.responseHeaders ?? {})) {
+    assert.equal(outcome.responseHeaders?.get(name.toLowerCase()), value, `${what}: response header ${name}`);
+  }
+}
+
+/** Weights as shares of the whole (rounded), with zero shares left out. */
+function shares(weights: ReadonlyMap<string, number>): Record<string, number> {
+  const total = [...weights.values()].reduce((a, b) => a + b, 0);
+  return Object.fromEntries(
+    [...weights]
+      .filter(([, weight]) => weight > 0)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([host, weight]) => [host, Math.round((weight / total) * 1000) / 1000]),
+  );
+}
+
+function splitName(namespacedName: string): [string, string] {
+  const slash = namespacedName.indexOf("/");
+  assert.ok(slash > 0, `${namespacedName} is namespace/name`);
+  return [namespacedName.slice(0, slash), namespacedName.slice(slash + 1)];
+}
+
+// ---------------------------------------------------------------------------
+
+const caseFiles = readdirSync(CASES)
+  .filter((file) => file.endsWith(".yaml") && file !== "base.yaml")
+  .sort();
+
+test("every case names its upstream test", () => {
+  assert.ok(caseFiles.length > 0);
+  for (const file of caseFiles) {
+    const { expectations } = loadCase(file);
+    assert.match(expectations.test, /^[A-Z][A-Za-z0-9]+$/, file);
+  }
+});
+
+for (const file of caseFiles) {
+  const { input, expectations } = loadCase(file);
+  const run = () => {
+    const output = convertGatewayApi(input);
+    assertStatuses(output, expectations);
+    (expectations.requests ?? []).forEach((request, index) => {
+      assertRequest(output, request, index);
+    });
+  };
+  if (expectations.unsupported === undefined) {
+    test(`${expectations.test} (${file})`, run);
+  } else {
+    test(`${expectations.test} (${file}) fails as CONFORMANCE.md says: ${expectations.unsupported}`, () => {
+      assert.throws(run, `${file} passes now: drop "unsupported" and claim its features in CONFORMANCE.md`);
+    });
+  }
+}

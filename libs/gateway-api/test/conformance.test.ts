@@ -52,7 +52,12 @@ interface Expectations {
   gateways?: Array<{
     name: string;
     conditions?: ConditionExpectation[];
-    listeners?: Array<{ name: string; attachedRoutes?: number; conditions?: ConditionExpectation[] }>;
+    listeners?: Array<{
+      name: string;
+      attachedRoutes?: number;
+      supportedKinds?: Array<{ group: string; kind: string }>;
+      conditions?: ConditionExpectation[];
+    }>;
   }>;
   routes?: Array<{
     kind?: string;
@@ -62,10 +67,10 @@ interface Expectations {
       parentRef: { name: string; namespace?: string; kind?: string; sectionName?: string; port?: number };
       conditions: ConditionExpectation[];
     }>;
-    /** Parents this controller must not report (another controller's, or none). */
-    noParents?: boolean;
   }>;
   requests?: RequestExpectation[];
+  /** A second step of the upstream test: after deleting resources (`Kind namespace/name`), these hold. */
+  then?: Omit<Expectations, "test" | "features" | "unsupported" | "then"> & { delete: string[] };
 }
 
 interface RequestExpectation {
@@ -256,7 +261,10 @@ function statusOf(
   return output.statuses.get(configKey({ kind, namespace, name }));
 }
 
-function assertStatuses(output: GatewayApiOutput, expectations: Expectations): void {
+function assertStatuses(
+  output: GatewayApiOutput,
+  expectations: Omit<Expectations, "test" | "features">,
+): void {
   for (const gateway of expectations.gateways ?? []) {
     const found = statusOf(output, "KubernetesGateway", gateway.name);
     assert.ok(found?.kind === "KubernetesGateway", `Gateway ${gateway.name} has a status`);
@@ -265,6 +273,13 @@ function assertStatuses(output: GatewayApiOutput, expectations: Expectations): v
     for (const listener of gateway.listeners ?? []) {
       const actual = status.listeners.find((l) => l.name === listener.name);
       assert.ok(actual, `Gateway ${gateway.name} has a status for listener ${listener.name}`);
+      if (listener.supportedKinds !== undefined) {
+        assert.deepEqual(
+          actual.supportedKinds.map(({ group, kind }) => ({ group, kind })),
+          listener.supportedKinds,
+          `Gateway ${gateway.name} listener ${listener.name} supportedKinds`,
+        );
+      }
       if (listener.attachedRoutes !== undefined) {
         assert.equal(
           actual.attachedRoutes,
@@ -283,9 +298,6 @@ function assertStatuses(output: GatewayApiOutput, expectations: Expectations): v
     const kind = route.kind ?? "HTTPRoute";
     const found = statusOf(output, kind, route.name);
     const parents = found && "parents" in found.status ? found.status.parents : [];
-    if (route.noParents) {
-      assert.deepEqual(parents, [], `${kind} ${route.name} has no parent status of this controller`);
-    }
     const [routeNamespace] = splitName(route.name);
     for (const expected of route.parents ?? []) {
       const ref = expected.parentRef;
@@ -574,6 +586,11 @@ function shares(weights: ReadonlyMap<string, number>): Record<string, number> {
   );
 }
 
+/** The kind as manifests write it (Gateway for a stored KubernetesGateway). */
+function apiKind(kind: string): string {
+  return kind === "KubernetesGateway" ? "Gateway" : kind;
+}
+
 function splitName(namespacedName: string): [string, string] {
   const slash = namespacedName.indexOf("/");
   assert.ok(slash > 0, `${namespacedName} is namespace/name`);
@@ -602,6 +619,23 @@ for (const file of caseFiles) {
     (expectations.requests ?? []).forEach((request, index) => {
       assertRequest(output, request, index);
     });
+    const then = expectations.then;
+    if (then) {
+      const deleted = new Set(then.delete);
+      const remaining = input.resources.filter(
+        (r) => !deleted.has(`${apiKind(r.kind)} ${r.namespace}/${r.name}`),
+      );
+      assert.equal(
+        remaining.length,
+        input.resources.length - deleted.size,
+        `${file}: then.delete names resources of the case`,
+      );
+      const after = convertGatewayApi({ ...input, resources: remaining });
+      assertStatuses(after, then);
+      (then.requests ?? []).forEach((request, index) => {
+        assertRequest(after, request, index);
+      });
+    }
   };
   if (expectations.unsupported === undefined) {
     test(`${expectations.test} (${file})`, run);

@@ -14,6 +14,7 @@ import { configKey } from "@sextant/model";
 import { type ConfigResource, Protocol, Resolution, type Service } from "@sextant/proto";
 import type { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
 import type {
+  Headers_HeaderOperations,
   HTTPMatchRequest,
   HTTPRoute,
   StringMatch,
@@ -100,7 +101,9 @@ interface RequestExpectation {
     headers?: Record<string, string>;
     absentHeaders?: string[];
   };
-  /** Headers the client gets back (ResponseHeaderModifier). */
+  /** Headers the backend answers with (the upstream echo server sets them on request)… */
+  backendResponseHeaders?: Record<string, string>;
+  /** …and those the client gets back (after ResponseHeaderModifier). */
   responseHeaders?: Record<string, string>;
   absentResponseHeaders?: string[];
 }
@@ -360,7 +363,7 @@ function toRequest(expectation: RequestExpectation): Request {
     const [key, value = ""] = pair.split("=", 2);
     if (!query.has(key!)) query.set(decodeURIComponent(key!), decodeURIComponent(value));
   }
-  const headers = new Map(Object.entries(expectation.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+  const headers = lowerCaseHeaders(expectation.headers);
   if (expectation.grpc) headers.set("content-type", "application/grpc");
   const host = expectation.host ?? expectation.mesh ?? "example.com";
   return {
@@ -446,7 +449,7 @@ function matchRequest(output: GatewayApiOutput, expectation: RequestExpectation)
     .flatMap(({ vs }) => vs.http);
   const route = routes.find((r) => r.match.length === 0 || r.match.some((m) => matches(m, request)));
   if (!route) return { status: 404 };
-  return outcomeOf(route, request);
+  return outcomeOf(route, request, expectation.backendResponseHeaders);
 }
 
 /** In the mesh a Service is also called by its short and namespace-qualified names. */
@@ -486,7 +489,28 @@ function matches(match: HTTPMatchRequest, request: Request): boolean {
   );
 }
 
-function outcomeOf(route: HTTPRoute, request: Request): Outcome {
+/** Envoy's header rewriting as Istio configures it: set overwrites, add appends (joined with a comma, as the echo server reports repeated headers), remove drops. */
+function applyHeaderOperations(
+  headers: Map<string, string>,
+  ops: Headers_HeaderOperations | undefined,
+): void {
+  for (const [name, value] of Object.entries(ops?.set ?? {})) headers.set(name.toLowerCase(), value);
+  for (const [name, value] of Object.entries(ops?.add ?? {})) {
+    const existing = headers.get(name.toLowerCase());
+    headers.set(name.toLowerCase(), existing === undefined ? value : `${existing},${value}`);
+  }
+  for (const name of ops?.remove ?? []) headers.delete(name.toLowerCase());
+}
+
+function lowerCaseHeaders(headers: Record<string, string> | undefined): Map<string, string> {
+  return new Map(Object.entries(headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
+}
+
+function outcomeOf(
+  route: HTTPRoute,
+  request: Request,
+  backendResponseHeaders?: Record<string, string>,
+): Outcome {
   if (route.redirect) {
     const redirect = route.redirect;
     const scheme = redirect.scheme || "http";
@@ -505,17 +529,9 @@ function outcomeOf(route: HTTPRoute, request: Request): Outcome {
         ? joinRewrite(route.rewrite.uri, request.path.slice(prefix.length))
         : route.rewrite.uri;
   }
-  const responseHeaders = new Map<string, string>();
-  const ops = route.headers?.request;
-  for (const [k, v] of Object.entries(ops?.set ?? {})) backendRequest.headers.set(k.toLowerCase(), v);
-  for (const [k, v] of Object.entries(ops?.add ?? {})) {
-    const existing = backendRequest.headers.get(k.toLowerCase());
-    backendRequest.headers.set(k.toLowerCase(), existing === undefined ? v : `${existing},${v}`);
-  }
-  for (const k of ops?.remove ?? []) backendRequest.headers.delete(k.toLowerCase());
-  const response = route.headers?.response;
-  for (const [k, v] of Object.entries(response?.set ?? {})) responseHeaders.set(k.toLowerCase(), v);
-  for (const [k, v] of Object.entries(response?.add ?? {})) responseHeaders.set(k.toLowerCase(), v);
+  applyHeaderOperations(backendRequest.headers, route.headers?.request);
+  const responseHeaders = lowerCaseHeaders(backendResponseHeaders);
+  applyHeaderOperations(responseHeaders, route.headers?.response);
   const weights = new Map<string, number>();
   for (const destination of route.route) {
     const host = destination.destination?.host ?? "";
@@ -572,6 +588,14 @@ function assertRequest(output: GatewayApiOutput, expectation: RequestExpectation
   }
   for (const [name, value] of Object.entries(expectation.responseHeaders ?? {})) {
     assert.equal(outcome.responseHeaders?.get(name.toLowerCase()), value, `${what}: response header ${name}`);
+  }
+  for (const name of expectation.absentResponseHeaders ?? []) {
+    assert.ok(outcome.responseHeaders, `${what}: reaches a backend`);
+    assert.equal(
+      outcome.responseHeaders.has(name.toLowerCase()),
+      false,
+      `${what}: response header ${name} is removed`,
+    );
   }
 }
 

@@ -336,6 +336,8 @@ function sameParent(
 
 interface Request {
   host: string;
+  /** The port the request was sent to (the Gateway listener's, or the Service's in the mesh). */
+  port: number;
   path: string;
   query: Map<string, string>;
   method: string;
@@ -365,9 +367,14 @@ function toRequest(expectation: RequestExpectation): Request {
   }
   const headers = lowerCaseHeaders(expectation.headers);
   if (expectation.grpc) headers.set("content-type", "application/grpc");
-  const host = expectation.host ?? expectation.mesh ?? "example.com";
+  const authority = expectation.host ?? expectation.mesh ?? "example.com";
+  const explicitPort = /:(\d+)$/.exec(authority)?.[1];
   return {
-    host,
+    host: authority.replace(/:\d+$/, "").toLowerCase(),
+    port:
+      explicitPort !== undefined && expectation.mesh !== undefined
+        ? Number(explicitPort)
+        : (expectation.port ?? 80),
     path,
     query,
     method: expectation.method ?? (expectation.grpc ? "POST" : "GET"),
@@ -434,7 +441,7 @@ function domainRank(domain: string): number {
 
 function matchRequest(output: GatewayApiOutput, expectation: RequestExpectation): Outcome {
   const request = toRequest(expectation);
-  const host = request.host.replace(/:\d+$/, "").toLowerCase();
+  const host = request.host;
   const bound = boundVirtualServices(output, expectation);
   const inMesh = expectation.mesh !== undefined;
   let best = -1;
@@ -476,6 +483,7 @@ function pathMatches(match: StringMatch | undefined, path: string): boolean {
 
 function matches(match: HTTPMatchRequest, request: Request): boolean {
   return (
+    (!match.port || match.port === request.port) &&
     pathMatches(match.uri, request.path) &&
     stringMatches(match.method, request.method) &&
     stringMatches(match.authority, request.host) &&
@@ -561,7 +569,7 @@ function redirectOf(route: HTTPRoute, request: Request): Outcome {
     status: redirect.redirectCode || 301,
     redirect: {
       scheme: redirect.scheme || "http",
-      host: redirect.authority || request.host.replace(/:\d+$/, ""),
+      host: redirect.authority || request.host,
       ...(redirect.port ? { port: redirect.port } : {}),
       path,
     },

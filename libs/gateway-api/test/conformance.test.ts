@@ -84,6 +84,8 @@ interface RequestExpectation {
   path?: string;
   method?: string;
   headers?: Record<string, string>;
+  /** A TLS connection (TLSRoute) with this SNI, instead of an HTTP request. */
+  sni?: string;
   /** A gRPC call: `/service/method`, POST, content-type application/grpc. */
   grpc?: { service: string; method: string };
   /** Where it must go: a backend Service (`namespace/name`)… */
@@ -94,6 +96,8 @@ interface RequestExpectation {
   status?: number;
   /** A redirect: its status and the parts of its Location the upstream test checks. */
   redirect?: { status: number; scheme?: string; host?: string; port?: number; path?: string };
+  /** Backends (`namespace/name`) that get a copy of the request (RequestMirror). */
+  mirroredTo?: string[];
   /** What the backend sees (after rewrites and header filters). */
   backendRequest?: {
     path?: string;
@@ -351,6 +355,7 @@ interface Outcome {
   redirect?: { scheme: string; host: string; port?: number; path: string };
   /** Backend host to weight. */
   weights?: Map<string, number>;
+  mirroredTo?: string[];
   backendRequest?: Request;
   responseHeaders?: Map<string, string>;
 }
@@ -439,7 +444,37 @@ function domainRank(domain: string): number {
   return Number.MAX_SAFE_INTEGER;
 }
 
+/** A TLS connection through a Gateway: the TLS routes whose SNI match names its server name. */
+function matchConnection(output: GatewayApiOutput, expectation: RequestExpectation): Outcome {
+  const sni = expectation.sni!.toLowerCase();
+  const port = expectation.port ?? 443;
+  for (const { vs } of boundVirtualServices(output, expectation)) {
+    for (const route of vs.tls ?? []) {
+      const matched = (route.match ?? []).some(
+        (m) => (!m.port || m.port === port) && (m.sniHosts ?? []).some((host) => domainMatches(host, sni)),
+      );
+      if (!matched) continue;
+      return { weights: destinationWeights(route.route) };
+    }
+  }
+  return { status: 404 };
+}
+
+function destinationWeights(
+  destinations: ReadonlyArray<{ destination: { host: string } | undefined; weight: number }>,
+): Map<string, number> {
+  const weights = new Map<string, number>();
+  for (const { destination, weight } of destinations) {
+    // A lone destination without a weight takes everything, as in Istio.
+    const effective = destinations.length === 1 && weight === 0 ? 1 : weight;
+    const host = destination?.host ?? "";
+    if (effective > 0) weights.set(host, (weights.get(host) ?? 0) + effective);
+  }
+  return weights;
+}
+
 function matchRequest(output: GatewayApiOutput, expectation: RequestExpectation): Outcome {
+  if (expectation.sni !== undefined) return matchConnection(output, expectation);
   const request = toRequest(expectation);
   const host = request.host;
   const bound = boundVirtualServices(output, expectation);
@@ -453,7 +488,7 @@ function matchRequest(output: GatewayApiOutput, expectation: RequestExpectation)
   if (best < 0) return { status: 404 };
   const routes = bound
     .filter(({ hosts }) => hosts.some((d) => hostMatches(d, host, inMesh) && domainRank(d) === best))
-    .flatMap(({ vs }) => vs.http);
+    .flatMap(({ vs }) => vs.http ?? []);
   const route = routes.find((r) => r.match.length === 0 || r.match.some((m) => matches(m, request)));
   if (!route) return { status: 404 };
   return outcomeOf(route, request, expectation.backendResponseHeaders);
@@ -535,14 +570,13 @@ function outcomeOf(
   applyHeaderOperations(backendRequest.headers, route.headers?.request);
   const responseHeaders = lowerCaseHeaders(backendResponseHeaders);
   applyHeaderOperations(responseHeaders, route.headers?.response);
-  const weights = new Map<string, number>();
-  for (const destination of route.route) {
-    const host = destination.destination?.host ?? "";
-    const weight = route.route.length === 1 && destination.weight === 0 ? 1 : destination.weight;
-    if (weight > 0) weights.set(host, (weights.get(host) ?? 0) + weight);
-  }
+  const weights = destinationWeights(route.route);
   if (weights.size === 0) return { status: 500 };
-  return { weights, backendRequest, responseHeaders };
+  const mirroredTo = [
+    ...(route.mirror ? [route.mirror] : []),
+    ...(route.mirrors ?? []).map((m) => m.destination),
+  ].map((destination) => destination?.host ?? "");
+  return { weights, backendRequest, responseHeaders, mirroredTo };
 }
 
 /**
@@ -601,6 +635,9 @@ function assertRequest(output: GatewayApiOutput, expectation: RequestExpectation
       shares(new Map(Object.entries(expectedWeights).map(([k, v]) => [serviceHost(k), v]))),
       what,
     );
+  }
+  if (expectation.mirroredTo) {
+    assert.deepEqual(outcome.mirroredTo, expectation.mirroredTo.map(serviceHost), `${what}: mirrored to`);
   }
   const backendRequest = expectation.backendRequest;
   if (backendRequest) {

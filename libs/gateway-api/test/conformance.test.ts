@@ -203,6 +203,27 @@ function registryService(namespace: string, name: string, spec: KubeServiceSpec)
   };
 }
 
+/**
+ * The Services the automated deployment creates for Gateways without
+ * spec.addresses (`<name>-<class>`, one port per listener port), as they
+ * exist in the cluster the upstream suite runs against: a Gateway is
+ * Programmed only once its Service is there.
+ */
+function deployedGatewayServices(resources: readonly ConfigResource[]): Service[] {
+  return resources
+    .filter((r) => r.kind === "KubernetesGateway" && !(r.spec?.addresses as unknown[] | undefined)?.length)
+    .map((gateway) => {
+      const listeners = (gateway.spec?.listeners ?? []) as Array<{ port: number }>;
+      const ports = [...new Set(listeners.map((l) => l.port))].map((port) => ({
+        port,
+        name: `port-${port}`,
+      }));
+      return registryService(gateway.namespace, `${gateway.name}-${gateway.spec?.gatewayClassName}`, {
+        ports,
+      });
+    });
+}
+
 function portProtocol(declared: string): Protocol {
   const value = declared.toLowerCase();
   if (value === "kubernetes.io/h2c") return Protocol.PROTOCOL_HTTP2;
@@ -224,6 +245,8 @@ function loadCase(file: string): { input: GatewayApiInput; expectations: Expecta
   load(file, manifests);
   assert.equal(manifests.expectations.length, 1, `${file} has one Expectations document`);
   manifests.resources.sort((a, b) => configKey(a).localeCompare(configKey(b)));
+  for (const service of deployedGatewayServices(manifests.resources))
+    manifests.services.set(service.hostname, service);
   const input = {
     resources: manifests.resources,
     services: manifests.services,
@@ -281,11 +304,16 @@ function assertStatuses(
       const actual = status.listeners.find((l) => l.name === listener.name);
       assert.ok(actual, `Gateway ${gateway.name} has a status for listener ${listener.name}`);
       if (listener.supportedKinds !== undefined) {
-        assert.deepEqual(
-          actual.supportedKinds.map(({ group, kind }) => ({ group, kind })),
-          listener.supportedKinds,
-          `Gateway ${gateway.name} listener ${listener.name} supportedKinds`,
-        );
+        // As the upstream suite compares them: an empty expectation means none; otherwise
+        // each expected kind must be there, and an implementation may support more.
+        const supported = actual.supportedKinds.map(({ group, kind }) => ({ group, kind }));
+        const what = `Gateway ${gateway.name} listener ${listener.name} supportedKinds`;
+        if (listener.supportedKinds.length === 0) assert.deepEqual(supported, [], what);
+        for (const kind of listener.supportedKinds)
+          assert.ok(
+            supported.some((k) => k.group === kind.group && k.kind === kind.kind),
+            `${what}: ${JSON.stringify(supported)} has ${kind.kind}`,
+          );
       }
       if (listener.attachedRoutes !== undefined) {
         assert.equal(
@@ -406,24 +434,37 @@ function boundVirtualServices(
   );
   const bound: Array<{ vs: VirtualService; hosts: string[] }> = [];
   for (const gateway of internal) {
-    const serverHosts = gateway.spec.servers
-      .filter((server) => server.port?.number === port)
-      .flatMap((server) => server.hosts.map(withoutNamespace));
-    if (serverHosts.length === 0) continue;
-    const refs = new Set([`${gateway.ref.namespace}/${gateway.ref.name}`]);
+    const servers = gateway.spec.servers.filter((server) => server.port?.number === port);
+    if (servers.length === 0) continue;
+    const gatewayRef = `${gateway.ref.namespace}/${gateway.ref.name}`;
     for (const { spec: vs, ref } of output.virtualServices) {
       const names = vs.gateways.map((g) => (g.includes("/") ? g : `${ref.namespace}/${g}`));
-      if (!names.some((g) => refs.has(g))) continue;
-      const hosts = vs.hosts.filter((host) => serverHosts.some((server) => hostsIntersect(host, server)));
+      if (!names.includes(gatewayRef)) continue;
+      const serverHosts = servers.flatMap((server) => hostsForNamespace(server.hosts, ref.namespace));
+      const hosts = [
+        ...new Set(vs.hosts.flatMap((host) => serverHosts.flatMap((server) => intersection(host, server)))),
+      ];
       if (hosts.length > 0) bound.push({ vs, hosts });
     }
   }
   return bound;
 }
 
-function withoutNamespace(host: string): string {
-  const slash = host.indexOf("/");
-  return slash < 0 ? host : host.slice(slash + 1);
+/** A server's hosts that a VirtualService of a namespace may bind to: `ns/host` in ns only, a `*` namespace in all of them, `~` in none. */
+function hostsForNamespace(hosts: readonly string[], namespace: string): string[] {
+  return hosts.flatMap((host) => {
+    const slash = host.indexOf("/");
+    if (slash < 0) return [host];
+    const owner = host.slice(0, slash);
+    return owner === "*" || owner === namespace ? [host.slice(slash + 1)] : [];
+  });
+}
+
+/** The intersection of a VirtualService host and a server host, as Istio's host.Names.Intersection: the more specific of the two, if one covers the other. */
+function intersection(a: string, b: string): string[] {
+  if (domainMatches(b, a) || (a.startsWith("*") && b.startsWith("*") && a.endsWith(b.slice(1)))) return [a];
+  if (domainMatches(a, b) || (a.startsWith("*") && b.startsWith("*") && b.endsWith(a.slice(1)))) return [b];
+  return [];
 }
 
 /** Whether a domain (exact, `*.suffix` or `*`) matches a request host, as Envoy matches virtual host domains. */
@@ -431,10 +472,6 @@ function domainMatches(domain: string, host: string): boolean {
   if (domain === "*") return true;
   if (domain.startsWith("*")) return host.endsWith(domain.slice(1)) && host.length > domain.length - 1;
   return domain === host;
-}
-
-function hostsIntersect(a: string, b: string): boolean {
-  return domainMatches(a, b) || domainMatches(b, a) || (a.startsWith("*") && b.startsWith("*"));
 }
 
 /** Envoy's virtual host precedence: an exact domain, then the longest wildcard suffix, then `*`. */
@@ -473,7 +510,11 @@ function destinationWeights(
   return weights;
 }
 
-function matchRequest(output: GatewayApiOutput, expectation: RequestExpectation): Outcome {
+function matchRequest(
+  output: GatewayApiOutput,
+  services: ReadonlyMap<string, Service>,
+  expectation: RequestExpectation,
+): Outcome {
   if (expectation.sni !== undefined) return matchConnection(output, expectation);
   const request = toRequest(expectation);
   const host = request.host;
@@ -491,7 +532,7 @@ function matchRequest(output: GatewayApiOutput, expectation: RequestExpectation)
     .flatMap(({ vs }) => vs.http ?? []);
   const route = routes.find((r) => r.match.length === 0 || r.match.some((m) => matches(m, request)));
   if (!route) return { status: 404 };
-  return outcomeOf(route, request, expectation.backendResponseHeaders);
+  return outcomeOf(route, request, services, expectation.backendResponseHeaders);
 }
 
 /** In the mesh a Service is also called by its short and namespace-qualified names. */
@@ -552,6 +593,7 @@ function lowerCaseHeaders(headers: Record<string, string> | undefined): Map<stri
 function outcomeOf(
   route: HTTPRoute,
   request: Request,
+  services: ReadonlyMap<string, Service>,
   backendResponseHeaders?: Record<string, string>,
 ): Outcome {
   if (route.redirect) return redirectOf(route, request);
@@ -571,7 +613,9 @@ function outcomeOf(
   const responseHeaders = lowerCaseHeaders(backendResponseHeaders);
   applyHeaderOperations(responseHeaders, route.headers?.response);
   const weights = destinationWeights(route.route);
-  if (weights.size === 0) return { status: 500 };
+  // No backend to send to, or none that exists: Istio sets Envoy's
+  // cluster_not_found_response_code to 500 for Gateway API routes.
+  if (![...weights.keys()].some((host) => services.has(host))) return { status: 500 };
   const mirroredTo = [
     ...(route.mirror ? [route.mirror] : []),
     ...(route.mirrors ?? []).map((m) => m.destination),
@@ -615,8 +659,13 @@ function serviceHost(namespacedName: string): string {
   return `${name}.${namespace}.svc.${DOMAIN_SUFFIX}`;
 }
 
-function assertRequest(output: GatewayApiOutput, expectation: RequestExpectation, index: number): void {
-  const outcome = matchRequest(output, expectation);
+function assertRequest(
+  output: GatewayApiOutput,
+  services: ReadonlyMap<string, Service>,
+  expectation: RequestExpectation,
+  index: number,
+): void {
+  const outcome = matchRequest(output, services, expectation);
   const what = `request ${index} (${JSON.stringify(expectation)})`;
   if (expectation.status !== undefined) assert.equal(outcome.status, expectation.status, what);
   if (expectation.redirect) {
@@ -707,9 +756,26 @@ for (const file of caseFiles) {
   const { input, expectations } = loadCase(file);
   const run = () => {
     const output = convertGatewayApi(input);
+    if (process.env.DUMP === file)
+      console.log(
+        JSON.stringify({
+          gw: output.gateways.map((g) => [g.ref.name, g.spec.servers.map((s) => [s.port?.number, s.hosts])]),
+          vs: output.virtualServices.map((v) => [
+            v.ref.name,
+            v.spec.hosts,
+            v.spec.gateways,
+            v.spec.http.map((h) => [
+              JSON.stringify(h.match),
+              JSON.stringify(h.route),
+              h.directResponse,
+              h.redirect,
+            ]),
+          ]),
+        }),
+      );
     assertStatuses(output, expectations);
     (expectations.requests ?? []).forEach((request, index) => {
-      assertRequest(output, request, index);
+      assertRequest(output, input.services, request, index);
     });
     const then = expectations.then;
     if (then) {
@@ -725,7 +791,7 @@ for (const file of caseFiles) {
       const after = convertGatewayApi({ ...input, resources: remaining });
       assertStatuses(after, then);
       (then.requests ?? []).forEach((request, index) => {
-        assertRequest(after, request, index);
+        assertRequest(after, input.services, request, index);
       });
     }
   };
@@ -822,8 +888,14 @@ test("the data-plane model routes as Envoy does with Istio's Gateway API semanti
     destinationRules: [],
     statuses: new Map(),
   };
+  const services = new Map(
+    ["wild", "v1", "v2"].map((name) => [
+      `${name}.infra.svc.cluster.local`,
+      registryService("infra", name, { ports: [{ port: 8080 }] }),
+    ]),
+  );
   const at = (request: Omit<RequestExpectation, "gateway">) =>
-    matchRequest(output, { gateway: "infra/gw", ...request });
+    matchRequest(output, services, { gateway: "infra/gw", ...request });
   assert.deepEqual(
     shares(at({ host: "a.example.com", path: "/v2/x", headers: { Version: "two" } }).weights!),
     {
@@ -849,4 +921,7 @@ test("the data-plane model routes as Envoy does with Istio's Gateway API semanti
   });
   assert.equal(at({ host: "a.example.com", path: "/strip/me" }).backendRequest?.path, "/me");
   assert.equal(at({ host: "a.example.com", path: "/strip" }).backendRequest?.path, "/");
+  // A backend the registry does not have: Envoy's cluster_not_found_response_code, 500.
+  services.delete("v1.infra.svc.cluster.local");
+  assert.equal(at({ host: "a.example.com", path: "/strip" }).status, 500);
 });

@@ -529,13 +529,39 @@ function matchRequest(
       if (hostMatches(domain, host, inMesh)) best = Math.max(best, domainRank(domain));
     }
   }
-  if (best < 0) return { status: 404 };
+  // A sidecar builds one route table per port: a route whose every match
+  // names another port is not in it.
   const routes = bound
     .filter(({ hosts }) => hosts.some((d) => hostMatches(d, host, inMesh) && domainRank(d) === best))
-    .flatMap(({ vs }) => vs.http ?? []);
+    .flatMap(({ vs }) => vs.http ?? [])
+    .filter((r) => r.match.length === 0 || r.match.some((m) => !m.port || m.port === request.port));
+  if (routes.length === 0) {
+    // In the mesh, a Service no route applies to is reached as it is
+    // (its default route); through a Gateway, nothing answers.
+    const service = inMesh ? meshService(services, host, request.port) : undefined;
+    if (!service) return { status: 404 };
+    return outcomeOf(defaultRoute(service), request, services, expectation.backendResponseHeaders);
+  }
   const route = routes.find((r) => r.match.length === 0 || r.match.some((m) => matches(m, request)));
   if (!route) return { status: 404 };
   return outcomeOf(route, request, services, expectation.backendResponseHeaders);
+}
+
+/** The Service a mesh client in the mesh namespace calls by a short name, if it has that port. */
+function meshService(services: ReadonlyMap<string, Service>, host: string, port: number): Service | undefined {
+  return [...services.values()].find(
+    (service) =>
+      (service.hostname === host || service.hostname.startsWith(`${host}.`)) &&
+      service.ports.some((p) => p.number === port),
+  );
+}
+
+function defaultRoute(service: Service): HTTPRoute {
+  return {
+    match: [],
+    route: [{ destination: { host: service.hostname, subset: "", port: undefined }, weight: 0, headers: undefined }],
+    mirrors: [],
+  } as unknown as HTTPRoute;
 }
 
 /** In the mesh a Service is also called by its short and namespace-qualified names. */

@@ -13,12 +13,13 @@ import { test } from "node:test";
 import { configKey } from "@sextant/model";
 import { type ConfigResource, Protocol, Resolution, type Service } from "@sextant/proto";
 import type { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
-import type {
-  Headers_HeaderOperations,
-  HTTPMatchRequest,
-  HTTPRoute,
-  StringMatch,
-  VirtualService,
+import {
+  type Headers_HeaderOperations,
+  type HTTPMatchRequest,
+  HTTPRedirect_RedirectPortSelection,
+  type HTTPRoute,
+  type StringMatch,
+  type VirtualService,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/virtual_service";
 import { decodeSpec, findKindOf, parseDocuments, validateResource } from "@sextant/validation";
 import {
@@ -82,6 +83,8 @@ interface RequestExpectation {
   port?: number;
   /** …or inside the mesh to a Service host (GAMMA). */
   mesh?: string;
+  /** https for a request to an HTTPS listener. */
+  scheme?: "http" | "https";
   host?: string;
   path?: string;
   method?: string;
@@ -370,6 +373,7 @@ function sameParent(
 // semantics for Gateway API routes.
 
 interface Request {
+  scheme: "http" | "https";
   host: string;
   /** The port the request was sent to (the Gateway listener's, or the Service's in the mesh). */
   port: number;
@@ -404,8 +408,10 @@ function toRequest(expectation: RequestExpectation): Request {
   const headers = lowerCaseHeaders(expectation.headers);
   if (expectation.grpc) headers.set("content-type", "application/grpc");
   const authority = expectation.host ?? expectation.mesh ?? "example.com";
+  const scheme = expectation.scheme ?? "http";
   const explicitPort = /:(\d+)$/.exec(authority)?.[1];
   return {
+    scheme,
     host: authority.replace(/:\d+$/, "").toLowerCase(),
     port:
       explicitPort !== undefined && expectation.mesh !== undefined
@@ -548,7 +554,11 @@ function matchRequest(
 }
 
 /** The Service a mesh client in the mesh namespace calls by a short name, if it has that port. */
-function meshService(services: ReadonlyMap<string, Service>, host: string, port: number): Service | undefined {
+function meshService(
+  services: ReadonlyMap<string, Service>,
+  host: string,
+  port: number,
+): Service | undefined {
   return [...services.values()].find(
     (service) =>
       (service.hostname === host || service.hostname.startsWith(`${host}.`)) &&
@@ -559,7 +569,9 @@ function meshService(services: ReadonlyMap<string, Service>, host: string, port:
 function defaultRoute(service: Service): HTTPRoute {
   return {
     match: [],
-    route: [{ destination: { host: service.hostname, subset: "", port: undefined }, weight: 0, headers: undefined }],
+    route: [
+      { destination: { host: service.hostname, subset: "", port: undefined }, weight: 0, headers: undefined },
+    ],
     mirrors: [],
   } as unknown as HTTPRoute;
 }
@@ -672,14 +684,16 @@ function redirectOf(route: HTTPRoute, request: Request): Outcome {
   // Istio's HTTPRedirect grew prefixRewrite (ReplacePrefixMatch) after the proto Sextant generates from, if absent.
   const prefixRewrite = (redirect as { prefixRewrite?: string }).prefixRewrite;
   const path = redirect.uri || (prefixRewrite ? replacePrefix(route, request, prefixRewrite) : request.path);
+  const scheme = redirect.scheme || request.scheme;
+  // Istio's ApplyRedirect: an explicit port, or the port the route table
+  // serves (FROM_REQUEST_PORT), and none for the scheme's default port.
+  let port =
+    redirect.port ??
+    (redirect.derivePort === HTTPRedirect_RedirectPortSelection.FROM_REQUEST_PORT ? request.port : undefined);
+  if ((port === 80 && scheme === "http") || (port === 443 && scheme === "https")) port = undefined;
   return {
     status: redirect.redirectCode || 301,
-    redirect: {
-      scheme: redirect.scheme || "http",
-      host: redirect.authority || request.host,
-      ...(redirect.port ? { port: redirect.port } : {}),
-      path,
-    },
+    redirect: { scheme, host: redirect.authority || request.host, ...(port ? { port } : {}), path },
   };
 }
 
@@ -698,12 +712,14 @@ function assertRequest(
   const what = `request ${index} (${JSON.stringify(expectation)})`;
   if (expectation.status !== undefined) assert.equal(outcome.status, expectation.status, what);
   if (expectation.redirect) {
-    const { status, ...location } = expectation.redirect;
+    const { status, port, ...location } = expectation.redirect;
     assert.equal(outcome.status, status, `${what}: redirect status`);
     assert.ok(outcome.redirect, `${what}: redirects`);
     for (const [part, value] of Object.entries(location)) {
       assert.equal(outcome.redirect[part as keyof typeof location], value, `${what}: Location ${part}`);
     }
+    // As upstream: no port expected means the scheme's default, left out of the Location.
+    assert.equal(outcome.redirect.port, port, `${what}: Location port`);
   }
   const expectedWeights = expectation.backend ? { [expectation.backend]: 1 } : expectation.weights;
   if (expectedWeights) {

@@ -854,21 +854,57 @@ for (const file of caseFiles) {
   }
 }
 
-test("CONFORMANCE.md claims exactly the features of the passing cases", () => {
-  const claimed = new Set<string>();
-  const missing = new Set<string>();
+/**
+ * The upstream tests (kubernetes-sigs/gateway-api v1.5.1, conformance/tests)
+ * by ShortName, with the features each needs: the suite runs a test when
+ * every feature it needs is claimed.
+ */
+const UPSTREAM_TESTS: Readonly<Record<string, readonly string[]>> = JSON.parse(
+  readFileSync(new URL("upstream-tests.json", CASES), "utf8"),
+);
+
+/** The core features of each conformance profile (conformance/utils/suite/profiles.go). */
+const PROFILE_CORE: Readonly<Record<string, readonly string[]>> = {
+  "GATEWAY-HTTP": ["Gateway", "ReferenceGrant", "HTTPRoute"],
+  "GATEWAY-GRPC": ["Gateway", "ReferenceGrant", "GRPCRoute"],
+  "GATEWAY-TLS": ["Gateway", "ReferenceGrant", "TLSRoute"],
+  "MESH-HTTP": ["Mesh", "HTTPRoute"],
+  "MESH-GRPC": ["Mesh", "GRPCRoute"],
+};
+
+test("each case needs the features its upstream test needs", () => {
   for (const file of caseFiles) {
     const { expectations } = loadCase(file);
-    for (const feature of expectations.features) {
-      (expectations.unsupported === undefined ? claimed : missing).add(feature);
-    }
+    const upstream = UPSTREAM_TESTS[expectations.test];
+    assert.ok(upstream, `${file}: ${expectations.test} is an upstream test`);
+    assert.deepEqual([...expectations.features].sort(), [...upstream].sort(), file);
   }
-  // A feature some failing case needs is not claimed, even if other cases pass.
-  for (const feature of missing) claimed.delete(feature);
+});
+
+test("CONFORMANCE.md claims a profile's features only when every upstream test they enable passes here", () => {
+  const passing = new Set<string>();
+  for (const file of caseFiles) {
+    const { expectations } = loadCase(file);
+    if (expectations.unsupported === undefined) passing.add(expectations.test);
+  }
   const document = readFileSync(new URL("../CONFORMANCE.md", import.meta.url), "utf8");
-  const section = /## Claimed features\n([\s\S]*?)\n## /.exec(document)?.[1] ?? "";
-  const listed = new Set([...section.matchAll(/^- `([A-Za-z0-9]+)`/gm)].map((m) => m[1]!));
-  assert.deepEqual([...listed].sort(), [...claimed].sort());
+  const section = /## Claimed\n([\s\S]*?)\n## /.exec(document)?.[1] ?? "";
+  const claims = [...section.matchAll(/^- ([A-Z-]+): (.*)$/gm)];
+  assert.ok(claims.length > 0, "CONFORMANCE.md has a Claimed section with one line per profile");
+  for (const [, profile, list] of claims) {
+    const claimed = new Set([...list!.matchAll(/`([A-Za-z0-9]+)`/g)].map((m) => m[1]!));
+    for (const feature of PROFILE_CORE[profile!] ?? ["(unknown profile)"]) {
+      assert.ok(claimed.has(feature), `${profile} claims its core feature ${feature}`);
+    }
+    const enabled = Object.entries(UPSTREAM_TESTS)
+      .filter(([, features]) => features.every((feature) => claimed.has(feature)))
+      .map(([name]) => name);
+    assert.deepEqual(
+      enabled.filter((name) => !passing.has(name)),
+      [],
+      `${profile}: the upstream tests its claimed features enable all pass here`,
+    );
+  }
 });
 
 test("the data-plane model routes as Envoy does with Istio's Gateway API semantics", () => {

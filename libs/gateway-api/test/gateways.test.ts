@@ -378,6 +378,7 @@ describe("Gateway", () => {
           listeners: [
             { name: "udp", port: 5353, protocol: "UDP" },
             { name: "lower", port: 81, protocol: "http" },
+            { name: "hbone", port: 15008, protocol: "HBONE" },
             {
               name: "kinds",
               port: 80,
@@ -394,15 +395,24 @@ describe("Gateway", () => {
       conditions(status.listeners[0]?.conditions ?? [])[0],
       'Accepted=False UnsupportedProtocol: protocol "UDP" is unsupported',
     );
+    assert.deepEqual(
+      out.gateways.map((g) => g.ref.name.split("~")[2]),
+      ["kinds"],
+      "no internal Gateway for a listener without a supported protocol",
+    );
     assert.equal(
       conditions(status.listeners[1]?.conditions ?? [])[0],
       'Accepted=False UnsupportedProtocol: protocol "http" is unsupported. hint: "HTTP" (uppercase) may be supported',
     );
-    assert.deepEqual(status.listeners[2]?.supportedKinds, [
+    assert.equal(
+      conditions(status.listeners[2]?.conditions ?? [])[0],
+      'Accepted=False UnsupportedProtocol: protocol "HBONE" is only supported for waypoint proxies',
+    );
+    assert.deepEqual(status.listeners[3]?.supportedKinds, [
       { group: "gateway.networking.k8s.io", kind: "HTTPRoute" },
     ]);
     assert.equal(
-      conditions(status.listeners[2]?.conditions ?? [])[3],
+      conditions(status.listeners[3]?.conditions ?? [])[3],
       "ResolvedRefs=False InvalidRouteKinds: Invalid route kinds",
     );
   });

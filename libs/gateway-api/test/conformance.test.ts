@@ -53,8 +53,11 @@ interface Expectations {
   unsupported?: string;
   /** With `unsupported`: a piece of the failure's message, so that the case fails for that reason and no other. */
   failsWith?: string;
+  gatewayClasses?: Array<{ name: string; conditions?: ConditionExpectation[]; observedGeneration?: number }>;
   gateways?: Array<{
     name: string;
+    /** Every condition of the Gateway and its listeners was written for this generation. */
+    observedGeneration?: number;
     conditions?: ConditionExpectation[];
     listeners?: Array<{
       name: string;
@@ -66,6 +69,8 @@ interface Expectations {
   routes?: Array<{
     kind?: string;
     name: string;
+    /** Every condition of every parent was written for this generation. */
+    observedGeneration?: number;
     /** Per parentRef (kind Gateway unless given): its conditions. */
     parents?: Array<{
       parentRef: { name: string; namespace?: string; kind?: string; sectionName?: string; port?: number };
@@ -73,8 +78,15 @@ interface Expectations {
     }>;
   }>;
   requests?: RequestExpectation[];
-  /** A second step of the upstream test: after deleting resources (`Kind namespace/name`), these hold. */
-  then?: Omit<Expectations, "test" | "features" | "unsupported" | "then"> & { delete: string[] };
+  /**
+   * A second step of the upstream test: after deleting resources
+   * (`Kind namespace/name`) and updating others (a new spec, the generation
+   * bumped as the API server does), these hold.
+   */
+  then?: Omit<Expectations, "test" | "features" | "unsupported" | "failsWith" | "then"> & {
+    delete?: string[];
+    update?: Array<{ resource: string; spec: Record<string, unknown> }>;
+  };
 }
 
 interface RequestExpectation {
@@ -288,6 +300,18 @@ function assertConditions(
   }
 }
 
+function assertGeneration(
+  conditions: readonly GatewayApiCondition[],
+  generation: number | undefined,
+  what: string,
+): void {
+  if (generation === undefined) return;
+  assert.ok(conditions.length > 0, `${what} has conditions`);
+  for (const condition of conditions) {
+    assert.equal(condition.observedGeneration, generation, `${what}: ${condition.type}'s observedGeneration`);
+  }
+}
+
 function statusOf(
   output: GatewayApiOutput,
   kind: string,
@@ -301,11 +325,38 @@ function assertStatuses(
   output: GatewayApiOutput,
   expectations: Omit<Expectations, "test" | "features">,
 ): void {
+  for (const gatewayClass of expectations.gatewayClasses ?? []) {
+    const found = statusOf(output, "GatewayClass", `default/${gatewayClass.name}`);
+    assert.ok(found?.kind === "GatewayClass", `GatewayClass ${gatewayClass.name} has a status`);
+    assertConditions(
+      found.status.conditions,
+      gatewayClass.conditions ?? [],
+      `GatewayClass ${gatewayClass.name}`,
+    );
+    assertGeneration(
+      found.status.conditions,
+      gatewayClass.observedGeneration,
+      `GatewayClass ${gatewayClass.name}`,
+    );
+  }
   for (const gateway of expectations.gateways ?? []) {
     const found = statusOf(output, "KubernetesGateway", gateway.name);
     assert.ok(found?.kind === "KubernetesGateway", `Gateway ${gateway.name} has a status`);
     const status = found.status;
+    assertGeneration(
+      [...status.conditions, ...status.listeners.flatMap((l) => l.conditions)],
+      gateway.observedGeneration,
+      `Gateway ${gateway.name}`,
+    );
     assertConditions(status.conditions, gateway.conditions ?? [], `Gateway ${gateway.name}`);
+    if (gateway.listeners) {
+      // As upstream's GatewayStatusMustHaveListeners: the status has exactly these listeners.
+      assert.deepEqual(
+        status.listeners.map((l) => l.name).sort(),
+        gateway.listeners.map((l) => l.name).sort(),
+        `Gateway ${gateway.name} listeners`,
+      );
+    }
     for (const listener of gateway.listeners ?? []) {
       const actual = status.listeners.find((l) => l.name === listener.name);
       assert.ok(actual, `Gateway ${gateway.name} has a status for listener ${listener.name}`);
@@ -339,6 +390,11 @@ function assertStatuses(
     const kind = route.kind ?? "HTTPRoute";
     const found = statusOf(output, kind, route.name);
     const parents = found && "parents" in found.status ? found.status.parents : [];
+    assertGeneration(
+      parents.flatMap((p) => p.conditions),
+      route.observedGeneration,
+      `${kind} ${route.name}`,
+    );
     const [routeNamespace] = splitName(route.name);
     for (const expected of route.parents ?? []) {
       const ref = expected.parentRef;
@@ -772,6 +828,11 @@ function shares(weights: ReadonlyMap<string, number>): Record<string, number> {
   );
 }
 
+/** A resource as `then` names it: `Kind namespace/name`, the kind as manifests write it. */
+function resourceName(resource: ConfigResource): string {
+  return `${apiKind(resource.kind)} ${resource.namespace}/${resource.name}`;
+}
+
 /** The kind as manifests write it (Gateway for a stored KubernetesGateway). */
 function apiKind(kind: string): string {
   return kind === "KubernetesGateway" ? "Gateway" : kind;
@@ -824,19 +885,38 @@ for (const file of caseFiles) {
     });
     const then = expectations.then;
     if (then) {
-      const deleted = new Set(then.delete);
-      const remaining = input.resources.filter(
-        (r) => !deleted.has(`${apiKind(r.kind)} ${r.namespace}/${r.name}`),
-      );
+      const deleted = new Set(then.delete ?? []);
+      const updates = new Map((then.update ?? []).map((u) => [u.resource, u.spec]));
+      const remaining = input.resources
+        .filter((r) => !deleted.has(resourceName(r)))
+        .map((r) => {
+          const spec = updates.get(resourceName(r));
+          if (!spec) return r;
+          const updated = storedResource(file, {
+            apiVersion: r.apiVersion,
+            kind: apiKind(r.kind),
+            metadata: { name: r.name, namespace: r.namespace, labels: r.labels },
+            spec,
+          });
+          return { ...updated, generation: r.generation + 1 };
+        });
       assert.equal(
         remaining.length,
         input.resources.length - deleted.size,
         `${file}: then.delete names resources of the case`,
       );
-      const after = convertGatewayApi({ ...input, resources: remaining });
+      assert.equal(
+        [...updates.keys()].filter((name) => !input.resources.some((r) => resourceName(r) === name)).length,
+        0,
+        `${file}: then.update names resources of the case`,
+      );
+      // The automated deployment follows the Gateways' listeners.
+      const services = new Map(input.services);
+      for (const service of deployedGatewayServices(remaining)) services.set(service.hostname, service);
+      const after = convertGatewayApi({ ...input, resources: remaining, services });
       assertStatuses(after, then);
       (then.requests ?? []).forEach((request, index) => {
-        assertRequest(after, input.services, request, index);
+        assertRequest(after, services, request, index);
       });
     }
   };

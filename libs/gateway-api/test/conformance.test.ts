@@ -546,20 +546,32 @@ function domainRank(domain: string): number {
   return Number.MAX_SAFE_INTEGER;
 }
 
-/** A TLS connection through a Gateway: the TLS routes whose SNI match names its server name. */
+/**
+ * A TLS connection through a Gateway: Envoy picks the filter chain whose
+ * server names match the SNI most specifically; a route's SNI hosts are cut
+ * to the listener's hostname as the VirtualService's hosts are.
+ */
 function matchConnection(output: GatewayApiOutput, expectation: RequestExpectation): Outcome {
   const sni = expectation.sni!.toLowerCase();
   const port = expectation.port ?? 443;
-  for (const { vs } of boundVirtualServices(output, expectation)) {
+  let best: { rank: number; route: VirtualService["tls"][number] } | undefined;
+  for (const { vs, hosts } of boundVirtualServices(output, expectation)) {
     for (const route of vs.tls ?? []) {
-      const matched = (route.match ?? []).some(
-        (m) => (!m.port || m.port === port) && (m.sniHosts ?? []).some((host) => domainMatches(host, sni)),
-      );
-      if (!matched) continue;
-      return { weights: destinationWeights(route.route) };
+      for (const match of route.match ?? []) {
+        if (match.port && match.port !== port) continue;
+        const names = (match.sniHosts ?? []).flatMap((sniHost) =>
+          hosts.flatMap((host) => intersection(sniHost, host)),
+        );
+        for (const name of names) {
+          if (domainMatches(name, sni) && (!best || domainRank(name) > best.rank)) {
+            best = { rank: domainRank(name), route };
+          }
+        }
+      }
     }
   }
-  return { status: 404 };
+  // No filter chain for the name: the connection is refused (here, 404).
+  return best ? { weights: destinationWeights(best.route.route) } : { status: 404 };
 }
 
 function destinationWeights(

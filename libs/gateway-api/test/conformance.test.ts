@@ -999,6 +999,31 @@ test("CONFORMANCE.md claims a profile's features only when every upstream test t
   }
 });
 
+test("the GATEWAY-HTTP extended features CONFORMANCE.md says pass have every test they add passing here", () => {
+  const passing = new Set(
+    caseFiles
+      .map((file) => loadCase(file).expectations)
+      .filter((e) => e.unsupported === undefined)
+      .map((e) => e.test),
+  );
+  const document = readFileSync(new URL("../CONFORMANCE.md", import.meta.url), "utf8");
+  const paragraph = /Passing here but not claimable[\s\S]*?\n\n/.exec(document)?.[0] ?? "";
+  const features = [...paragraph.matchAll(/`([A-Za-z0-9]+)`/g)].map((m) => m[1]!);
+  assert.ok(features.length > 0);
+  const core = PROFILE_CORE["GATEWAY-HTTP"]!;
+  for (const feature of features) {
+    const added = Object.entries(UPSTREAM_TESTS)
+      .filter(([, needs]) => needs.includes(feature) && needs.every((f) => f === feature || core.includes(f)))
+      .map(([name]) => name);
+    assert.ok(added.length > 0, `${feature} adds GATEWAY-HTTP tests`);
+    assert.deepEqual(
+      added.filter((name) => !passing.has(name)),
+      [],
+      `${feature}: the tests it adds all pass here`,
+    );
+  }
+});
+
 test("the data-plane model routes as Envoy does with Istio's Gateway API semantics", () => {
   const ref = (kind: string, name: string) => ({ kind, namespace: "infra", name });
   const destination = (host: string, weight = 0) => ({

@@ -43,7 +43,13 @@ const ROUTE_KINDS: readonly RouteKindName[] = ["HTTPRoute", "GRPCRoute", "TLSRou
 /** Converts a snapshot. Pure and deterministic: equal inputs give equal outputs. */
 export function convertGatewayApi(input: GatewayApiInput): GatewayApiOutput {
   const grants = new ReferenceGrants(input.resources);
-  const { classStatuses, gateways, owned } = convertGateways({ ...input, grants });
+  const namespaces = [
+    ...new Set([
+      ...input.resources.map((resource) => resource.namespace),
+      ...[...input.services.values()].map((service) => service.namespace),
+    ]),
+  ].sort();
+  const { classStatuses, gateways, owned } = convertGateways({ ...input, grants, namespaces });
   const statuses = new Map<string, GatewayApiStatus>();
   for (const [name, status] of classStatuses)
     statuses.set(configKey({ kind: "GatewayClass", namespace: "default", name }), {

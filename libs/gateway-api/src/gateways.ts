@@ -68,6 +68,21 @@ interface GatewaySpec {
   gatewayClassName: string;
   addresses?: Array<{ type?: string; value: string }>;
   listeners?: Listener[];
+  infrastructure?: { parametersRef?: { group?: string; kind?: string; name?: string } };
+}
+
+/**
+ * Istio's validateParametersRef, as far as the store can tell: a
+ * parametersRef must name a ConfigMap (whether it exists is not known here:
+ * ConfigMaps are not stored).
+ */
+function parametersRefError(spec: GatewaySpec): Failure | undefined {
+  const ref = spec.infrastructure?.parametersRef;
+  if (!ref || ((ref.group ?? "") === "" && ref.kind === "ConfigMap")) return undefined;
+  return {
+    reason: "InvalidParameters",
+    message: `Unsupported parametersRef group/kind ${ref.group ?? ""}/${ref.kind ?? ""}, only ConfigMap is supported`,
+  };
 }
 
 export interface RouteKind {
@@ -106,6 +121,8 @@ export interface GatewaysResult {
 
 export interface GatewayInputs {
   readonly resources: readonly ConfigResource[];
+  /** The namespaces the snapshot knows (of its config and services), sorted: what a Selector is run over. */
+  readonly namespaces: readonly string[];
   readonly services: ReadonlyMap<string, Service>;
   readonly domainSuffix: string;
   readonly secrets?: ReadonlySet<string>;
@@ -274,19 +291,59 @@ function serverProtocol(protocol: string): { protocol: string } | { error: strin
   return { error: `protocol "${protocol}" is unsupported` };
 }
 
+/** The label every namespace carries with its own name (Istio adds it when a namespace lacks it). */
+const NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name";
+
+interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: Array<{ key: string; operator: string; values?: string[] }>;
+}
+
+/**
+ * The namespaces (of those known) a Selector admits, or undefined when it
+ * reads labels other than the namespace's name: the config store keeps no
+ * namespace labels, so only `kubernetes.io/metadata.name` can be decided.
+ */
+function selectedNamespaces(selector: LabelSelector, known: readonly string[]): string[] | undefined {
+  const labels = Object.entries(selector.matchLabels ?? {});
+  const expressions = selector.matchExpressions ?? [];
+  if (labels.some(([key]) => key !== NAMESPACE_NAME_LABEL)) return undefined;
+  if (expressions.some((e) => e.key !== NAMESPACE_NAME_LABEL)) return undefined;
+  return known.filter(
+    (name) =>
+      labels.every(([, value]) => value === name) &&
+      expressions.every((e) => {
+        switch (e.operator) {
+          case "In":
+            return (e.values ?? []).includes(name);
+          case "NotIn":
+            return !(e.values ?? []).includes(name);
+          case "Exists":
+            return true;
+          default:
+            return false;
+        }
+      }),
+  );
+}
+
 /**
  * The server hosts of a listener (Istio's buildHostnameMatch): the
  * listener's hostname ("*" if none) in each namespace its allowedRoutes
- * admits. A Selector needs the namespaces' labels, which Sextant's config
- * store does not have: it admits no namespace (`~/host`, matching no
- * route), and routes are refused as NotAllowedByListeners.
+ * admits: `Same` the Gateway's, `All` every one; a `Selector` is run over
+ * the namespaces the snapshot knows (those of its config and services: a
+ * route's namespace is always among them). A Selector on any label but
+ * the namespace's name admits none (`~/host`: Sextant keeps no namespace
+ * labels), and routes are refused as NotAllowedByListeners.
  */
-function serverHosts(namespace: string, listener: Listener): string[] {
+function serverHosts(namespace: string, listener: Listener, namespaces: readonly string[]): string[] {
   const hostname = listener.hostname || "*";
-  const from = listener.allowedRoutes?.namespaces?.from ?? "Same";
+  const allowed = listener.allowedRoutes?.namespaces;
+  const from = allowed?.from ?? "Same";
   if (from === "Same") return [`${namespace}/${hostname}`];
-  if (from === "All") return [`*/${hostname}`];
-  return [`~/${hostname}`];
+  if (from === "All" || !allowed?.selector) return [`*/${hostname}`];
+  const selected = selectedNamespaces(allowed.selector as LabelSelector, namespaces) ?? [];
+  return selected.length > 0 ? selected.map((ns) => `${ns}/${hostname}`) : [`~/${hostname}`];
 }
 
 type Tls = Server["tls"];
@@ -392,12 +449,16 @@ function convertGateway(
 ): { configs: ConvertedConfig<Gateway>[]; parents: ListenerParent[]; status: GatewayStatus } {
   const { namespace, name, generation } = resource;
   const listeners = spec.listeners ?? [];
-  const services = gatewayServices(resource, spec, inputs.domainSuffix);
-  if (services.hosts.length === 0 && services.error) {
+  const found = gatewayServices(resource, spec, inputs.domainSuffix);
+  if (found.hosts.length === 0 && found.error) {
+    const services = found;
     // No address to run on: istiod reports the Gateway alone, without its listeners.
     const status = gatewayStatus(resource, 0, 0, services, [], inputs.services, []);
     return { configs: [], parents: [], status };
   }
+  // The Gateway's own error (Accepted=False): an ignored address, else a bad parametersRef.
+  const parametersError = found.error ? undefined : parametersRefError(spec);
+  const services = parametersError ? { ...found, error: parametersError } : found;
   const conflicts = listenerConflicts(listeners);
   const configs: ConvertedConfig<Gateway>[] = [];
   const parents: ListenerParent[] = [];
@@ -446,7 +507,7 @@ function convertGateway(
             targetPort: 0,
           },
           bind: "",
-          hosts: serverHosts(namespace, listener),
+          hosts: serverHosts(namespace, listener, inputs.namespaces),
           tls: tls?.tls,
           defaultEndpoint: "",
           name: "",

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { ServerTLSSettings_TLSmode } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
-import type { GatewayStatus } from "../src/index.js";
+import type { GatewayStatus, RouteStatus } from "../src/index.js";
 import { conditions, convert, gateway, gatewayClass, resource, service } from "./fixtures.js";
 
 const gatewayStatus = (out: ReturnType<typeof convert>, namespace: string, name: string): GatewayStatus => {
@@ -371,6 +371,31 @@ describe("Gateway", () => {
     );
   });
 
+  it("a parametersRef to anything but a ConfigMap is InvalidParameters", () => {
+    const out = convert(
+      [
+        gateway("apps", "web", {
+          infrastructure: { parametersRef: { group: "example.com", kind: "Params", name: "p" } },
+          listeners: [{ name: "http", port: 80, protocol: "HTTP" }],
+        }),
+        gateway("apps", "ok", {
+          infrastructure: { parametersRef: { group: "", kind: "ConfigMap", name: "p" } },
+          listeners: [{ name: "http", port: 80, protocol: "HTTP" }],
+        }),
+      ],
+      [service("web-istio", "apps", [80]), service("ok-istio", "apps", [80])],
+    );
+    assert.equal(
+      conditions(gatewayStatus(out, "apps", "web").conditions)[0],
+      "Accepted=False InvalidParameters: Unsupported parametersRef group/kind example.com/Params, only ConfigMap is supported",
+    );
+    assert.equal(
+      conditions(gatewayStatus(out, "apps", "ok").conditions)[0],
+      "Accepted=True Accepted: Resource accepted",
+    );
+    assert.equal(out.gateways.length, 2, "the listeners are still programmed");
+  });
+
   it("an unsupported protocol or route kind is reported on the listener", () => {
     const out = convert(
       [
@@ -417,30 +442,76 @@ describe("Gateway", () => {
     );
   });
 
-  it("allowedRoutes: Same is the Gateway's namespace, All is every one, a Selector none (namespace labels are not stored)", () => {
-    const out = convert([
-      gateway("apps", "web", {
-        listeners: [
-          { name: "same", port: 80, protocol: "HTTP", allowedRoutes: { namespaces: { from: "Same" } } },
-          {
-            name: "all",
-            hostname: "a.example.com",
-            port: 81,
-            protocol: "HTTP",
-            allowedRoutes: { namespaces: { from: "All" } },
-          },
-          {
-            name: "selector",
-            port: 82,
-            protocol: "HTTP",
-            allowedRoutes: { namespaces: { from: "Selector", selector: { matchLabels: { team: "a" } } } },
-          },
-        ],
-      }),
-    ]);
+  it("allowedRoutes: Same is the Gateway's namespace, All every one, a Selector on the namespace name the known namespaces it selects, on other labels none", () => {
+    const out = convert(
+      [
+        gateway("apps", "web", {
+          listeners: [
+            { name: "same", port: 80, protocol: "HTTP", allowedRoutes: { namespaces: { from: "Same" } } },
+            {
+              name: "all",
+              hostname: "a.example.com",
+              port: 81,
+              protocol: "HTTP",
+              allowedRoutes: { namespaces: { from: "All" } },
+            },
+            {
+              name: "labels",
+              port: 82,
+              protocol: "HTTP",
+              allowedRoutes: { namespaces: { from: "Selector", selector: { matchLabels: { team: "a" } } } },
+            },
+            {
+              name: "by-name",
+              port: 83,
+              protocol: "HTTP",
+              allowedRoutes: {
+                namespaces: {
+                  from: "Selector",
+                  selector: {
+                    matchExpressions: [
+                      {
+                        key: "kubernetes.io/metadata.name",
+                        operator: "In",
+                        values: ["team-a", "team-b", "gone"],
+                      },
+                    ],
+                  },
+                },
+              },
+            },
+            {
+              name: "not-name",
+              port: 84,
+              protocol: "HTTP",
+              allowedRoutes: {
+                namespaces: {
+                  from: "Selector",
+                  selector: {
+                    matchExpressions: [
+                      { key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["apps"] },
+                    ],
+                  },
+                },
+              },
+            },
+          ],
+        }),
+        resource("HTTPRoute", "team-b", "route", {
+          parentRefs: [{ name: "web", namespace: "apps", sectionName: "by-name" }],
+        }),
+      ],
+      [service("api", "team-a", [80])],
+    );
     assert.deepEqual(
       out.gateways.map((g) => g.spec.servers[0]?.hosts),
-      [["apps/*"], ["*/a.example.com"], ["~/*"]],
+      [["apps/*"], ["*/a.example.com"], ["~/*"], ["team-a/*", "team-b/*"], ["team-a/*", "team-b/*"]],
+    );
+    const route = out.statuses.get("HTTPRoute.team-b.route");
+    assert.ok(route && "parents" in route.status);
+    assert.equal(
+      conditions((route.status as RouteStatus).parents[0]?.conditions ?? [])[0],
+      "Accepted=True Accepted: Route was valid",
     );
   });
 });

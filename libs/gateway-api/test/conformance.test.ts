@@ -749,9 +749,9 @@ function replacePrefix(route: HTTPRoute, request: Request, replacement: string):
 
 function redirectOf(route: HTTPRoute, request: Request): Outcome {
   const redirect = route.redirect!;
-  // Istio's HTTPRedirect grew prefixRewrite (ReplacePrefixMatch) after the proto Sextant generates from, if absent.
-  const prefixRewrite = (redirect as { prefixRewrite?: string }).prefixRewrite;
-  const path = redirect.uri || (prefixRewrite ? replacePrefix(route, request, prefixRewrite) : request.path);
+  const path =
+    redirect.uri ||
+    (redirect.prefixRewrite ? replacePrefix(route, request, redirect.prefixRewrite) : request.path);
   const scheme = redirect.scheme || request.scheme;
   // Istio's ApplyRedirect: an explicit port, or the port the route table
   // serves (FROM_REQUEST_PORT), and none for the scheme's default port.
@@ -1075,7 +1075,13 @@ test("the data-plane model routes as Envoy does with Istio's Gateway API semanti
               ],
             }),
             route([{ uri: { prefix: "/old" } }], {
-              redirect: { uri: "", authority: "new.example.com", scheme: "https", redirectCode: 302 },
+              redirect: {
+                uri: "",
+                authority: "new.example.com",
+                scheme: "https",
+                redirectCode: 302,
+                prefixRewrite: "",
+              },
             }),
             route([{ uri: { prefix: "/strip" } }], {
               rewrite: { uri: "/", authority: "", uriRegexRewrite: undefined },

@@ -137,7 +137,6 @@ interface Manifests {
   resources: ConfigResource[];
   services: Map<string, Service>;
   secrets: Set<string>;
-  namespaceLabels: Map<string, Record<string, string>>;
   expectations: Expectations[];
 }
 
@@ -158,7 +157,8 @@ function load(file: string, into: Manifests): void {
     if (document.kind === "Expectations") {
       into.expectations.push(value as unknown as Expectations);
     } else if (document.apiVersion === "v1" && document.kind === "Namespace") {
-      into.namespaceLabels.set(name, document.metadata?.labels ?? {});
+      // The conversion reads no Namespace objects (Sextant's store has
+      // none); their labels are what HTTPRouteCrossNamespace's selector needs.
     } else if (document.apiVersion === "v1" && document.kind === "Secret") {
       into.secrets.add(`${namespace}/${name}`);
     } else if (document.apiVersion === "v1" && document.kind === "Service") {
@@ -255,7 +255,6 @@ function loadCase(file: string): { input: GatewayApiInput; expectations: Expecta
     resources: [],
     services: new Map(),
     secrets: new Set(),
-    namespaceLabels: new Map(),
     expectations: [],
   };
   load("base.yaml", manifests);
@@ -269,7 +268,6 @@ function loadCase(file: string): { input: GatewayApiInput; expectations: Expecta
     services: manifests.services,
     domainSuffix: DOMAIN_SUFFIX,
     secrets: manifests.secrets,
-    namespaces: manifests.namespaceLabels,
   };
   return { input, expectations: manifests.expectations[0]! };
 }

@@ -971,6 +971,16 @@ test("each case needs the features its upstream test needs", () => {
   }
 });
 
+test("every core test of the five profiles has its case here", () => {
+  const here = new Set(caseFiles.map((file) => loadCase(file).expectations.test));
+  for (const [profile, core] of Object.entries(PROFILE_CORE)) {
+    const missing = Object.entries(UPSTREAM_TESTS)
+      .filter(([name, needs]) => needs.every((f) => core.includes(f)) && !here.has(name))
+      .map(([name]) => name);
+    assert.deepEqual(missing, [], `${profile}: core tests without a case`);
+  }
+});
+
 test("CONFORMANCE.md claims a profile's features only when every upstream test they enable passes here", () => {
   const passing = new Set<string>();
   for (const file of caseFiles) {

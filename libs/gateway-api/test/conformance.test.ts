@@ -113,8 +113,10 @@ interface RequestExpectation {
   status?: number;
   /** A redirect: its status and the parts of its Location the upstream test checks. */
   redirect?: { status: number; scheme?: string; host?: string; port?: number; path?: string };
-  /** Backends (`namespace/name`) that get a copy of the request (RequestMirror). */
+  /** Backends (`namespace/name`) that get a copy of the request (RequestMirror)… */
   mirroredTo?: string[];
+  /** …and for those not mirrored every time, the percentage of requests that are. */
+  mirrorPercent?: Record<string, number>;
   /** What the backend sees (after rewrites and header filters). */
   backendRequest?: {
     path?: string;
@@ -444,7 +446,8 @@ interface Outcome {
   redirect?: { scheme: string; host: string; port?: number; path: string };
   /** Backend host to weight. */
   weights?: Map<string, number>;
-  mirroredTo?: string[];
+  /** Mirror host to the percentage of requests it gets a copy of. */
+  mirroredTo?: Map<string, number>;
   backendRequest?: Request;
   responseHeaders?: Map<string, string>;
 }
@@ -723,10 +726,11 @@ function outcomeOf(
   // No backend to send to, or none that exists: Istio sets Envoy's
   // cluster_not_found_response_code to 500 for Gateway API routes.
   if (![...weights.keys()].some((host) => services.has(host))) return { status: 500 };
-  const mirroredTo = [
-    ...(route.mirror ? [route.mirror] : []),
-    ...(route.mirrors ?? []).map((m) => m.destination),
-  ].map((destination) => destination?.host ?? "");
+  const mirroredTo = new Map<string, number>();
+  if (route.mirror) mirroredTo.set(route.mirror.host, route.mirrorPercentage?.value ?? 100);
+  for (const mirror of route.mirrors ?? []) {
+    mirroredTo.set(mirror.destination?.host ?? "", mirror.percentage?.value ?? 100);
+  }
   return { weights, backendRequest, responseHeaders, mirroredTo };
 }
 
@@ -797,7 +801,13 @@ function assertRequest(
     );
   }
   if (expectation.mirroredTo) {
-    assert.deepEqual(outcome.mirroredTo, expectation.mirroredTo.map(serviceHost), `${what}: mirrored to`);
+    const expected = new Map(
+      expectation.mirroredTo.map((backend) => [
+        serviceHost(backend),
+        expectation.mirrorPercent?.[backend] ?? 100,
+      ]),
+    );
+    assert.deepEqual(outcome.mirroredTo, expected, `${what}: mirrored to`);
   }
   const backendRequest = expectation.backendRequest;
   if (backendRequest) {

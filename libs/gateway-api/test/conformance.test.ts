@@ -723,6 +723,13 @@ function outcomeOf(
   const responseHeaders = lowerCaseHeaders(backendResponseHeaders);
   applyHeaderOperations(responseHeaders, route.headers?.response);
   const weights = destinationWeights(route.route);
+  // A backendRef's own filters (HTTPRouteDestination headers) apply after the
+  // rule's, to the requests that go to it: checked here for a lone backend.
+  const lone = route.route.filter((d) => d.weight > 0 || route.route.length === 1);
+  if (lone.length === 1) {
+    applyHeaderOperations(backendRequest.headers, lone[0]!.headers?.request);
+    applyHeaderOperations(responseHeaders, lone[0]!.headers?.response);
+  }
   // No backend to send to, or none that exists: Istio sets Envoy's
   // cluster_not_found_response_code to 500 for Gateway API routes.
   if (![...weights.keys()].some((host) => services.has(host))) return { status: 500 };

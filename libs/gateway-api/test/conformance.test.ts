@@ -117,6 +117,8 @@ interface RequestExpectation {
   mirroredTo?: string[];
   /** …and for those not mirrored every time, the percentage of requests that are. */
   mirrorPercent?: Record<string, number>;
+  /** For a split request: headers each backend (`namespace/name`) sees, with its backendRef's own filters. */
+  headersAtBackend?: Record<string, Record<string, string>>;
   /** What the backend sees (after rewrites and header filters). */
   backendRequest?: {
     path?: string;
@@ -446,6 +448,8 @@ interface Outcome {
   redirect?: { scheme: string; host: string; port?: number; path: string };
   /** Backend host to weight. */
   weights?: Map<string, number>;
+  /** Backend host to the request headers it sees. */
+  headersAtBackend?: Map<string, Map<string, string>>;
   /** Mirror host to the percentage of requests it gets a copy of. */
   mirroredTo?: Map<string, number>;
   backendRequest?: Request;
@@ -724,7 +728,13 @@ function outcomeOf(
   applyHeaderOperations(responseHeaders, route.headers?.response);
   const weights = destinationWeights(route.route);
   // A backendRef's own filters (HTTPRouteDestination headers) apply after the
-  // rule's, to the requests that go to it: checked here for a lone backend.
+  // rule's, to the requests that go to it.
+  const headersAtBackend = new Map<string, Map<string, string>>();
+  for (const destination of route.route) {
+    const headers = new Map(backendRequest.headers);
+    applyHeaderOperations(headers, destination.headers?.request);
+    headersAtBackend.set(destination.destination?.host ?? "", headers);
+  }
   const lone = route.route.filter((d) => d.weight > 0 || route.route.length === 1);
   if (lone.length === 1) {
     applyHeaderOperations(backendRequest.headers, lone[0]!.headers?.request);
@@ -738,7 +748,7 @@ function outcomeOf(
   for (const mirror of route.mirrors ?? []) {
     mirroredTo.set(mirror.destination?.host ?? "", mirror.percentage?.value ?? 100);
   }
-  return { weights, backendRequest, responseHeaders, mirroredTo };
+  return { weights, backendRequest, responseHeaders, mirroredTo, headersAtBackend };
 }
 
 /**
@@ -806,6 +816,13 @@ function assertRequest(
       shares(new Map(Object.entries(expectedWeights).map(([k, v]) => [serviceHost(k), v]))),
       what,
     );
+  }
+  for (const [backend, headers] of Object.entries(expectation.headersAtBackend ?? {})) {
+    const seen = outcome.headersAtBackend?.get(serviceHost(backend));
+    assert.ok(seen, `${what}: goes to ${backend}`);
+    for (const [name, value] of Object.entries(headers)) {
+      assert.equal(seen.get(name.toLowerCase()), value, `${what}: header ${name} at ${backend}`);
+    }
   }
   if (expectation.mirroredTo) {
     const expected = new Map(

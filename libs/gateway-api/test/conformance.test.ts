@@ -687,6 +687,19 @@ function matches(match: HTTPMatchRequest, request: Request): boolean {
   );
 }
 
+function durationMs(duration: { seconds: number; nanos: number } | undefined): number {
+  return duration ? Number(duration.seconds) * 1000 + duration.nanos / 1e6 : 0;
+}
+
+/** A Go duration as the echo server reads `delay` ("1s", "500ms"). */
+function goDurationMs(text: string): number {
+  const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  let total = 0;
+  for (const [, value, unit] of text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g))
+    total += Number(value) * units[unit!]!;
+  return total;
+}
+
 /** Envoy's header rewriting as Istio configures it: set overwrites, add appends (joined with a comma, as the echo server reports repeated headers), remove drops. */
 function applyHeaderOperations(
   headers: Map<string, string>,
@@ -726,6 +739,11 @@ function outcomeOf(
   applyHeaderOperations(backendRequest.headers, route.headers?.request);
   const responseHeaders = lowerCaseHeaders(backendResponseHeaders);
   applyHeaderOperations(responseHeaders, route.headers?.response);
+  // The upstream echo server waits for `?delay=`; Envoy answers 504 when the
+  // route's timeout, or the per-try timeout, passes first (0: none).
+  const delay = goDurationMs(request.query.get("delay") ?? "0s");
+  const limits = [route.timeout, route.retries?.perTryTimeout].map(durationMs).filter((ms) => ms > 0);
+  if (limits.some((ms) => delay > ms)) return { status: 504 };
   const weights = destinationWeights(route.route);
   // A backendRef's own filters (HTTPRouteDestination headers) apply after the
   // rule's, to the requests that go to it.

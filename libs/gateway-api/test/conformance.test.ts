@@ -34,6 +34,8 @@ import {
 
 const CASES = new URL("./conformance/", import.meta.url);
 const DOMAIN_SUFFIX = "cluster.local";
+/** Where the upstream mesh tests' client (echo-v1's pod) runs. */
+const MESH_NAMESPACE = "gateway-conformance-mesh";
 
 // ---------------------------------------------------------------------------
 // What a case file states.
@@ -95,6 +97,8 @@ interface RequestExpectation {
   port?: number;
   /** …or inside the mesh to a Service host (GAMMA). */
   mesh?: string;
+  /** The namespace of the mesh client (gateway-conformance-mesh unless given). */
+  from?: string;
   /** https for a request to an HTTPS listener. */
   scheme?: "http" | "https";
   host?: string;
@@ -489,12 +493,13 @@ function toRequest(expectation: RequestExpectation): Request {
 function boundVirtualServices(
   output: GatewayApiOutput,
   expectation: RequestExpectation,
-): Array<{ vs: VirtualService; hosts: string[] }> {
+): Array<{ vs: VirtualService; hosts: string[]; namespace: string }> {
   if (expectation.mesh !== undefined) {
+    const client = expectation.from ?? MESH_NAMESPACE;
     return output.virtualServices
-      .map((c) => c.spec)
-      .filter((vs) => vs.gateways.length === 0 || vs.gateways.includes("mesh"))
-      .map((vs) => ({ vs, hosts: vs.hosts }));
+      .filter(({ spec }) => spec.gateways.length === 0 || spec.gateways.includes("mesh"))
+      .filter(({ spec, ref }) => visibleTo(spec.exportTo, ref.namespace, client))
+      .map(({ spec, ref }) => ({ vs: spec, hosts: spec.hosts, namespace: ref.namespace }));
   }
   const [namespace, name] = splitName(expectation.gateway!);
   const port = expectation.port ?? 80;
@@ -502,7 +507,7 @@ function boundVirtualServices(
     (g: ConvertedConfig<Gateway>) =>
       g.source.kind === "KubernetesGateway" && g.source.namespace === namespace && g.source.name === name,
   );
-  const bound: Array<{ vs: VirtualService; hosts: string[] }> = [];
+  const bound: Array<{ vs: VirtualService; hosts: string[]; namespace: string }> = [];
   for (const gateway of internal) {
     const servers = gateway.spec.servers.filter((server) => server.port?.number === port);
     if (servers.length === 0) continue;
@@ -514,10 +519,16 @@ function boundVirtualServices(
       const hosts = [
         ...new Set(vs.hosts.flatMap((host) => serverHosts.flatMap((server) => intersection(host, server)))),
       ];
-      if (hosts.length > 0) bound.push({ vs, hosts });
+      if (hosts.length > 0) bound.push({ vs, hosts, namespace: ref.namespace });
     }
   }
   return bound;
+}
+
+/** Whether a config exported to `exportTo` from `namespace` applies to a proxy in `client` (Istio's exportTo: "*", ".", names). */
+function visibleTo(exportTo: readonly string[], namespace: string, client: string): boolean {
+  if (exportTo.length === 0) return true;
+  return exportTo.some((to) => to === "*" || to === client || (to === "." && namespace === client));
 }
 
 /** A server's hosts that a VirtualService of a namespace may bind to: `ns/host` in ns only, a `*` namespace in all of them, `~` in none. */
@@ -600,8 +611,15 @@ function matchRequest(
   if (expectation.sni !== undefined) return matchConnection(output, expectation);
   const request = toRequest(expectation);
   const host = request.host;
-  const bound = boundVirtualServices(output, expectation);
   const inMesh = expectation.mesh !== undefined;
+  const bound = inMesh
+    ? meshRoutes(
+        boundVirtualServices(output, expectation),
+        services,
+        request,
+        expectation.from ?? MESH_NAMESPACE,
+      )
+    : boundVirtualServices(output, expectation);
   let best = -1;
   for (const { hosts } of bound) {
     for (const domain of hosts) {
@@ -624,6 +642,28 @@ function matchRequest(
   const route = routes.find((r) => r.match.length === 0 || r.match.some((m) => matches(m, request)));
   if (!route) return { status: 404 };
   return outcomeOf(route, request, services, expectation.backendResponseHeaders);
+}
+
+/**
+ * The mesh routes a client's proxy uses for a host, as Istio (and push's
+ * virtualServiceFor) pick them: a Gateway API route applies in its own
+ * namespace (the consumer's, which wins) and in the Service's (the
+ * producer's), nowhere else.
+ */
+function meshRoutes(
+  bound: Array<{ vs: VirtualService; hosts: string[]; namespace: string }>,
+  services: ReadonlyMap<string, Service>,
+  request: Request,
+  client: string,
+): Array<{ vs: VirtualService; hosts: string[]; namespace: string }> {
+  const serviceNamespace = meshService(services, request.host, request.port)?.namespace;
+  const forHost = bound.filter(
+    (b) =>
+      b.hosts.some((h) => hostMatches(h, request.host, true)) &&
+      (b.namespace === client || b.namespace === serviceNamespace),
+  );
+  const consumer = forHost.filter((b) => b.namespace === client && client !== serviceNamespace);
+  return consumer.length > 0 ? consumer : forHost;
 }
 
 /** The Service a mesh client in the mesh namespace calls by a short name, if it has that port. */

@@ -6,7 +6,9 @@
 // routes, listeners' attachedRoutes, and where requests end up. The requests
 // are answered by a small model of the data plane over the converted
 // VirtualServices (matchRequest below), since no proxy runs here.
-// CONFORMANCE.md lists the cases, the features Sextant claims and the ones it does not.
+// CONFORMANCE.md lists the cases and the profiles and features Sextant
+// claims; the last tests here check those claims against the upstream
+// tests' feature lists.
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { test } from "node:test";
@@ -46,11 +48,11 @@ type ConditionExpectation = string;
 interface Expectations {
   /** The upstream test's ShortName. */
   test: string;
-  /** The upstream features it needs (pkg/features names); the features of the passing cases are the ones Sextant claims. */
+  /** The upstream features it needs (pkg/features names), as test/conformance/upstream-tests.json has them. */
   features: string[];
   /**
    * Why Sextant does not pass it yet. Such a case must still fail: once it
-   * passes, the reason goes and its features become claimed (CONFORMANCE.md).
+   * passes, the mark goes and CONFORMANCE.md counts it.
    */
   unsupported?: string;
   /** With `unsupported`: a piece of the failure's message, so that the case fails for that reason and no other. */

@@ -959,6 +959,8 @@ test("every case names its upstream test", () => {
   for (const file of caseFiles) {
     const { expectations } = loadCase(file);
     assert.match(expectations.test, /^[A-Z][A-Za-z0-9]+$/, file);
+    const header = readFileSync(new URL(file, CASES), "utf8").split("\n", 1)[0];
+    assert.equal(header?.startsWith(`# Upstream: ${expectations.test} (conformance/tests/`), true, file);
   }
 });
 

@@ -79,7 +79,8 @@ interface RedirectFilter {
  */
 export function redirect(filter: RedirectFilter | undefined): HTTPRedirect {
   const value = HTTPRedirect.fromPartial({
-    redirectCode: filter?.statusCode ?? 0,
+    // The CRD's default: the API server fills it in, ingest stores specs as written.
+    redirectCode: filter?.statusCode ?? 302,
     authority: filter?.hostname ?? "",
     scheme: filter?.scheme ?? "",
   });

@@ -102,6 +102,35 @@ const VIRTUAL_SERVICES = {
     route: [${dest("v1")}]
 `),
 };
+/**
+ * An HTTPRoute on the Service reviews-v1: a gRPC call is an HTTP/2 POST to
+ * /<service>/<method>, so a path match picks a method for proxyless clients too.
+ */
+const HTTP_ROUTE = `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: reviews-v1, namespace: default}
+spec:
+  parentRefs:
+  - {group: "", kind: Service, name: reviews-v1, port: 9080}
+  rules:
+  - matches:
+    - path: {type: Exact, value: /bookinfo.Reviews/Whoami}
+      headers: [{name: end-user, value: jason}]
+    backendRefs: [${backend("v2")}]
+  - backendRefs: [${backend("v1")}]
+`;
+const HTTP_ROUTE_VS = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews-v1, namespace: default}
+spec:
+  hosts: [reviews-v1.default.svc.cluster.local]
+  gateways: [mesh]
+  http:
+  - match: [{port: 9080, uri: {exact: /bookinfo.Reviews/Whoami}, headers: {end-user: {exact: jason}}}]
+    route: [${dest("v2")}]
+  - match: [{port: 9080}]
+    route: [${dest("v1")}]
+`;
 const ROUTES = process.env.GAMMA_AS_GRPCROUTE ? GRPC_ROUTES : VIRTUAL_SERVICES;
 
 /** Every NACK push logged ("proxy rejected config"): what a client refused of what push sent, in its own words. */
@@ -246,6 +275,22 @@ describe("GAMMA: a GRPCRoute on the Service reviews, with gRPC C-core and grpc-j
       async (client, kind) => {
         const { counts, errors } = await client.tally(reviewsTarget, 50);
         assert.deepEqual(counts, { "reviews-v2": 50 }, `${kind}: ${errors.join("\n")}`);
+      },
+    );
+  });
+
+  it("HTTPRoute on the Service reviews-v1: jason's Whoami calls go to reviews-v2, the others stay on reviews-v1", async () => {
+    const target = "xds:///reviews-v1.default.svc.cluster.local:9080";
+    await mesh.apply(process.env.GAMMA_AS_GRPCROUTE ? HTTP_ROUTE : HTTP_ROUTE_VS);
+    // Without the route, jason's calls go to reviews-v1 as everyone's do.
+    await forEachClient(
+      async (client) => (await client.tally(target, 20, "end-user:jason")).counts["reviews-v2"] === 20,
+      "jason's calls never went to reviews-v2 only",
+      async (client, kind) => {
+        const asJason = await client.tally(target, 50, "end-user:jason");
+        assert.deepEqual(asJason.counts, { "reviews-v2": 50 }, `${kind}: ${asJason.errors.join("\n")}`);
+        const anonymous = await client.tally(target, 50);
+        assert.deepEqual(anonymous.counts, { "reviews-v1": 50 }, `${kind}: ${anonymous.errors.join("\n")}`);
       },
     );
   });

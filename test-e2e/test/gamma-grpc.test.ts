@@ -56,7 +56,7 @@ const backend = (version: string, weight?: number) =>
   `{name: reviews-${version}, port: 9080${weight === undefined ? "" : `, weight: ${weight}`}}`;
 
 /** The routes of each case, as GRPCRoutes. */
-const GRPC_ROUTES = {
+const ROUTES = {
   split: grpcRoute(`  - backendRefs: [${backend("v1", 80)}, ${backend("v2", 20)}]
 `),
   header: grpcRoute(`  - matches:
@@ -74,34 +74,6 @@ const GRPC_ROUTES = {
 `),
 };
 
-// TEMPORARY: the VirtualService Istio's conversion makes of each GRPCRoute, until the converter exists.
-const vs = (http: string) => `apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: reviews, namespace: default}
-spec:
-  hosts: [${REVIEWS}]
-  gateways: [mesh]
-  http:
-${http}`;
-const dest = (version: string, weight?: number) =>
-  `{destination: {host: reviews-${version}.default.svc.cluster.local, port: {number: 9080}}${weight === undefined ? "" : `, weight: ${weight}`}}`;
-const VIRTUAL_SERVICES = {
-  split: vs(`  - match: [{port: 9080}]
-    route: [${dest("v1", 80)}, ${dest("v2", 20)}]
-`),
-  header: vs(`  - match: [{port: 9080, headers: {end-user: {exact: jason}}}]
-    route: [${dest("v2")}]
-  - match: [{port: 9080}]
-    route: [${dest("v1")}]
-`),
-  method: vs(`  - match: [{port: 9080, uri: {exact: /bookinfo.Reviews/Caller}}]
-    route: [${dest("v1")}]
-  - match: [{port: 9080, uri: {exact: /bookinfo.Reviews/Whoami}}]
-    route: [${dest("v2")}]
-  - match: [{port: 9080}]
-    route: [${dest("v1")}]
-`),
-};
 /**
  * An HTTPRoute on the Service reviews-v1: a gRPC call is an HTTP/2 POST to
  * /<service>/<method>, so a path match picks a method for proxyless clients too.
@@ -119,19 +91,6 @@ spec:
     backendRefs: [${backend("v2")}]
   - backendRefs: [${backend("v1")}]
 `;
-const HTTP_ROUTE_VS = `apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: reviews-v1, namespace: default}
-spec:
-  hosts: [reviews-v1.default.svc.cluster.local]
-  gateways: [mesh]
-  http:
-  - match: [{port: 9080, uri: {exact: /bookinfo.Reviews/Whoami}, headers: {end-user: {exact: jason}}}]
-    route: [${dest("v2")}]
-  - match: [{port: 9080}]
-    route: [${dest("v1")}]
-`;
-const ROUTES = process.env.GAMMA_AS_GRPCROUTE ? GRPC_ROUTES : VIRTUAL_SERVICES;
 
 /** Every NACK push logged ("proxy rejected config"): what a client refused of what push sent, in its own words. */
 function nacks(mesh: SecureMesh): string[] {
@@ -281,7 +240,7 @@ describe("GAMMA: a GRPCRoute on the Service reviews, with gRPC C-core and grpc-j
 
   it("HTTPRoute on the Service reviews-v1: jason's Whoami calls go to reviews-v2, the others stay on reviews-v1", async () => {
     const target = "xds:///reviews-v1.default.svc.cluster.local:9080";
-    await mesh.apply(process.env.GAMMA_AS_GRPCROUTE ? HTTP_ROUTE : HTTP_ROUTE_VS);
+    await mesh.apply(HTTP_ROUTE);
     // Without the route, jason's calls go to reviews-v1 as everyone's do.
     await forEachClient(
       async (client) => (await client.tally(target, 20, "end-user:jason")).counts["reviews-v2"] === 20,

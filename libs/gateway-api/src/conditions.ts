@@ -38,7 +38,13 @@ export function writeConditions(
           message: outcome.error.message,
           observedGeneration: generation,
         };
-      return { type, status, reason: outcome.reason, message: outcome.message, observedGeneration: generation };
+      return {
+        type,
+        status,
+        reason: outcome.reason,
+        message: outcome.message,
+        observedGeneration: generation,
+      };
     });
 }
 

@@ -8,10 +8,10 @@
 import type { ConfigRef, ConfigResource, Service } from "@sextant/proto";
 import {
   type Gateway,
-  type Server,
-  ServerTLSSettings_TLSmode,
   Gateway as GatewayMessage,
+  type Server,
   ServerTLSSettings,
+  ServerTLSSettings_TLSmode,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
 import { type ConditionOutcome, type Failure, humanReadableJoin, writeConditions } from "./conditions.js";
 import { CORE_GROUP, GATEWAY_GROUP, type ObjectRef, type ReferenceGrants } from "./references.js";
@@ -50,7 +50,7 @@ const TLS_TERMINATE_MODE = "gateway.istio.io/tls-terminate-mode";
  * Services whose proxies (in the Gateway's namespace) it applies to
  * (Istio's InternalGatewayServiceAnnotation): it has no selector.
  */
-export const GATEWAY_SERVICE_ANNOTATION = "internal.istio.io/gateway-service";
+const GATEWAY_SERVICE_ANNOTATION = "internal.istio.io/gateway-service";
 
 interface Listener {
   name: string;
@@ -123,7 +123,10 @@ function classControllers(resources: readonly ConfigResource[]): Map<string, str
   const controllers = new Map(BUILTIN_CLASSES);
   for (const resource of resources) {
     if (resource.kind !== "GatewayClass") continue;
-    controllers.set(resource.name, String((resource.spec as { controllerName?: string })?.controllerName ?? ""));
+    controllers.set(
+      resource.name,
+      String((resource.spec as { controllerName?: string })?.controllerName ?? ""),
+    );
   }
   return controllers;
 }
@@ -192,13 +195,18 @@ function gatewayServices(
       continue;
     }
     hosts.push(
-      address.value.includes(".") ? address.value : `${address.value}.${resource.namespace}.svc.${domainSuffix}`,
+      address.value.includes(".")
+        ? address.value
+        : `${address.value}.${resource.namespace}.svc.${domainSuffix}`,
     );
   }
   if (skipped.length > 0)
     return {
       hosts,
-      error: { reason: "UnsupportedAddress", message: `only Hostname is supported, ignoring [${skipped.join(" ")}]` },
+      error: {
+        reason: "UnsupportedAddress",
+        message: `only Hostname is supported, ignoring [${skipped.join(" ")}]`,
+      },
     };
   return { hosts };
 }
@@ -322,7 +330,10 @@ function buildTls(
   if (refs.length > 2)
     return {
       tls: settings(),
-      error: { reason: "InvalidCertificateRef", message: "TLS mode can only support up to 2 server certificates" },
+      error: {
+        reason: "InvalidCertificateRef",
+        message: "TLS mode can only support up to 2 server certificates",
+      },
     };
   const names: string[] = [];
   const errors: Failure[] = [];
@@ -341,7 +352,10 @@ function buildTls(
       });
       continue;
     }
-    if ((certificateRef.group ?? CORE_GROUP) !== CORE_GROUP || (certificateRef.kind ?? "Secret") !== "Secret") {
+    if (
+      (certificateRef.group ?? CORE_GROUP) !== CORE_GROUP ||
+      (certificateRef.kind ?? "Secret") !== "Secret"
+    ) {
       errors.push({
         reason: "InvalidCertificateRef",
         message: `invalid certificate reference ${written}, only secret is allowed`,
@@ -377,6 +391,11 @@ function convertGateway(
   const { namespace, name, generation } = resource;
   const listeners = spec.listeners ?? [];
   const services = gatewayServices(resource, spec, inputs.domainSuffix);
+  if (services.hosts.length === 0 && services.error) {
+    // No address to run on: istiod reports the Gateway alone, without its listeners.
+    const status = gatewayStatus(resource, 0, 0, services, [], inputs.services, []);
+    return { configs: [], parents: [], status };
+  }
   const conflicts = listenerConflicts(listeners);
   const configs: ConvertedConfig<Gateway>[] = [];
   const parents: ListenerParent[] = [];
@@ -439,7 +458,11 @@ function convertGateway(
       };
     }
     if (!kindsValid)
-      outcomes.ResolvedRefs = { reason: "InvalidRouteKinds", message: "Invalid route kinds", status: "False" };
+      outcomes.ResolvedRefs = {
+        reason: "InvalidRouteKinds",
+        message: "Invalid route kinds",
+        status: "False",
+      };
     listenerStatuses.push({
       name: listener.name,
       supportedKinds: kinds,
@@ -552,9 +575,9 @@ function gatewayStatus(
             : `Failed to assign to any requested addresses: ${warnings.join("; ")}`,
       },
     };
-  const addresses = [...new Set(assigned.map((hostPort) => hostPort.slice(0, hostPort.lastIndexOf(":"))))].map(
-    (value) => ({ type: "Hostname", value }),
-  );
+  const addresses = [
+    ...new Set(assigned.map((hostPort) => hostPort.slice(0, hostPort.lastIndexOf(":")))),
+  ].map((value) => ({ type: "Hostname", value }));
   const conditions: GatewayApiCondition[] = writeConditions(resource.generation, {
     Accepted: accepted,
     Programmed: programmed,

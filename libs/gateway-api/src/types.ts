@@ -31,6 +31,12 @@ export interface ConvertedConfig<T> {
   readonly source: ConfigRef;
   /** The source's generation. */
   readonly generation: number;
+  /**
+   * Istio's internal annotations the translation reads, if any: an internal
+   * Gateway's `internal.istio.io/gateway-service` (the Services whose
+   * proxies it applies to, in its namespace; it has no selector).
+   */
+  readonly annotations?: Readonly<Record<string, string>>;
   readonly spec: T;
 }
 

@@ -93,7 +93,8 @@ function routerNode(pod: Pod, extraMetadata: Record<string, unknown> = {}) {
   const namespace = pod.namespace ?? "default";
   return {
     id: `router~${pod.ip}~${pod.pod}.${namespace}~${namespace}.svc.cluster.local`,
-    cluster: `${pod.labels.app}.${namespace}`,
+    // The agent's service cluster: the app label, else the canonical name (a Gateway API deployment's pods have no app).
+    cluster: `${pod.labels.app ?? pod.labels["service.istio.io/canonical-name"]}.${namespace}`,
     locality: { region: "us-east1", zone: pod.zone, subZone: "" },
     metadata: {
       CLUSTER_ID: "Kubernetes",

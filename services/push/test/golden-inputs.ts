@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { type Any, EndpointShard, Service } from "@sextant/proto";
 import { DownstreamTlsContext, HttpRBAC, TypeUrl, UpstreamTlsContext } from "@sextant/proto/envoy";
 import { bookinfoNetworkingDir } from "@sextant/testing";
-import { parseDocuments } from "@sextant/validation";
+import { findKindOf, parseDocuments } from "@sextant/validation";
 import { parseMeshConfig } from "../src/model/mesh-config.js";
 import { PushContext } from "../src/model/push-context.js";
 import { configDumpDecoder } from "../src/server/debug.js";
@@ -48,7 +48,8 @@ export function contextOf(input: Omit<GoldenInput, "subscribe" | "proxy">): Push
       spec: unknown;
     };
     return {
-      kind: document.kind,
+      // The Gateway API's Gateway is stored as KubernetesGateway.
+      kind: findKindOf(document.apiVersion, document.kind)?.kind ?? document.kind,
       apiVersion: document.apiVersion,
       name: document.metadata.name,
       namespace: document.metadata.namespace,

@@ -171,8 +171,7 @@ function originMatch(origin: string): StringMatch {
 export function cors(filter: CorsFilter | undefined): CorsPolicy {
   // The API server defaults maxAge to 5 seconds.
   const maxAge = filter?.maxAge ?? 5;
-  return CorsPolicy.fromPartial({
-    allowOrigins: (filter?.allowOrigins ?? []).filter((origin) => origin !== "").map(originMatch),
+  const policy = CorsPolicy.fromPartial({
     ...(filter?.allowCredentials ? { allowCredentials: true } : {}),
     allowMethods: filter?.allowMethods ?? [],
     allowHeaders: filter?.allowHeaders ?? [],
@@ -180,4 +179,6 @@ export function cors(filter: CorsFilter | undefined): CorsPolicy {
     ...(maxAge > 0 ? { maxAge: { seconds: maxAge, nanos: 0 } } : {}),
     unmatchedPreflights: CorsPolicy_UnmatchedPreflights.IGNORE,
   });
+  policy.allowOrigins = (filter?.allowOrigins ?? []).filter((origin) => origin !== "").map(originMatch);
+  return policy;
 }

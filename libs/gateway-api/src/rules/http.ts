@@ -93,7 +93,7 @@ function convertHttpRule(
   referrer: Referrer,
   ctx: RuleContext,
 ): RuleResult<HTTPRoute> {
-  const out = HTTPRoute.fromPartial({ name, match: match ? [match] : [] });
+  const out: HTTPRoute = { ...HTTPRoute.fromPartial({ name }), match: match ? [match] : [] };
   let mirrorError: RuleError | undefined;
   for (const filter of rule.filters ?? []) {
     switch (filter.type) {
@@ -154,7 +154,7 @@ function convertGrpcRule(
   referrer: Referrer,
   ctx: RuleContext,
 ): RuleResult<HTTPRoute> {
-  const out = HTTPRoute.fromPartial({ name, match: match ? [match] : [] });
+  const out: HTTPRoute = { ...HTTPRoute.fromPartial({ name }), match: match ? [match] : [] };
   for (const filter of rule.filters ?? []) {
     switch (filter.type) {
       case "RequestHeaderModifier":

@@ -80,12 +80,13 @@ export function httpMatch(match: HttpRouteMatch): Converted<HTTPMatchRequest> {
   const queryParams = valueMatches(match.queryParams, "QueryParams");
   if ("error" in queryParams) return queryParams;
   return {
-    value: HTTPMatchRequest.fromPartial({
+    value: {
+      ...HTTPMatchRequest.fromPartial({}),
       uri: uri.value,
       headers: headers.value,
       queryParams: queryParams.value,
       ...(match.method !== undefined ? { method: { exact: match.method } } : {}),
-    }),
+    },
   };
 }
 
@@ -123,5 +124,5 @@ export function grpcMatch(match: GrpcRouteMatch): Converted<HTTPMatchRequest> {
   if ("error" in uri) return uri;
   const headers = valueMatches(match.headers, "HeaderMatch");
   if ("error" in headers) return headers;
-  return { value: HTTPMatchRequest.fromPartial({ uri: uri.value, headers: headers.value }) };
+  return { value: { ...HTTPMatchRequest.fromPartial({}), uri: uri.value, headers: headers.value } };
 }

@@ -1,6 +1,7 @@
 import { hostMatches } from "@sextant/model";
 import type { ConfigRef, Service } from "@sextant/proto";
 import {
+  type Gateway,
   type Server,
   ServerTLSSettings_TLSmode as TlsMode,
 } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
@@ -10,6 +11,7 @@ import { parseProtocol } from "./protocol.js";
 import type { MeshProxy } from "./proxy.js";
 import { type PushContext, visible } from "./push-context.js";
 import { selectorMatches } from "./security.js";
+import type { TypedConfig } from "./types.js";
 
 /** The reserved gateway name of sidecars (Istio's constants.IstioMeshGateway). */
 const MESH_GATEWAY = "mesh";
@@ -185,8 +187,26 @@ export function mergedGatewayFor(
   return result;
 }
 
+/** Istio's InternalGatewayServiceAnnotation: the Services (hostnames) whose proxies a Gateway made from a Gateway API Gateway applies to. */
+const GATEWAY_SERVICE_ANNOTATION = "internal.istio.io/gateway-service";
+
+/**
+ * Whether a Gateway applies to a router (Istio's PushContext.mergeGateways):
+ * one made from a Gateway API Gateway applies to the routers behind one of
+ * the Services it names, in its namespace; any other, to the routers its
+ * selector selects.
+ */
+export function gatewayAppliesTo(push: PushContext, config: TypedConfig<Gateway>, proxy: MeshProxy): boolean {
+  const services = config.annotations?.[GATEWAY_SERVICE_ANNOTATION];
+  if (services === undefined) return selectorMatches(config.spec.selector, proxy.labels);
+  const hostnames = new Set(services.split(","));
+  return serviceTargets(push, proxy).some(
+    (service) => hostnames.has(service.hostname) && service.namespace === config.ref.namespace,
+  );
+}
+
 function mergeGateways(push: PushContext, proxy: MeshProxy): MergedGateway | undefined {
-  const selected = push.gateways.filter((config) => selectorMatches(config.spec.selector, proxy.labels));
+  const selected = push.gateways.filter((config) => gatewayAppliesTo(push, config, proxy));
   if (selected.length === 0) return undefined;
   const targets = serviceTargets(push, proxy);
   // By port and bind: servers with another bind address get a listener of their own (Istio's ServerPort).

@@ -178,10 +178,11 @@ export class PushContext {
       domainSuffix: inputs.domainSuffix,
     });
     const converted = <T>(configs: readonly ConvertedConfig<T>[], hostsOf: (spec: T) => string[]) =>
-      configs.map(({ ref, generation, spec }) => ({
+      configs.map(({ ref, generation, spec, annotations }) => ({
         ref,
         generation,
         spec,
+        ...(annotations ? { annotations } : {}),
         hosts: hostsOf(spec).map((host) => resolveHost(host, ref.namespace, inputs.domainSuffix)),
       }));
     const { endpointsByHost, endpointVersions } = mergeShards(inputs.endpointShards);

@@ -11,6 +11,7 @@ import { type ConfigRef, packAny } from "@sextant/proto";
 import { Secret, TypeUrl } from "@sextant/proto/envoy";
 import { DataSource } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
+import { gatewayAppliesTo } from "../../model/gateway.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import { type PushContext, visible } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
@@ -135,7 +136,7 @@ function authorizingConfig(push: PushContext, proxy: MeshProxy, ref: SecretRef):
   const sources: ConfigRef[] = [];
   if (proxy.kind === "router") {
     for (const gateway of push.gateways)
-      if (selectorMatches(gateway.spec.selector, proxy.labels) && names(gatewayCredentialNames(gateway.spec)))
+      if (gatewayAppliesTo(push, gateway, proxy) && names(gatewayCredentialNames(gateway.spec)))
         sources.push(gateway.ref);
   }
   for (const rule of push.destinationRules) {

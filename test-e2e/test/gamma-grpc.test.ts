@@ -72,6 +72,11 @@ const ROUTES = {
     backendRefs: [${backend("v2")}]
   - backendRefs: [${backend("v1")}]
 `),
+  // Istio makes a direct response 500 of a rule without backends; gRPC maps 500 to UNKNOWN.
+  noBackends: grpcRoute(`  - matches:
+    - method: {service: bookinfo.Reviews, method: Whoami}
+  - backendRefs: [${backend("v1")}]
+`),
 };
 
 /**
@@ -234,6 +239,19 @@ describe("GAMMA: a GRPCRoute on the Service reviews, with gRPC C-core and grpc-j
       async (client, kind) => {
         const { counts, errors } = await client.tally(reviewsTarget, 50);
         assert.deepEqual(counts, { "reviews-v2": 50 }, `${kind}: ${errors.join("\n")}`);
+      },
+    );
+  });
+
+  it("a rule without backendRefs fails the calls it matches (UNKNOWN, as gRPC maps Istio's 500) instead of passing them on", async () => {
+    // Before: Whoami to v2. Were the rule left out, the calls would reach v1 through the catch-all.
+    await mesh.apply(ROUTES.noBackends);
+    await forEachClient(
+      async (client) => (await client.tally(reviewsTarget, 20)).counts["error:UNKNOWN"] === 20,
+      "Whoami calls never all failed",
+      async (client, kind) => {
+        const { counts } = await client.tally(reviewsTarget, 30);
+        assert.deepEqual(counts, { "error:UNKNOWN": 30 }, kind);
       },
     );
   });

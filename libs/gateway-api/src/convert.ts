@@ -7,7 +7,6 @@ import type { HTTPRoute, VirtualService } from "@sextant/proto/gen/istio/network
 import {
   gatewayParentStatuses,
   httpVirtualServices,
-  isGatewayParent,
   type KeyedVirtualService,
   listenerAttachments,
   parentRefKey,
@@ -24,6 +23,7 @@ import {
   convertHttpRoute,
   convertTcpRoute,
   convertTlsRoute,
+  ROUTE_SEMANTICS_ANNOTATION,
   type RuleContext,
   type RuleConversion,
   sortHttpRoutes,
@@ -43,7 +43,13 @@ const ROUTE_KINDS: readonly RouteKindName[] = ["HTTPRoute", "GRPCRoute", "TLSRou
 /** Converts a snapshot. Pure and deterministic: equal inputs give equal outputs. */
 export function convertGatewayApi(input: GatewayApiInput): GatewayApiOutput {
   const grants = new ReferenceGrants(input.resources);
-  const { classStatuses, gateways, owned } = convertGateways({ ...input, grants });
+  const namespaces = [
+    ...new Set([
+      ...input.resources.map((resource) => resource.namespace),
+      ...[...input.services.values()].map((service) => service.namespace),
+    ]),
+  ].sort();
+  const { classStatuses, gateways, owned } = convertGateways({ ...input, grants, namespaces });
   const statuses = new Map<string, GatewayApiStatus>();
   for (const [name, status] of classStatuses)
     statuses.set(configKey({ kind: "GatewayClass", namespace: "default", name }), {
@@ -65,11 +71,10 @@ export function convertGatewayApi(input: GatewayApiInput): GatewayApiOutput {
   for (const route of input.resources) {
     const kind = route.kind as RouteKindName;
     if (!ROUTE_KINDS.includes(kind)) continue;
-    const parentRefs = ((route.spec as { parentRefs?: ParentRef[] } | undefined)?.parentRefs ?? []).filter(
-      (parentRef) => isGatewayParent(parentRef) || isMeshParent(parentRef),
-    );
     const attachments = listenerAttachments(route, kind, owned);
-    const meshRefs = parentRefs.filter((parentRef) => !isGatewayParent(parentRef));
+    const meshRefs = ((route.spec as { parentRefs?: ParentRef[] } | undefined)?.parentRefs ?? []).filter(
+      isMeshParent,
+    );
     if (attachments.length === 0 && meshRefs.length === 0) continue;
 
     const parents: Array<{ key: string; status: RouteParentStatus }> = [];
@@ -200,6 +205,8 @@ function toConverted(vs: KeyedVirtualService): ConvertedConfig<VirtualService> {
     ref: { kind: "VirtualService", namespace: vs.namespace, name: vs.name },
     source: vs.source,
     generation: vs.generation,
+    // Every VirtualService made from a route gets the Gateway API's semantics in the proxies, as istiod marks it.
+    annotations: { [ROUTE_SEMANTICS_ANNOTATION]: "gateway" },
     spec: vs.spec,
   };
 }

@@ -1,3 +1,4 @@
 export { convertGatewayApi, ISTIO_CONTROLLER, SEXTANT_CONTROLLER } from "./convert.js";
 export { type CrossNamespaceReference, ReferenceGrants } from "./references.js";
+export { ROUTE_SEMANTICS_ANNOTATION } from "./rules/index.js";
 export type * from "./types.js";

@@ -16,6 +16,8 @@ import {
   convertHttpRoute,
   convertTcpRoute,
   convertTlsRoute,
+  PARENTS_ANNOTATION,
+  ROUTE_SEMANTICS_ANNOTATION,
   type RuleContext,
   type RuleConversion,
   sortHttpRoutes,
@@ -40,11 +42,12 @@ export function isMeshParent(parentRef: ParentRef): boolean {
 /** A mesh VirtualService and the key Istio merges HTTP and gRPC ones by. */
 export interface MeshVirtualService {
   /**
-   * `namespace[/port]/host` for an HTTPRoute or GRPCRoute: the mesh
-   * VirtualServices of every such route of one namespace with one key are
-   * merged into one (mergeMeshVirtualServices). Absent for TCP and TLS.
+   * `namespace[/port]/host` for an HTTPRoute or GRPCRoute: Istio merges
+   * the mesh VirtualServices of every such route with one key into one
+   * (convert.ts does). For a TCPRoute or TLSRoute, never merged, its own
+   * name.
    */
-  readonly key?: string;
+  readonly key: string;
   readonly config: ConvertedConfig<VirtualService>;
 }
 
@@ -158,6 +161,10 @@ function converted(
     ref: { kind: "VirtualService", namespace: route.namespace, name },
     source: { kind: route.kind, namespace: route.namespace, name: route.name },
     generation: route.generation,
+    annotations: {
+      [PARENTS_ANNOTATION]: `${route.kind}/${route.name}.${route.namespace}`,
+      [ROUTE_SEMANTICS_ANNOTATION]: "gateway",
+    },
     spec,
   };
 }
@@ -218,11 +225,11 @@ export function convertMeshParent(
       let tcp = rules.routes as TCPRoute[];
       tcp = port !== undefined ? withPort(tcp, port, emptyL4Match) : structuredClone(tcp);
       const name = `${route.name}~tcp~${index + offset}~${GENERATED_SUFFIX}`;
-      virtualServices.push({ config: converted(route, name, virtualService(host, { tcp })) });
+      virtualServices.push({ key: name, config: converted(route, name, virtualService(host, { tcp })) });
     } else {
       const tls = tlsForHost(rules.routes as TLSRoute[], parent.hosts, host, port);
       const name = `${route.name}~tls~${index + offset}~${GENERATED_SUFFIX}`;
-      virtualServices.push({ config: converted(route, name, virtualService(host, { tls })) });
+      virtualServices.push({ key: name, config: converted(route, name, virtualService(host, { tls })) });
     }
   }
   return { virtualServices, conditions };
@@ -243,30 +250,4 @@ function convertMeshRules(
     default:
       return convertHttpRoute(route, ctx, "mesh");
   }
-}
-
-/**
- * Merges the HTTP mesh VirtualServices with one key (those of several
- * routes of one namespace for one Service and port) into one, as Istio's
- * mergeHTTPRoutes does: routes in the order given (Istio: by creation
- * time), then sorted by Gateway API precedence; the first one's source.
- * TCP and TLS ones (no key) pass through.
- */
-export function mergeMeshVirtualServices(
-  virtualServices: readonly MeshVirtualService[],
-): ConvertedConfig<VirtualService>[] {
-  const merged = new Map<string, ConvertedConfig<VirtualService>>();
-  const out: ConvertedConfig<VirtualService>[] = [];
-  for (const { key, config } of virtualServices) {
-    const first = key === undefined ? undefined : merged.get(key);
-    if (key !== undefined && !first) {
-      const copy = { ...config, spec: { ...config.spec, http: [...config.spec.http] } };
-      merged.set(key, copy);
-      out.push(copy);
-    } else if (first) {
-      first.spec.http.push(...config.spec.http);
-      sortHttpRoutes(first.spec.http);
-    } else out.push(config);
-  }
-  return out;
 }

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { ServerTLSSettings_TLSmode } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
-import type { GatewayStatus } from "../src/index.js";
+import type { GatewayStatus, RouteStatus } from "../src/index.js";
 import { conditions, convert, gateway, gatewayClass, resource, service } from "./fixtures.js";
 
 const gatewayStatus = (out: ReturnType<typeof convert>, namespace: string, name: string): GatewayStatus => {
@@ -378,6 +378,7 @@ describe("Gateway", () => {
           listeners: [
             { name: "udp", port: 5353, protocol: "UDP" },
             { name: "lower", port: 81, protocol: "http" },
+            { name: "hbone", port: 15008, protocol: "HBONE" },
             {
               name: "kinds",
               port: 80,
@@ -394,43 +395,98 @@ describe("Gateway", () => {
       conditions(status.listeners[0]?.conditions ?? [])[0],
       'Accepted=False UnsupportedProtocol: protocol "UDP" is unsupported',
     );
+    assert.deepEqual(
+      out.gateways.map((g) => g.ref.name.split("~")[2]),
+      ["kinds"],
+      "no internal Gateway for a listener without a supported protocol",
+    );
     assert.equal(
       conditions(status.listeners[1]?.conditions ?? [])[0],
       'Accepted=False UnsupportedProtocol: protocol "http" is unsupported. hint: "HTTP" (uppercase) may be supported',
     );
-    assert.deepEqual(status.listeners[2]?.supportedKinds, [
+    assert.equal(
+      conditions(status.listeners[2]?.conditions ?? [])[0],
+      'Accepted=False UnsupportedProtocol: protocol "HBONE" is only supported for waypoint proxies',
+    );
+    assert.deepEqual(status.listeners[3]?.supportedKinds, [
       { group: "gateway.networking.k8s.io", kind: "HTTPRoute" },
     ]);
     assert.equal(
-      conditions(status.listeners[2]?.conditions ?? [])[3],
+      conditions(status.listeners[3]?.conditions ?? [])[3],
       "ResolvedRefs=False InvalidRouteKinds: Invalid route kinds",
     );
   });
 
-  it("allowedRoutes: Same is the Gateway's namespace, All is every one, a Selector none (namespace labels are not stored)", () => {
-    const out = convert([
-      gateway("apps", "web", {
-        listeners: [
-          { name: "same", port: 80, protocol: "HTTP", allowedRoutes: { namespaces: { from: "Same" } } },
-          {
-            name: "all",
-            hostname: "a.example.com",
-            port: 81,
-            protocol: "HTTP",
-            allowedRoutes: { namespaces: { from: "All" } },
-          },
-          {
-            name: "selector",
-            port: 82,
-            protocol: "HTTP",
-            allowedRoutes: { namespaces: { from: "Selector", selector: { matchLabels: { team: "a" } } } },
-          },
-        ],
-      }),
-    ]);
+  it("allowedRoutes: Same is the Gateway's namespace, All every one, a Selector on the namespace name the known namespaces it selects, on other labels none", () => {
+    const out = convert(
+      [
+        gateway("apps", "web", {
+          listeners: [
+            { name: "same", port: 80, protocol: "HTTP", allowedRoutes: { namespaces: { from: "Same" } } },
+            {
+              name: "all",
+              hostname: "a.example.com",
+              port: 81,
+              protocol: "HTTP",
+              allowedRoutes: { namespaces: { from: "All" } },
+            },
+            {
+              name: "labels",
+              port: 82,
+              protocol: "HTTP",
+              allowedRoutes: { namespaces: { from: "Selector", selector: { matchLabels: { team: "a" } } } },
+            },
+            {
+              name: "by-name",
+              port: 83,
+              protocol: "HTTP",
+              allowedRoutes: {
+                namespaces: {
+                  from: "Selector",
+                  selector: {
+                    matchExpressions: [
+                      {
+                        key: "kubernetes.io/metadata.name",
+                        operator: "In",
+                        values: ["team-a", "team-b", "gone"],
+                      },
+                    ],
+                  },
+                },
+              },
+            },
+            {
+              name: "not-name",
+              port: 84,
+              protocol: "HTTP",
+              allowedRoutes: {
+                namespaces: {
+                  from: "Selector",
+                  selector: {
+                    matchExpressions: [
+                      { key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["apps"] },
+                    ],
+                  },
+                },
+              },
+            },
+          ],
+        }),
+        resource("HTTPRoute", "team-b", "route", {
+          parentRefs: [{ name: "web", namespace: "apps", sectionName: "by-name" }],
+        }),
+      ],
+      [service("api", "team-a", [80])],
+    );
     assert.deepEqual(
       out.gateways.map((g) => g.spec.servers[0]?.hosts),
-      [["apps/*"], ["*/a.example.com"], ["~/*"]],
+      [["apps/*"], ["*/a.example.com"], ["~/*"], ["team-a/*", "team-b/*"], ["team-a/*", "team-b/*"]],
+    );
+    const route = out.statuses.get("HTTPRoute.team-b.route");
+    assert.ok(route && "parents" in route.status);
+    assert.equal(
+      conditions((route.status as RouteStatus).parents[0]?.conditions ?? [])[0],
+      "Accepted=True Accepted: Route was valid",
     );
   });
 });

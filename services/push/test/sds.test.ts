@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { Buckets, type Bus } from "@sextant/bus";
+import { Buckets, type Bus, encodeKey } from "@sextant/bus";
 import { credentialKey } from "@sextant/model";
-import { Credential } from "@sextant/proto";
+import { Credential, Service } from "@sextant/proto";
 import { type DiscoveryResponse, Secret, TypeUrl } from "@sextant/proto/envoy";
 import { Node } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import {
@@ -131,6 +131,39 @@ describe("SDS: credentialName Secrets served by name, to the proxies config enti
         trafficPolicy: { tls: { mode: "MUTUAL", credentialName: "client-cred" } },
       },
     });
+    // A Gateway API Gateway in apps: its internal Gateway applies to the
+    // routers behind its Service web-istio (no selector), which may read its Secret.
+    await putCredential("apps", "gw-cert", {
+      certificateChain: Buffer.from("GW-CHAIN"),
+      privateKey: Buffer.from("GW-KEY"),
+    });
+    await (await bus.bucket(Buckets.services)).put(
+      encodeKey("apps", "web-istio.apps.svc.cluster.local"),
+      Service.fromPartial({
+        hostname: "web-istio.apps.svc.cluster.local",
+        namespace: "apps",
+        name: "web-istio",
+        ports: [{ name: "https", number: 443, targetPort: 443 }],
+        selector: { "gateway.networking.k8s.io/gateway-name": "web" },
+      }),
+    );
+    await putConfig(bus, {
+      kind: "KubernetesGateway",
+      apiVersion: "gateway.networking.k8s.io/v1",
+      namespace: "apps",
+      name: "web",
+      spec: {
+        gatewayClassName: "istio",
+        listeners: [
+          {
+            name: "https",
+            port: 443,
+            protocol: "HTTPS",
+            tls: { mode: "Terminate", certificateRefs: [{ name: "gw-cert" }] },
+          },
+        ],
+      },
+    });
     push = await startPush(nats.url);
   });
   after(async () => {
@@ -207,6 +240,24 @@ describe("SDS: credentialName Secrets served by name, to the proxies config enti
     ]);
     assert.deepEqual([...secretsOf(response).keys()], ["kubernetes://web-cred"]);
     assert.equal((await errors()) - before, 3);
+  });
+
+  it("serves a Gateway API Gateway's certificateRef to the routers behind its Service, not to others of its namespace", async () => {
+    const behind = await ask(
+      connect(),
+      routerNode("apps", { "gateway.networking.k8s.io/gateway-name": "web" }, "web-1"),
+      ["kubernetes://apps/gw-cert"],
+    );
+    assert.equal(
+      text(secretsOf(behind).get("kubernetes://apps/gw-cert")?.tlsCertificate?.certificateChain?.inlineBytes),
+      "GW-CHAIN",
+    );
+    const other = await ask(
+      connect(),
+      routerNode("apps", { "gateway.networking.k8s.io/gateway-name": "other" }, "other-1"),
+      ["kubernetes://apps/gw-cert"],
+    );
+    assert.deepEqual([...secretsOf(other).keys()], []);
   });
 
   it("refuses a router no Gateway naming the Secret selects", async () => {

@@ -32,7 +32,7 @@ import {
   type GoldenInput,
   type GoldenType,
 } from "./golden-inputs.js";
-import { inconsistencies, undefinedSubsets } from "./snapshot-consistency.js";
+import { inconsistencies, missingGatewayApiBackends, undefinedSubsets } from "./snapshot-consistency.js";
 import { snapshotViolations } from "./xds-checks.js";
 
 const testdata = fileURLToPath(new URL("./testdata/sidecar", import.meta.url));
@@ -218,7 +218,7 @@ function renderCase(
       generated,
       { listeners: "*", clusters: "*" },
       (any) => dumpAny(any, codecs, { emptyAnys: true }),
-      undefinedSubsets(push),
+      (type, name) => undefinedSubsets(push)(type, name) || missingGatewayApiBackends(push)(type, name),
     ),
   );
 

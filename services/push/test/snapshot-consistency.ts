@@ -2,6 +2,7 @@
 // go-control-plane's Snapshot.Consistent(): what one resource names by
 // reference must exist, and nothing is sent that neither the proxy asked for
 // nor another resource names.
+import { ROUTE_SEMANTICS_ANNOTATION } from "@sextant/gateway-api";
 import type { Any } from "@sextant/proto";
 import type { PushContext } from "../src/model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../src/model/types.js";
@@ -34,6 +35,24 @@ export function undefinedSubsets(push: PushContext): AcceptedMissing {
       (rule) =>
         rule.hosts.includes(cluster.host) &&
         rule.spec.subsets.some((subset) => subset.name === cluster.subset),
+    );
+  };
+}
+
+/**
+ * Accepts the cluster of a backend a Gateway API route names but the
+ * registry lacks: istiod keeps such a backend in the route (reporting
+ * BackendNotFound) and the route's cluster_not_found_response_code answers
+ * its share of requests with the 500 the Gateway API requires.
+ */
+export function missingGatewayApiBackends(push: PushContext): AcceptedMissing {
+  return (type, name) => {
+    const cluster = type === "clusters" ? parseOutboundClusterName(name) : undefined;
+    if (!cluster || push.servicesByHost.has(cluster.host)) return false;
+    return push.virtualServices.some(
+      (vs) =>
+        vs.annotations?.[ROUTE_SEMANTICS_ANNOTATION] === "gateway" &&
+        vs.spec.http.some((route) => route.route.some((d) => d.destination?.host === cluster.host)),
     );
   };
 }

@@ -15,6 +15,16 @@ import { tcpRules, tlsRules } from "./l4.js";
 import type { RuleContext, RuleConversion, RuleError, RuleResult, RuleTarget } from "./types.js";
 
 export { sortHttpRoutes } from "./http.js";
+
+/**
+ * The annotation Istio puts on every VirtualService it makes from a Gateway
+ * API route (value "gateway"): the proxies' translation then applies the
+ * Gateway API's semantics (path-separated prefixes, a 500 for a backend
+ * without a cluster, a prefix rewrite to "/" that strips the prefix).
+ */
+export const ROUTE_SEMANTICS_ANNOTATION = "internal.istio.io/route-semantics";
+/** The annotation naming the Gateway API resources a VirtualService was made from: `Kind/name.namespace`, comma-separated. */
+export const PARENTS_ANNOTATION = "internal.istio.io/parents";
 export type { RuleContext, RuleConversion, RuleError, RuleTarget } from "./types.js";
 
 /** The ResolvedRefs condition every parent of the route reports (Istio reports any route error there). */

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { type ConvertedConfig, convertGatewayApi } from "@sextant/gateway-api";
+import { type ConvertedConfig, convertGatewayApi, ROUTE_SEMANTICS_ANNOTATION } from "@sextant/gateway-api";
 import { credentialKey, hostMatches, resolveHost, type SecretRef } from "@sextant/model";
 import type { ConfigResource, Credential, Endpoint, Service } from "@sextant/proto";
 import type { WasmPlugin } from "@sextant/proto/gen/istio/extensions/v1alpha1/wasm";
@@ -324,17 +324,24 @@ export class PushContext {
    * The VirtualService that routes host for a proxy in namespace, as Istio
    * picks it for the mesh gateway: visible to the namespace, bound to "mesh",
    * an exact host before a wildcard, then by namespace/name (istiod uses
-   * creation time, which ingest does not keep).
+   * creation time, which ingest does not keep). One made from a Gateway API
+   * mesh route (GAMMA) applies only in its own namespace (the consumer's
+   * route, which wins over every other) and the Service's (the producer's).
    */
   virtualServiceFor(host: string, namespace: string): RoutedVirtualService | undefined {
-    let best: { config: RoutedVirtualService; exact: boolean } | undefined;
+    const serviceNamespace = this.servicesByHost.get(host)?.namespace;
+    let best: { config: RoutedVirtualService; rank: number } | undefined;
     for (const config of this.virtualServices) {
       if (!visible(config.spec.exportTo, config.ref.namespace, namespace)) continue;
       const gateways = config.spec.gateways;
       if (gateways.length > 0 && !gateways.includes(MESH_GATEWAY)) continue;
       const exact = config.hosts.includes(host);
       if (!exact && !config.hosts.some((pattern) => hostMatches(pattern, host))) continue;
-      if (!best || (exact && !best.exact)) best = { config, exact };
+      const gatewayApi = config.annotations?.[ROUTE_SEMANTICS_ANNOTATION] === "gateway";
+      if (gatewayApi && config.ref.namespace !== namespace && config.ref.namespace !== serviceNamespace)
+        continue;
+      const rank = gatewayApi && config.ref.namespace === namespace ? 2 : exact ? 1 : 0;
+      if (!best || rank > best.rank) best = { config, rank };
     }
     return best?.config;
   }

@@ -409,6 +409,6 @@ function headerMatcher(name: string, value: string, ignoreCase: boolean, envoy: 
   return { name, stringMatch, invertMatch: false } as HeaderMatcher;
 }
 
-function escapeRegex(text: string): string {
+export function escapeRegex(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }

@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { ROUTE_SEMANTICS_ANNOTATION } from "@sextant/gateway-api";
 import { resolveHost } from "@sextant/model";
 import { type ConfigRef, packAny, type Service } from "@sextant/proto";
 import {
@@ -9,7 +10,10 @@ import {
   TypeUrl,
 } from "@sextant/proto/envoy";
 import { HeaderValueOption_HeaderAppendAction as AppendAction } from "@sextant/proto/gen/envoy/config/core/v3/base";
-import { RedirectAction_RedirectResponseCode as RedirectCode } from "@sextant/proto/gen/envoy/config/route/v3/route_components";
+import {
+  RouteAction_ClusterNotFoundResponseCode as ClusterNotFoundResponseCode,
+  RedirectAction_RedirectResponseCode as RedirectCode,
+} from "@sextant/proto/gen/envoy/config/route/v3/route_components";
 import { FractionalPercent_DenominatorType } from "@sextant/proto/gen/envoy/type/v3/percent";
 import type { LoadBalancerSettings_ConsistentHashLB } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
 import {
@@ -41,6 +45,7 @@ import type { PushContext } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
 import { type SidecarScope, sidecarScope } from "../../model/sidecar-scope.js";
 import type { GeneratedResource, TypedConfig, WatchedNames } from "../../model/types.js";
+import { escapeRegex } from "../common/rbac.js";
 import {
   FAULT_FILTER_NAME,
   fraction,
@@ -514,6 +519,11 @@ function isCatchAll(match: HTTPMatchRequest | undefined): boolean {
   return match.uri.prefix === "/" || match.uri.regex === "*" || match.uri.regex === ".*";
 }
 
+/** Istio's UseGatewaySemantics: a VirtualService made from a Gateway API route. */
+function usesGatewaySemantics(virtualService: TypedConfig<VirtualService>): boolean {
+  return virtualService.annotations?.[ROUTE_SEMANTICS_ANNOTATION] === "gateway";
+}
+
 /**
  * One Envoy route; undefined where Envoy would reject it: forwarding without
  * a cluster (no destination), or a direct response body over the limit.
@@ -532,7 +542,8 @@ function translateRoute(
   const out: Plain = {};
   const name = match?.name ? `${route.name}.${match.name}` : route.name;
   if (name) out.name = name;
-  out.match = envoyMatch(match);
+  const gatewaySemantics = usesGatewaySemantics(virtualService);
+  out.match = envoyMatch(match, gatewaySemantics);
   const perFilter: Record<string, unknown> = {};
 
   const requestOps = headerOperations(route.headers?.request);
@@ -589,7 +600,15 @@ function translateRoute(
         }),
       };
     }
-    if (route.rewrite?.uri) action.prefixRewrite = route.rewrite.uri;
+    if (gatewaySemantics && route.rewrite?.uri === "/") {
+      // The Gateway API's ReplacePrefixMatch "/" strips the matched prefix
+      // and its separator, keeping a "/" when nothing is left (Istio's regex).
+      const prefix = (out.match as Plain).pathSeparatedPrefix;
+      action.regexRewrite = {
+        pattern: { regex: `^${escapeRegex(typeof prefix === "string" ? prefix : "")}(/?)(.*)` },
+        substitution: "/\\2",
+      };
+    } else if (route.rewrite?.uri) action.prefixRewrite = route.rewrite.uri;
     if (route.rewrite?.uriRegexRewrite) {
       action.regexRewrite = {
         pattern: { regex: route.rewrite.uriRegexRewrite.match },
@@ -618,6 +637,9 @@ function translateRoute(
     const mirrors = mirrorPolicies(push, route, vsNamespace, port);
     if (mirrors.length > 0) action.requestMirrorPolicies = mirrors;
     if (hashPolicy.length > 0) action.hashPolicy = hashPolicy;
+    // A backend the Gateway API route names but the mesh lacks answers 500, as the API requires.
+    if (gatewaySemantics)
+      action.clusterNotFoundResponseCode = ClusterNotFoundResponseCode.INTERNAL_SERVER_ERROR;
     out.route = action;
     const fault = route.fault ? translateFault(route.fault) : undefined;
     if (fault) perFilter[FAULT_FILTER_NAME] = packAny(TypeUrl.HTTPFault, HTTPFault, fault);
@@ -645,8 +667,13 @@ function bodySize(body: HTTPBody | undefined): number {
  * client runs them (shared with gRPC), then `:method`, `:authority` and
  * `:scheme` header matches and the query parameters, each sorted by name.
  */
-function envoyMatch(match: HTTPMatchRequest | undefined): Plain {
+function envoyMatch(match: HTTPMatchRequest | undefined, gatewaySemantics: boolean): Plain {
   const out = translateMatch(match);
+  // A Gateway API PathPrefix matches whole path segments: /foo is /foo and /foo/…, not /foobar.
+  if (gatewaySemantics && typeof out.prefix === "string" && out.prefix !== "/") {
+    out.pathSeparatedPrefix = out.prefix.replace(/\/$/, "");
+    delete out.prefix;
+  }
   if (!match) return out;
   const headers = [...((out.headers as unknown[]) ?? [])];
   if (match.method) headers.push(headerMatcher(":method", presentIfAnyValue(match.method), false));

@@ -68,6 +68,21 @@ interface GatewaySpec {
   gatewayClassName: string;
   addresses?: Array<{ type?: string; value: string }>;
   listeners?: Listener[];
+  infrastructure?: { parametersRef?: { group?: string; kind?: string; name?: string } };
+}
+
+/**
+ * Istio's validateParametersRef, as far as the store can tell: a
+ * parametersRef must name a ConfigMap (whether it exists is not known here:
+ * ConfigMaps are not stored).
+ */
+function parametersRefError(spec: GatewaySpec): Failure | undefined {
+  const ref = spec.infrastructure?.parametersRef;
+  if (!ref || ((ref.group ?? "") === "" && ref.kind === "ConfigMap")) return undefined;
+  return {
+    reason: "InvalidParameters",
+    message: `Unsupported parametersRef group/kind ${ref.group ?? ""}/${ref.kind ?? ""}, only ConfigMap is supported`,
+  };
 }
 
 export interface RouteKind {
@@ -434,12 +449,16 @@ function convertGateway(
 ): { configs: ConvertedConfig<Gateway>[]; parents: ListenerParent[]; status: GatewayStatus } {
   const { namespace, name, generation } = resource;
   const listeners = spec.listeners ?? [];
-  const services = gatewayServices(resource, spec, inputs.domainSuffix);
-  if (services.hosts.length === 0 && services.error) {
+  const found = gatewayServices(resource, spec, inputs.domainSuffix);
+  if (found.hosts.length === 0 && found.error) {
+    const services = found;
     // No address to run on: istiod reports the Gateway alone, without its listeners.
     const status = gatewayStatus(resource, 0, 0, services, [], inputs.services, []);
     return { configs: [], parents: [], status };
   }
+  // The Gateway's own error (Accepted=False): an ignored address, else a bad parametersRef.
+  const parametersError = found.error ? undefined : parametersRefError(spec);
+  const services = parametersError ? { ...found, error: parametersError } : found;
   const conflicts = listenerConflicts(listeners);
   const configs: ConvertedConfig<Gateway>[] = [];
   const parents: ListenerParent[] = [];

@@ -44,10 +44,10 @@ export interface MeshVirtualService {
   /**
    * `namespace[/port]/host` for an HTTPRoute or GRPCRoute: Istio merges
    * the mesh VirtualServices of every such route with one key into one
-   * (convert.ts does). For a TCPRoute or TLSRoute, never merged, its own
-   * name.
+   * (convert.ts does). Absent for a TCPRoute or TLSRoute: never merged,
+   * and numbered across the route's parents.
    */
-  readonly key: string;
+  readonly key?: string;
   readonly config: ConvertedConfig<VirtualService>;
 }
 
@@ -225,11 +225,11 @@ export function convertMeshParent(
       let tcp = rules.routes as TCPRoute[];
       tcp = port !== undefined ? withPort(tcp, port, emptyL4Match) : structuredClone(tcp);
       const name = `${route.name}~tcp~${index + offset}~${GENERATED_SUFFIX}`;
-      virtualServices.push({ key: name, config: converted(route, name, virtualService(host, { tcp })) });
+      virtualServices.push({ config: converted(route, name, virtualService(host, { tcp })) });
     } else {
       const tls = tlsForHost(rules.routes as TLSRoute[], parent.hosts, host, port);
       const name = `${route.name}~tls~${index + offset}~${GENERATED_SUFFIX}`;
-      virtualServices.push({ key: name, config: converted(route, name, virtualService(host, { tls })) });
+      virtualServices.push({ config: converted(route, name, virtualService(host, { tls })) });
     }
   }
   return { virtualServices, conditions };

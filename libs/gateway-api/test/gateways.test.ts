@@ -371,6 +371,31 @@ describe("Gateway", () => {
     );
   });
 
+  it("a parametersRef to anything but a ConfigMap is InvalidParameters", () => {
+    const out = convert(
+      [
+        gateway("apps", "web", {
+          infrastructure: { parametersRef: { group: "example.com", kind: "Params", name: "p" } },
+          listeners: [{ name: "http", port: 80, protocol: "HTTP" }],
+        }),
+        gateway("apps", "ok", {
+          infrastructure: { parametersRef: { group: "", kind: "ConfigMap", name: "p" } },
+          listeners: [{ name: "http", port: 80, protocol: "HTTP" }],
+        }),
+      ],
+      [service("web-istio", "apps", [80]), service("ok-istio", "apps", [80])],
+    );
+    assert.equal(
+      conditions(gatewayStatus(out, "apps", "web").conditions)[0],
+      "Accepted=False InvalidParameters: Unsupported parametersRef group/kind example.com/Params, only ConfigMap is supported",
+    );
+    assert.equal(
+      conditions(gatewayStatus(out, "apps", "ok").conditions)[0],
+      "Accepted=True Accepted: Resource accepted",
+    );
+    assert.equal(out.gateways.length, 2, "the listeners are still programmed");
+  });
+
   it("an unsupported protocol or route kind is reported on the listener", () => {
     const out = convert(
       [

@@ -197,21 +197,22 @@ describe("filters", () => {
     assert.equal(full.redirect?.uri, "/new");
   });
 
-  it("reports a prefix redirect as unsupported rather than redirecting to a wrong path", () => {
+  it("redirects a prefix with the redirect's prefix rewrite, as written", () => {
     const out = convertHttpRoute(
       httpRoute({
+        matches: [{ path: { value: "/v1/" } }],
         filters: [
           {
             type: "RequestRedirect",
-            requestRedirect: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/v2" } },
+            requestRedirect: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/v2/" } },
           },
         ],
       }),
       context(),
     );
-    assert.equal(out.fatal, false);
+    assert.equal(out.resolvedRefs.status, "True");
+    assert.equal(out.routes[0]?.redirect?.prefixRewrite, "/v2/");
     assert.equal(out.routes[0]?.redirect?.uri, "");
-    assert.equal(out.resolvedRefs.reason, "UnsupportedValue");
   });
 
   it("rewrites a prefix (a trailing '/' dropped, '/' strips it), a full path as a regex, the host", () => {

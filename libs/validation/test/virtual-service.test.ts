@@ -12,6 +12,23 @@ function directResponse(body: string) {
 }
 
 describe("VirtualService rules", () => {
+  it("takes a redirect prefixRewrite on prefix matches only, and not with uri (Istio's validateHTTPRedirect)", () => {
+    const redirect = (match: object[], redirect: object) =>
+      validateResource({
+        apiVersion: "networking.istio.io/v1",
+        kind: "VirtualService",
+        metadata: { name: "a", namespace: "default" },
+        spec: { hosts: ["r"], http: [{ match, redirect }] },
+      }).errors.map((e) => e.message);
+    assert.deepEqual(redirect([{ uri: { prefix: "/old" } }], { prefixRewrite: "/new" }), []);
+    assert.deepEqual(redirect([{ uri: { exact: "/old" } }], { prefixRewrite: "/new" }), [
+      "redirect prefixRewrite requires every uri match to be a prefix match",
+    ]);
+    assert.deepEqual(redirect([], { uri: "/a", prefixRewrite: "/new" }), [
+      "redirect may only specify one of uri or prefixRewrite",
+    ]);
+  });
+
   it("takes a direct response body up to 1 MiB, warns above 100 KiB, refuses more (Istio's limits)", () => {
     assert.deepEqual(directResponse("x".repeat(100 * 1024)).warnings, []);
     const large = directResponse("x".repeat(100 * 1024 + 1));

@@ -217,6 +217,32 @@ describe("discovery publishes the Secrets that config names, to sextant-credenti
       message: "a new reference publishes the Secret",
     });
   });
+
+  it("publishes a Gateway API Gateway's certificateRefs of its own namespace, not another namespace's", async () => {
+    kube.apply(
+      secret("apps", "gw-cert", "kubernetes.io/tls", { "tls.crt": "GW-CHAIN", "tls.key": "GW-KEY" }),
+    );
+    kube.apply(secret("certs", "shared", "kubernetes.io/tls", { "tls.crt": "S", "tls.key": "K" }));
+    await apply(
+      ingest.url,
+      `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: web, namespace: apps}
+spec:
+  gatewayClassName: istio
+  listeners:
+    - name: https
+      port: 443
+      protocol: HTTPS
+      tls: {certificateRefs: [{name: gw-cert}, {name: shared, namespace: certs}]}
+`,
+    );
+    await eventually(async () => (await published()).has(key("apps", "gw-cert")), {
+      message: "the certificateRef's Secret is published",
+    });
+    assert.equal(`${(await published()).get(key("apps", "gw-cert"))?.certificateChain}`, "GW-CHAIN");
+    assert.equal((await published()).has(key("certs", "shared")), false);
+  });
 });
 
 describe("presenceOf: the index's booleans", () => {

@@ -42,12 +42,14 @@ export function undefinedSubsets(push: PushContext): AcceptedMissing {
 /**
  * Accepts the cluster of a backend a Gateway API route names but the
  * registry lacks: istiod keeps such a backend in the route (reporting
- * BackendNotFound) and the route's cluster_not_found_response_code answers
- * its share of requests with the 500 the Gateway API requires.
+ * BackendNotFound; an unresolvable one as an empty destination, cluster
+ * `outbound|<port>||`) and the route's cluster_not_found_response_code
+ * answers its share of requests with the 500 the Gateway API requires.
  */
 export function missingGatewayApiBackends(push: PushContext): AcceptedMissing {
   return (type, name) => {
-    const cluster = type === "clusters" ? parseOutboundClusterName(name) : undefined;
+    if (type !== "clusters") return false;
+    const cluster = /^outbound\|\d+\|\|$/.test(name) ? { host: "" } : parseOutboundClusterName(name);
     if (!cluster || push.servicesByHost.has(cluster.host)) return false;
     return push.virtualServices.some(
       (vs) =>

@@ -74,11 +74,10 @@ interface RedirectFilter {
 /**
  * A RequestRedirect. Without a port, the Gateway API keeps the request's
  * port unless the scheme changes (then the scheme's default port), unlike
- * a VirtualService redirect's default. ReplacePrefixMatch needs the
- * redirect's prefix rewrite, which Sextant's VirtualService model does not
- * carry yet: it is reported, not silently turned into a full-path redirect.
+ * a VirtualService redirect's default. ReplaceFullPath is the new path,
+ * ReplacePrefixMatch the redirect's prefix rewrite (kept as written).
  */
-export function redirect(filter: RedirectFilter | undefined): { value?: HTTPRedirect; error?: RuleError } {
+export function redirect(filter: RedirectFilter | undefined): HTTPRedirect {
   const value = HTTPRedirect.fromPartial({
     redirectCode: filter?.statusCode ?? 0,
     authority: filter?.hostname ?? "",
@@ -91,16 +90,8 @@ export function redirect(filter: RedirectFilter | undefined): { value?: HTTPRedi
         ? HTTPRedirect_RedirectPortSelection.FROM_PROTOCOL_DEFAULT
         : HTTPRedirect_RedirectPortSelection.FROM_REQUEST_PORT;
   if (filter?.path?.type === "ReplaceFullPath") value.uri = filter.path.replaceFullPath ?? "";
-  if (filter?.path?.type === "ReplacePrefixMatch") {
-    return {
-      value,
-      error: {
-        reason: "UnsupportedValue",
-        message: "RequestRedirect path type ReplacePrefixMatch is not supported yet",
-      },
-    };
-  }
-  return { value };
+  if (filter?.path?.type === "ReplacePrefixMatch") value.prefixRewrite = filter.path.replacePrefixMatch ?? "";
+  return value;
 }
 
 /** A URLRewrite: a prefix replacement (a trailing "/" dropped; "/" strips the prefix), a full path (a regex over the whole path), a hostname. */

@@ -103,12 +103,9 @@ function convertHttpRule(
         if (error) return { error };
         break;
       }
-      case "RequestRedirect": {
-        const { value, error } = redirect(filter.requestRedirect as Parameters<typeof redirect>[0]);
-        out.redirect = value;
-        if (error) mirrorError = joinErrors(mirrorError, error);
+      case "RequestRedirect":
+        out.redirect = redirect(filter.requestRedirect as Parameters<typeof redirect>[0]);
         break;
-      }
       case "RequestMirror": {
         // An unusable mirror is dropped and reported; the route still serves.
         const result = mirror(filter.requestMirror as Parameters<typeof mirror>[0], referrer, ctx);

@@ -264,8 +264,25 @@ function validateHttpRoute(issues: Issues, p: string, http: HTTPRoute, isDelegat
 
   if (http.redirect) {
     const r = http.redirect;
-    if (!r.uri && !r.authority && !r.scheme && r.port === undefined && r.derivePort === undefined) {
+    if (
+      !r.uri &&
+      !r.prefixRewrite &&
+      !r.authority &&
+      !r.scheme &&
+      r.port === undefined &&
+      r.derivePort === undefined
+    ) {
       issues.error(`${p}.redirect`, "redirect must change at least one of uri, authority, scheme or port");
+    }
+    if (r.uri && r.prefixRewrite) {
+      issues.error(`${p}.redirect`, "redirect may only specify one of uri or prefixRewrite");
+    }
+    // The prefix to replace is the one the route matched: every uri match must be a prefix.
+    if (r.prefixRewrite && http.match.some((match) => match.uri && match.uri.prefix === undefined)) {
+      issues.error(
+        `${p}.redirect.prefixRewrite`,
+        "redirect prefixRewrite requires every uri match to be a prefix match",
+      );
     }
     if (r.redirectCode !== 0 && (r.redirectCode < 300 || r.redirectCode > 399)) {
       issues.error(`${p}.redirect.redirectCode`, `redirect code ${r.redirectCode} must be a 3xx status`);

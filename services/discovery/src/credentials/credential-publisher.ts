@@ -61,6 +61,7 @@ export class CredentialPublisher implements Runner {
   readonly #secrets: Informer<V1Secret> | undefined;
   readonly #queue: WorkQueue<string>;
   #gateways: ReadonlyMap<string, ConfigResource> = new Map();
+  #kubernetesGateways: ReadonlyMap<string, ConfigResource> = new Map();
   #rules: ReadonlyMap<string, ConfigResource> = new Map();
   #synced = false;
   readonly #published: Gauge | undefined;
@@ -116,6 +117,9 @@ export class CredentialPublisher implements Runner {
       }),
       await follow("DestinationRule", (state) => {
         this.#rules = state;
+      }),
+      await follow("KubernetesGateway", (state) => {
+        this.#kubernetesGateways = state;
       }),
     ];
     this.#secrets?.start();
@@ -177,6 +181,7 @@ export class CredentialPublisher implements Runner {
       const spec = decode("DestinationRule", resource);
       if (spec) names.push(...destinationRuleCredentialNames(spec));
     }
+    for (const resource of this.#kubernetesGateways.values()) names.push(...certificateRefNames(resource));
     return new CredentialReferences(names);
   }
 
@@ -205,4 +210,32 @@ export class CredentialPublisher implements Runner {
     for (const [key, value] of desired) await bucket.putOver(key, value, current.get(key));
     for (const key of current.keys()) if (!desired.has(key)) await bucket.delete(key);
   }
+}
+
+/**
+ * The Secrets a Gateway API Gateway's listeners name (tls.certificateRefs),
+ * as the credential names @sextant/gateway-api gives its internal Gateways:
+ * `kubernetes://<namespace>/<name>`. Only those of the Gateway's namespace:
+ * push serves a router no other namespace's Secret.
+ */
+function certificateRefNames(resource: ConfigResource): string[] {
+  const spec = resource.spec as
+    | {
+        listeners?: Array<{
+          tls?: {
+            certificateRefs?: Array<{ group?: string; kind?: string; namespace?: string; name?: string }>;
+          };
+        }>;
+      }
+    | undefined;
+  return (spec?.listeners ?? [])
+    .flatMap((listener) => listener.tls?.certificateRefs ?? [])
+    .filter(
+      (ref) =>
+        ref.name &&
+        (ref.group ?? "") === "" &&
+        (ref.kind ?? "Secret") === "Secret" &&
+        (ref.namespace ?? resource.namespace) === resource.namespace,
+    )
+    .map((ref) => `kubernetes://${resource.namespace}/${ref.name}`);
 }

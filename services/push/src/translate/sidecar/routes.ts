@@ -566,9 +566,15 @@ function translateRoute(
     };
   } else {
     const destinations = route.route.filter((d) => route.route.length === 1 || d.weight > 0);
-    if (destinations.length === 0 || destinations.some((d) => !d.destination?.host)) return undefined;
+    // A Gateway API backend istiod could not resolve (not permitted, of an
+    // unsupported kind) is an empty destination: its cluster `outbound|<port>||`
+    // never exists, so its share gets the route's 500. Elsewhere Envoy needs a host.
+    const unresolved = destinations.some((d) => !d.destination?.host);
+    if (destinations.length === 0 || (unresolved && !gatewaySemantics)) return undefined;
     const clusterOf = (destination: Destination | undefined) =>
-      destinationCluster(push, destination, vsNamespace, port);
+      destination?.host
+        ? destinationCluster(push, destination, vsNamespace, port)
+        : outboundClusterName(port, "", "");
     const action: Plain = {};
     let destinationAuthority = "";
     if (destinations.length === 1) {
@@ -624,7 +630,7 @@ function translateRoute(
     action.timeout = route.timeout ?? ZERO;
     action.maxGrpcTimeout = action.timeout;
     const hashPolicy =
-      destinations.length === 1 && destinations[0]?.destination
+      destinations.length === 1 && destinations[0]?.destination?.host
         ? hashPolicyFor(
             push,
             proxy,
@@ -802,6 +808,7 @@ function isAuthorityHeader(key: string): boolean {
 function redirectAction(redirect: HTTPRedirect, port: number, isTls: boolean): Plain {
   const action: Plain = { responseCode: redirectCode(redirect.redirectCode) };
   if (redirect.uri) action.pathRedirect = redirect.uri;
+  else if (redirect.prefixRewrite) action.prefixRewrite = redirect.prefixRewrite;
   if (redirect.authority) action.hostRedirect = redirect.authority;
   if (redirect.scheme) action.schemeRedirect = redirect.scheme;
   const portSet = redirect.port !== undefined || redirect.derivePort !== undefined;

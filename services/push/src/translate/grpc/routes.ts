@@ -13,6 +13,7 @@ import type { PushContext } from "../../model/push-context.js";
 import type { GeneratedResource, WatchedNames } from "../../model/types.js";
 import {
   FAULT_FILTER_NAME,
+  fraction,
   matchRegexesValid,
   millis,
   translateFault,
@@ -81,6 +82,7 @@ export function buildRouteConfiguration(
   if (virtualService) {
     sources.push(virtualService.ref, ...virtualService.delegates);
     const onlyPort = service.ports.length === 1 ? service.ports[0]?.number : undefined;
+    const hostCluster = outboundClusterName(target.port, "", host);
     routes = virtualService.spec.http.flatMap((route, index) =>
       translateHttpRoute(
         push,
@@ -90,6 +92,7 @@ export function buildRouteConfiguration(
         namespace,
         target.port,
         onlyPort,
+        hostCluster,
         sources,
       ),
     );
@@ -129,9 +132,18 @@ type RouteInput = NonNullable<
 /**
  * One Istio HTTPRoute becomes one Envoy route per match (matches are ORed),
  * or one catch-all. None for a root route whose delegate was not merged, a
- * route without a destination (a gRPC client has no redirect or direct
- * response), or a match with a regex RE2 does not compile: the client would
- * reject the whole route configuration.
+ * route with a destination without a host, or a match with a regex RE2 does
+ * not compile: the client would reject the whole route configuration.
+ *
+ * A route that answers instead of forwarding (a direct response, as Istio's
+ * Gateway API conversion makes of a rule without backends, or a redirect)
+ * fails the calls it matches with its HTTP status, mapped to a gRPC status as
+ * gRPC maps it (500: UNKNOWN, 503: UNAVAILABLE…), as an Envoy sidecar's
+ * answer would reach a gRPC client. gRPC clients have no such actions
+ * (grpc-js-xds NACKs the whole route configuration, C-core fails the calls
+ * UNAVAILABLE): the route goes to the host's own cluster and aborts every
+ * call with the fault filter, which both run, before any reaches it. Left
+ * out, its calls would fall through to the routes after it.
  */
 function translateHttpRoute(
   push: PushContext,
@@ -141,25 +153,26 @@ function translateHttpRoute(
   proxyNamespace: string,
   listenerPort: number,
   onlyServicePort: number | undefined,
+  hostCluster: string,
   sources: ConfigRef[],
 ): PartialRoute[] {
   if (route.delegate) return [];
+  const answer = route.directResponse?.status ?? (route.redirect ? route.redirect.redirectCode || 301 : 0);
   const weighted = route.route.filter((destination) => route.route.length === 1 || destination.weight > 0);
-  if (weighted.length === 0 || weighted.some((destination) => !destination.destination?.host)) return [];
+  if (!answer && (weighted.length === 0 || weighted.some((destination) => !destination.destination?.host)))
+    return [];
   const matches = route.match.length > 0 ? route.match : [undefined];
   const applicable = matches.filter(
     (match) => (!match?.port || match.port === listenerPort) && matchRegexesValid(match),
   );
-  const action = buildAction(
-    push,
-    route,
-    vsNamespace,
-    proxyNamespace,
-    listenerPort,
-    onlyServicePort,
-    sources,
-  );
-  const fault = route.fault ? translateFault(route.fault) : undefined;
+  const action = answer
+    ? { cluster: hostCluster }
+    : buildAction(push, route, vsNamespace, proxyNamespace, listenerPort, onlyServicePort, sources);
+  const fault = answer
+    ? HTTPFault.fromPartial({ abort: { httpStatus: answer, percentage: fraction(100) } })
+    : route.fault
+      ? translateFault(route.fault)
+      : undefined;
   const typedPerFilterConfig = fault
     ? { [FAULT_FILTER_NAME]: packAny(TypeUrl.HTTPFault, HTTPFault, fault) }
     : {};

@@ -405,3 +405,15 @@ export async function startSecureMesh(
     },
   };
 }
+
+/** Every NACK push logged ("proxy rejected config"): what a client refused of what push sent, in its own words. */
+export function nacks(mesh: SecureMesh): string[] {
+  return mesh.push
+    .output()
+    .split("\n")
+    .filter((line) => line.includes('"proxy rejected config"'))
+    .map((line) => {
+      const entry = JSON.parse(line) as { proxy: string; type: string; nack: string };
+      return `${entry.proxy} ${entry.type}: ${entry.nack}`;
+    });
+}

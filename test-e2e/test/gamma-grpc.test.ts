@@ -10,6 +10,7 @@ import { eventually } from "@sextant/testing";
 import { assertGrpcioInstalled, serverPort, startCcoreWorkload } from "../src/ccore-workload.js";
 import {
   type Account,
+  nacks,
   type SecureMesh,
   startSecureMesh,
   versionedAgent,
@@ -96,18 +97,6 @@ spec:
     backendRefs: [${backend("v2")}]
   - backendRefs: [${backend("v1")}]
 `;
-
-/** Every NACK push logged ("proxy rejected config"): what a client refused of what push sent, in its own words. */
-function nacks(mesh: SecureMesh): string[] {
-  return mesh.push
-    .output()
-    .split("\n")
-    .filter((line) => line.includes('"proxy rejected config"'))
-    .map((line) => {
-      const entry = JSON.parse(line) as { proxy: string; type: string; nack: string };
-      return `${entry.proxy} ${entry.type}: ${entry.nack}`;
-    });
-}
 
 describe("GAMMA: a GRPCRoute on the Service reviews, with gRPC C-core and grpc-js-xds clients", () => {
   let mesh: SecureMesh;

@@ -13,6 +13,7 @@ import { istioMutual, STRICT_MTLS } from "../src/mesh-config.js";
 import {
   type Account,
   type Agent,
+  nacks,
   type SecureMesh,
   startSecureMesh,
   versionedAgent,
@@ -53,18 +54,6 @@ async function backend(name: string, app: string, version: string, ip: string, w
 
 const startAgentFor = (mesh: SecureMesh, entry: Backend): Promise<Agent> =>
   mesh.startAgent(versionedAgent(entry.app, entry.version, entry.account, entry.address));
-
-/** Every NACK push logged ("proxy rejected config"): what a client refused of what push sent, in its own words. */
-function nacks(mesh: SecureMesh): string[] {
-  return mesh.push
-    .output()
-    .split("\n")
-    .filter((line) => line.includes('"proxy rejected config"'))
-    .map((line) => {
-      const entry = JSON.parse(line) as { proxy: string; type: string; nack: string };
-      return `${entry.proxy} ${entry.type}: ${entry.nack}`;
-    });
-}
 
 const share = (counts: Record<string, number>, key: string, total: number) =>
   (100 * (counts[key] ?? 0)) / total;

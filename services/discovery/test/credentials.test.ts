@@ -218,7 +218,7 @@ describe("discovery publishes the Secrets that config names, to sextant-credenti
     });
   });
 
-  it("publishes a Gateway API Gateway's certificateRefs of its own namespace, not another namespace's", async () => {
+  it("publishes a Gateway API Gateway's certificateRefs of its own namespace, and another namespace's only with a ReferenceGrant", async () => {
     kube.apply(
       secret("apps", "gw-cert", "kubernetes.io/tls", { "tls.crt": "GW-CHAIN", "tls.key": "GW-KEY" }),
     );
@@ -242,6 +242,20 @@ spec:
     });
     assert.equal(`${(await published()).get(key("apps", "gw-cert"))?.certificateChain}`, "GW-CHAIN");
     assert.equal((await published()).has(key("certs", "shared")), false);
+    // A ReferenceGrant in certs for Gateways of apps makes the other namespace's Secret a reference too.
+    await apply(
+      ingest.url,
+      `apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: gateways-of-apps, namespace: certs}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: Gateway, namespace: apps}]
+  to: [{group: "", kind: Secret}]
+`,
+    );
+    await eventually(async () => (await published()).has(key("certs", "shared")), {
+      message: "the granted Secret of another namespace is published",
+    });
   });
 });
 

@@ -161,7 +161,40 @@ describe("SDS: credentialName Secrets served by name, to the proxies config enti
             protocol: "HTTPS",
             tls: { mode: "Terminate", certificateRefs: [{ name: "gw-cert" }] },
           },
+          {
+            name: "shared",
+            hostname: "shared.example.com",
+            port: 443,
+            protocol: "HTTPS",
+            tls: { mode: "Terminate", certificateRefs: [{ name: "shared-cert", namespace: "certs" }] },
+          },
+          {
+            name: "ungranted",
+            hostname: "ungranted.example.com",
+            port: 443,
+            protocol: "HTTPS",
+            tls: { mode: "Terminate", certificateRefs: [{ name: "private-cert", namespace: "private" }] },
+          },
         ],
+      },
+    });
+    // certs grants Gateways of apps its Secrets; private grants nothing.
+    await putCredential("certs", "shared-cert", {
+      certificateChain: Buffer.from("SHARED-CHAIN"),
+      privateKey: Buffer.from("SHARED-KEY"),
+    });
+    await putCredential("private", "private-cert", {
+      certificateChain: Buffer.from("PRIVATE-CHAIN"),
+      privateKey: Buffer.from("PRIVATE-KEY"),
+    });
+    await putConfig(bus, {
+      kind: "ReferenceGrant",
+      apiVersion: "gateway.networking.k8s.io/v1",
+      namespace: "certs",
+      name: "gateways-of-apps",
+      spec: {
+        from: [{ group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "apps" }],
+        to: [{ group: "", kind: "Secret" }],
       },
     });
     push = await startPush(nats.url);
@@ -258,6 +291,30 @@ describe("SDS: credentialName Secrets served by name, to the proxies config enti
       ["kubernetes://apps/gw-cert"],
     );
     assert.deepEqual([...secretsOf(other).keys()], []);
+  });
+
+  it("serves a Gateway API Gateway's routers another namespace's Secret only through a ReferenceGrant", async () => {
+    const behind = await ask(
+      connect(),
+      routerNode("apps", { "gateway.networking.k8s.io/gateway-name": "web" }, "web-2"),
+      [
+        "kubernetes://certs/shared-cert",
+        "kubernetes://private/private-cert",
+        "kubernetes://certs/shared-cert-cacert",
+      ],
+    );
+    const secrets = secretsOf(behind);
+    assert.deepEqual([...secrets.keys()], ["kubernetes://certs/shared-cert"]);
+    assert.equal(
+      text(secrets.get("kubernetes://certs/shared-cert")?.tlsCertificate?.certificateChain?.inlineBytes),
+      "SHARED-CHAIN",
+    );
+    const other = await ask(
+      connect(),
+      routerNode("apps", { "gateway.networking.k8s.io/gateway-name": "other" }, "other-2"),
+      ["kubernetes://certs/shared-cert"],
+    );
+    assert.deepEqual([...secretsOf(other).keys()], [], "a router no Gateway naming it applies to");
   });
 
   it("refuses a router no Gateway naming the Secret selects", async () => {

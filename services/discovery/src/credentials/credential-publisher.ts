@@ -5,6 +5,7 @@ import {
   type V1Secret,
 } from "@kubernetes/client-node";
 import { type BucketSpec, Buckets, type Bus, type Mirror, type MirrorSubscription } from "@sextant/bus";
+import { GATEWAY_GROUP, ReferenceGrants } from "@sextant/gateway-api";
 import { type BackoffPolicy, Informer, WorkQueue } from "@sextant/kube";
 import {
   configKindFilter,
@@ -62,6 +63,7 @@ export class CredentialPublisher implements Runner {
   readonly #queue: WorkQueue<string>;
   #gateways: ReadonlyMap<string, ConfigResource> = new Map();
   #kubernetesGateways: ReadonlyMap<string, ConfigResource> = new Map();
+  #referenceGrants: ReadonlyMap<string, ConfigResource> = new Map();
   #rules: ReadonlyMap<string, ConfigResource> = new Map();
   #synced = false;
   readonly #published: Gauge | undefined;
@@ -120,6 +122,9 @@ export class CredentialPublisher implements Runner {
       }),
       await follow("KubernetesGateway", (state) => {
         this.#kubernetesGateways = state;
+      }),
+      await follow("ReferenceGrant", (state) => {
+        this.#referenceGrants = state;
       }),
     ];
     this.#secrets?.start();
@@ -181,7 +186,9 @@ export class CredentialPublisher implements Runner {
       const spec = decode("DestinationRule", resource);
       if (spec) names.push(...destinationRuleCredentialNames(spec));
     }
-    for (const resource of this.#kubernetesGateways.values()) names.push(...certificateRefNames(resource));
+    const grants = new ReferenceGrants([...this.#referenceGrants.values()]);
+    for (const resource of this.#kubernetesGateways.values())
+      names.push(...certificateRefNames(resource, grants));
     return new CredentialReferences(names);
   }
 
@@ -215,10 +222,11 @@ export class CredentialPublisher implements Runner {
 /**
  * The Secrets a Gateway API Gateway's listeners name (tls.certificateRefs),
  * as the credential names @sextant/gateway-api gives its internal Gateways:
- * `kubernetes://<namespace>/<name>`. Only those of the Gateway's namespace:
- * push serves a router no other namespace's Secret.
+ * `kubernetes://<namespace>/<name>`. Another namespace's only if a
+ * ReferenceGrant there allows it, as the conversion requires (push then
+ * serves it to the Gateway's routers).
  */
-function certificateRefNames(resource: ConfigResource): string[] {
+function certificateRefNames(resource: ConfigResource, grants: ReferenceGrants): string[] {
   const spec = resource.spec as
     | {
         listeners?: Array<{
@@ -235,7 +243,10 @@ function certificateRefNames(resource: ConfigResource): string[] {
         ref.name &&
         (ref.group ?? "") === "" &&
         (ref.kind ?? "Secret") === "Secret" &&
-        (ref.namespace ?? resource.namespace) === resource.namespace,
+        grants.allows({
+          from: { group: GATEWAY_GROUP, kind: "Gateway", namespace: resource.namespace },
+          to: { group: "", kind: "Secret", namespace: ref.namespace ?? resource.namespace, name: ref.name },
+        }),
     )
-    .map((ref) => `kubernetes://${resource.namespace}/${ref.name}`);
+    .map((ref) => `kubernetes://${ref.namespace ?? resource.namespace}/${ref.name}`);
 }

@@ -190,6 +190,11 @@ export function mergedGatewayFor(
 /** Istio's InternalGatewayServiceAnnotation: the Services (hostnames) whose proxies a Gateway made from a Gateway API Gateway applies to. */
 const GATEWAY_SERVICE_ANNOTATION = "internal.istio.io/gateway-service";
 
+/** True if the Gateway was made from a Gateway API Gateway (it names its Service, not a selector). */
+export function madeFromGatewayApi(config: TypedConfig<Gateway>): boolean {
+  return config.annotations?.[GATEWAY_SERVICE_ANNOTATION] !== undefined;
+}
+
 /**
  * Whether a Gateway applies to a router (Istio's PushContext.mergeGateways):
  * one made from a Gateway API Gateway applies to the routers behind one of

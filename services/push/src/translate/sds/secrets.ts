@@ -11,7 +11,7 @@ import { type ConfigRef, packAny } from "@sextant/proto";
 import { Secret, TypeUrl } from "@sextant/proto/envoy";
 import { DataSource } from "@sextant/proto/gen/envoy/config/core/v3/base";
 import type { DestinationRule } from "@sextant/proto/gen/istio/networking/v1alpha3/destination_rule";
-import { gatewayAppliesTo } from "../../model/gateway.js";
+import { gatewayAppliesTo, madeFromGatewayApi } from "../../model/gateway.js";
 import type { MeshProxy } from "../../model/proxy.js";
 import { type PushContext, visible } from "../../model/push-context.js";
 import { selectorMatches } from "../../model/security.js";
@@ -95,8 +95,7 @@ export function generateSecrets(context: GenerationContext, watched: WatchedName
   const refused: string[] = [];
   for (const resourceName of [...watched].sort()) {
     const ref = parseSecretResourceName(resourceName, proxy.namespace);
-    const sources =
-      ref && ref.namespace === proxy.namespace ? authorizingConfig(push, proxy, ref) : undefined;
+    const sources = ref ? authorizingConfig(push, proxy, ref) : undefined;
     if (!ref || !sources) {
       refused.push(resourceName);
       continue;
@@ -122,11 +121,15 @@ export function generateSecrets(context: GenerationContext, watched: WatchedName
 }
 
 /**
- * The config that entitles the proxy to the Secret ref (of its namespace):
- * its refs, or undefined if none does. A CA bundle needs none ([] : allowed).
+ * The config that entitles the proxy to the Secret ref: its refs, or
+ * undefined if none does. A CA bundle of its namespace needs none ([] :
+ * allowed). Another namespace's Secret only a Gateway made from a Gateway
+ * API Gateway can name (the conversion wrote it only if a ReferenceGrant
+ * allows it, as istiod's kubernetes-gateway credentials).
  */
 function authorizingConfig(push: PushContext, proxy: MeshProxy, ref: SecretRef): ConfigRef[] | undefined {
-  if (ref.name.endsWith(CA_CERT_SUFFIX)) return [];
+  const crossNamespace = ref.namespace !== proxy.namespace;
+  if (ref.name.endsWith(CA_CERT_SUFFIX)) return crossNamespace ? undefined : [];
   const names = (credentialNames: string[]) =>
     credentialNames.some((credentialName) => {
       const resourceName = credentialResourceName(credentialName);
@@ -136,9 +139,14 @@ function authorizingConfig(push: PushContext, proxy: MeshProxy, ref: SecretRef):
   const sources: ConfigRef[] = [];
   if (proxy.kind === "router") {
     for (const gateway of push.gateways)
-      if (gatewayAppliesTo(push, gateway, proxy) && names(gatewayCredentialNames(gateway.spec)))
+      if (
+        (!crossNamespace || madeFromGatewayApi(gateway)) &&
+        gatewayAppliesTo(push, gateway, proxy) &&
+        names(gatewayCredentialNames(gateway.spec))
+      )
         sources.push(gateway.ref);
   }
+  if (crossNamespace) return sources.length > 0 ? sources : undefined;
   for (const rule of push.destinationRules) {
     if (ruleAppliesTo(rule, proxy) && names(destinationRuleCredentialNames(rule.spec)))
       sources.push(rule.ref);

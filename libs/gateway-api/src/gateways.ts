@@ -126,6 +126,7 @@ export interface GatewayInputs {
   readonly services: ReadonlyMap<string, Service>;
   readonly domainSuffix: string;
   readonly secrets?: ReadonlySet<string>;
+  readonly secretProblems?: ReadonlyMap<string, string>;
   readonly grants: ReferenceGrants;
 }
 
@@ -426,6 +427,14 @@ function buildTls(
       errors.push({
         reason: "InvalidCertificateRef",
         message: `invalid certificate reference ${written}, secret ${key} not found`,
+      });
+      continue;
+    }
+    const problem = inputs.secretProblems?.get(key);
+    if (problem) {
+      errors.push({
+        reason: "InvalidCertificateRef",
+        message: `invalid certificate reference ${written}, the certificate is malformed: ${problem}`,
       });
       continue;
     }

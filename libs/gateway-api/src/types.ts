@@ -21,6 +21,12 @@ export interface GatewayApiInput {
    * certificateRefs' ResolvedRefs; absent: every Secret counts as present.
    */
   readonly secrets?: ReadonlySet<string>;
+  /**
+   * Why a Secret's certificate and key cannot serve (`namespace/name` to the
+   * reason: not PEM, a key of another certificate), as istiod's X509KeyPair
+   * check finds; a listener naming one gets InvalidCertificateRef.
+   */
+  readonly secretProblems?: ReadonlyMap<string, string>;
 }
 
 /** One internal config made from a Gateway API resource. */

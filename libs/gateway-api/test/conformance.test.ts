@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { test } from "node:test";
-import { configKey } from "@sextant/model";
+import { configKey, tlsKeyPairProblem } from "@sextant/model";
 import { type ConfigResource, Protocol, Resolution, type Service } from "@sextant/proto";
 import type { Gateway } from "@sextant/proto/gen/istio/networking/v1alpha3/gateway";
 import {
@@ -147,6 +147,7 @@ interface Manifests {
   resources: ConfigResource[];
   services: Map<string, Service>;
   secrets: Set<string>;
+  secretProblems: Map<string, string>;
   expectations: Expectations[];
 }
 
@@ -155,6 +156,7 @@ interface KubeDocument {
   kind?: string;
   metadata?: { name?: string; namespace?: string; labels?: Record<string, string> };
   spec?: Record<string, unknown>;
+  data?: Record<string, string>;
 }
 
 function load(file: string, into: Manifests): void {
@@ -171,6 +173,11 @@ function load(file: string, into: Manifests): void {
       // none); their labels are what HTTPRouteCrossNamespace's selector needs.
     } else if (document.apiVersion === "v1" && document.kind === "Secret") {
       into.secrets.add(`${namespace}/${name}`);
+      // A Secret written without data stands for one the upstream suite fills
+      // with a certificate it generates; one with data is checked as istiod does.
+      const pair = ["tls.crt", "tls.key"].map((field) => Buffer.from(document.data?.[field] ?? "", "base64"));
+      const problem = document.data ? tlsKeyPairProblem(pair[0]!, pair[1]!) : undefined;
+      if (problem) into.secretProblems.set(`${namespace}/${name}`, problem);
     } else if (document.apiVersion === "v1" && document.kind === "Service") {
       const service = registryService(namespace, name, document.spec as unknown as KubeServiceSpec);
       into.services.set(service.hostname, service);
@@ -265,6 +272,7 @@ function loadCase(file: string): { input: GatewayApiInput; expectations: Expecta
     resources: [],
     services: new Map(),
     secrets: new Set(),
+    secretProblems: new Map(),
     expectations: [],
   };
   load("base.yaml", manifests);
@@ -278,6 +286,7 @@ function loadCase(file: string): { input: GatewayApiInput; expectations: Expecta
     services: manifests.services,
     domainSuffix: DOMAIN_SUFFIX,
     secrets: manifests.secrets,
+    secretProblems: manifests.secretProblems,
   };
   return { input, expectations: manifests.expectations[0]! };
 }

@@ -1,6 +1,7 @@
 // credentialName → SDS resource names → Kubernetes Secrets, as istiod reads
 // them (pilot/pkg/model/credentials): shared by discovery, which publishes the
 // Secrets config names, and push, which serves them over SDS.
+import { createPrivateKey, type KeyObject, X509Certificate } from "node:crypto";
 import { encodeKey } from "@sextant/bus";
 
 /** The SDS resource prefix of a Secret read from Kubernetes, in the proxy's namespace unless named. */
@@ -80,4 +81,28 @@ export function destinationRuleCredentialNames(spec: {
     .flatMap((policy) => (policy ? [policy.tls, ...policy.portLevelSettings.map((port) => port.tls)] : []))
     .map((tls) => tls?.credentialName ?? "")
     .filter(Boolean);
+}
+
+/**
+ * Why a certificate chain and private key cannot serve TLS, or undefined if
+ * they can: the chain's first certificate and the key must parse and the key
+ * must be the certificate's (what istiod checks with Go's tls.X509KeyPair
+ * before a Gateway API listener may use a Secret).
+ */
+export function tlsKeyPairProblem(chain: Uint8Array, key: Uint8Array): string | undefined {
+  let certificate: X509Certificate;
+  try {
+    certificate = new X509Certificate(Buffer.from(chain));
+  } catch {
+    return "the certificate is not a PEM certificate";
+  }
+  let privateKey: KeyObject;
+  try {
+    privateKey = createPrivateKey(Buffer.from(key));
+  } catch {
+    return "the private key is not a PEM private key";
+  }
+  return certificate.checkPrivateKey(privateKey)
+    ? undefined
+    : "the private key does not match the certificate";
 }

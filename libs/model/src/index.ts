@@ -7,6 +7,7 @@ export {
   KUBERNETES_SECRET_PREFIX,
   parseSecretResourceName,
   type SecretRef,
+  tlsKeyPairProblem,
 } from "./credentials.js";
 export { type DnsEndpoint, type DnsService, headlessDnsNames } from "./dns.js";
 export { DEFAULT_DOMAIN_SUFFIX, hostMatches, resolveHost } from "./hosts.js";

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { describe, it, test } from "node:test";
+import { selfSignedKeyPair } from "@sextant/testing";
 import {
   configKey,
   configKindFilter,
@@ -12,6 +13,7 @@ import {
   parseSecretResourceName,
   registrationIdentityMismatch,
   resolveHost,
+  tlsKeyPairProblem,
 } from "../src/index.js";
 
 describe("hosts", () => {
@@ -152,4 +154,22 @@ describe("credential names, as istiod's ToResourceName and ParseResourceName", (
       ["top", "port", "sub"],
     );
   });
+});
+
+test("tlsKeyPairProblem accepts a certificate with its own key and names what is wrong otherwise", async () => {
+  const pair = await selfSignedKeyPair("a.example.com");
+  const other = await selfSignedKeyPair("b.example.com");
+  assert.equal(tlsKeyPairProblem(Buffer.from(pair.certificate), Buffer.from(pair.privateKey)), undefined);
+  assert.equal(
+    tlsKeyPairProblem(Buffer.from("not a certificate\n"), Buffer.from(pair.privateKey)),
+    "the certificate is not a PEM certificate",
+  );
+  assert.equal(
+    tlsKeyPairProblem(Buffer.from(pair.certificate), Buffer.from("not a key\n")),
+    "the private key is not a PEM private key",
+  );
+  assert.equal(
+    tlsKeyPairProblem(Buffer.from(pair.certificate), Buffer.from(other.privateKey)),
+    "the private key does not match the certificate",
+  );
 });

@@ -23,4 +23,5 @@ export { freePort } from "./ports.js";
 export { captureOutput, type ServiceProcess, startServiceProcess } from "./processes.js";
 export { ordersOnOneAddressYaml } from "./registry-fixtures.js";
 export { bookinfoNetworkingDir, bookinfoPlatformFile, repositoryRoot, samplesPath } from "./samples.js";
+export { selfSignedKeyPair } from "./tls.js";
 export { eventually } from "./wait.js";

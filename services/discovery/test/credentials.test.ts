@@ -3,7 +3,12 @@ import { after, before, describe, it } from "node:test";
 import { Buckets } from "@sextant/bus";
 import { credentialKey } from "@sextant/model";
 import { Credential, type CredentialPresence } from "@sextant/proto";
-import { eventually, type FakeKubeApiServer, startFakeKubeApiServer } from "@sextant/testing";
+import {
+  eventually,
+  type FakeKubeApiServer,
+  selfSignedKeyPair,
+  startFakeKubeApiServer,
+} from "@sextant/testing";
 import { credentialOf, presenceOf } from "../src/credentials/credential.js";
 import { CredentialReferences } from "../src/credentials/references.js";
 import {
@@ -266,9 +271,32 @@ describe("presenceOf: the index's booleans", () => {
         secret("ns", "a", "kubernetes.io/tls", { "tls.crt": "C", "tls.key": "K", "ca.crt": "CA" }),
       ),
     );
-    assert.deepEqual(full, { namespace: "ns", name: "a", hasCertificate: true, hasCaCertificate: true });
+    assert.deepEqual(full, {
+      namespace: "ns",
+      name: "a",
+      hasCertificate: true,
+      hasCaCertificate: true,
+      certificateProblem: "the certificate is not a PEM certificate",
+    });
     const half = presenceOf(credentialOf(secret("ns", "b", "Opaque", { cert: "C" })));
-    assert.deepEqual(half, { namespace: "ns", name: "b", hasCertificate: false, hasCaCertificate: false });
+    assert.deepEqual(half, {
+      namespace: "ns",
+      name: "b",
+      hasCertificate: false,
+      hasCaCertificate: false,
+      certificateProblem: "",
+    });
+  });
+
+  it("says nothing against a certificate with its own key", async () => {
+    const pair = await selfSignedKeyPair();
+    const presence = presenceOf(
+      credentialOf(
+        secret("ns", "c", "kubernetes.io/tls", { "tls.crt": pair.certificate, "tls.key": pair.privateKey }),
+      ),
+    );
+    assert.equal(presence.hasCertificate, true);
+    assert.equal(presence.certificateProblem, "");
   });
 });
 
@@ -345,12 +373,15 @@ describe("discovery indexes the Secrets that config names, in sextant-credential
       name: "web-cred",
       hasCertificate: true,
       hasCaCertificate: false,
+      // The fixture's bytes are placeholders, not PEM.
+      certificateProblem: "the certificate is not a PEM certificate",
     });
     assert.deepEqual(index.get(key("default", "client-cred")), {
       namespace: "default",
       name: "client-cred",
       hasCertificate: false,
       hasCaCertificate: true,
+      certificateProblem: "",
     });
   });
 

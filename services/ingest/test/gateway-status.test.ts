@@ -9,7 +9,7 @@ import type {
 } from "@sextant/gateway-api";
 import { configKey } from "@sextant/model";
 import { createLogger } from "@sextant/observability";
-import { Service } from "@sextant/proto";
+import { CredentialPresence, Service } from "@sextant/proto";
 import { GatewayStatusWriter } from "../src/gateway-status/gateway-status-writer.js";
 import {
   mergedRouteParents,
@@ -264,6 +264,35 @@ describe("Gateway API status: the writer and sextant-config-status", () => {
       ["HTTPRoute", "VirtualService"],
     );
     assert.equal(input?.services.get("web.example.com")?.namespace, "b");
+  });
+
+  it("gives the conversion the credential index's Secrets, and why a pair cannot serve", async () => {
+    let input: GatewayApiInput | undefined;
+    const recording = new GatewayStatusWriter({
+      store,
+      logger: createLogger({ service: "test", level: "silent" }),
+      domainSuffix: "cluster.local",
+      convert: (given) => {
+        input = given;
+        return { gateways: [], virtualServices: [], destinationRules: [], statuses: new Map() };
+      },
+    });
+    const presence = (name: string, fields: Partial<CredentialPresence>) =>
+      CredentialPresence.fromPartial({ namespace: "shop", name, ...fields });
+    await recording.write({
+      resources: [route],
+      services: new Map(),
+      credentials: new Map([
+        ["shop.good", presence("good", { hasCertificate: true })],
+        ["shop.malformed", presence("malformed", { hasCertificate: true, certificateProblem: "not PEM" })],
+        ["shop.ca-only", presence("ca-only", { hasCaCertificate: true })],
+      ]),
+    });
+    assert.deepEqual([...(input?.secrets ?? [])].sort(), ["shop/ca-only", "shop/good", "shop/malformed"]);
+    assert.deepEqual(Object.fromEntries(input?.secretProblems ?? []), {
+      "shop/ca-only": "the Secret holds no certificate and key (tls.crt and tls.key, or cert and key)",
+      "shop/malformed": "not PEM",
+    });
   });
 
   it("leaves the statuses as they were when the conversion fails", async () => {

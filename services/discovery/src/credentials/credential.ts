@@ -1,4 +1,5 @@
 import type { V1Secret } from "@kubernetes/client-node";
+import { tlsKeyPairProblem } from "@sextant/model";
 import { Credential, CredentialPresence } from "@sextant/proto";
 
 // The data keys istiod reads (pilot/pkg/credentials/kube): a generic Secret's
@@ -30,12 +31,20 @@ export function credentialOf(secret: V1Secret): Credential {
   });
 }
 
-/** What the index says of a Credential: its names and which parts it holds, never the bytes. */
+/**
+ * What the index says of a Credential: its names, which parts it holds and
+ * why its pair cannot serve (istiod's X509KeyPair check), never the bytes.
+ */
 export function presenceOf(credential: Credential): CredentialPresence {
+  const hasCertificate = credential.certificateChain.length > 0 && credential.privateKey.length > 0;
+  const problem = hasCertificate
+    ? tlsKeyPairProblem(credential.certificateChain, credential.privateKey)
+    : undefined;
   return CredentialPresence.fromPartial({
     namespace: credential.namespace,
     name: credential.name,
-    hasCertificate: credential.certificateChain.length > 0 && credential.privateKey.length > 0,
+    hasCertificate,
     hasCaCertificate: credential.caCertificate.length > 0,
+    ...(problem ? { certificateProblem: problem } : {}),
   });
 }

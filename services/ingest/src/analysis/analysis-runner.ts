@@ -20,6 +20,7 @@ export interface AnalysisRunnerOptions {
   onSnapshot?: (snapshot: {
     resources: ConfigResource[];
     services: ReadonlyMap<string, Service>;
+    credentials: ReadonlyMap<string, CredentialPresence>;
   }) => Promise<void>;
 }
 
@@ -131,7 +132,11 @@ export class AnalysisRunner implements Runner {
     const current = this.#config.state;
     for (const key of this.#written.keys()) if (!current.has(key)) this.#written.delete(key);
     this.options.logger.debug({ resources: resources.length, withMessages: result.size }, "analysed");
-    await this.options.onSnapshot?.({ resources, services: this.#services.state });
+    await this.options.onSnapshot?.({
+      resources,
+      services: this.#services.state,
+      credentials: this.#credentials.state,
+    });
   }
 }
 

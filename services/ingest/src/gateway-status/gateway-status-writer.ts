@@ -1,7 +1,7 @@
 import { convertGatewayApi, type GatewayApiOutput } from "@sextant/gateway-api";
 import { configKey } from "@sextant/model";
 import type { Logger } from "@sextant/observability";
-import type { ConfigResource, Service } from "@sextant/proto";
+import type { ConfigResource, CredentialPresence, Service } from "@sextant/proto";
 import type { ConfigStore } from "../store/config-store.js";
 import { isGatewayApiKind, plainStatus } from "./status-object.js";
 
@@ -10,6 +10,8 @@ export interface GatewayStatusSnapshot {
   readonly resources: readonly ConfigResource[];
   /** The registry's services by their `sextant-services` key. */
   readonly services: ReadonlyMap<string, Service>;
+  /** `sextant-credential-index`: the Secrets config names that exist, and what they hold; none: not checked. */
+  readonly credentials?: ReadonlyMap<string, CredentialPresence>;
 }
 
 /** Options of {@link GatewayStatusWriter}. */
@@ -31,10 +33,10 @@ export interface GatewayStatusWriterOptions {
  * controller implements gets none (the conversion computes none), so its
  * controller's status is never overwritten.
  *
- * Secrets are left out of the conversion's input (every certificateRef
- * counts as present): discovery's `sextant-credential-index`, the only
- * Secret names ingest may read, holds just the Secrets Istio's
- * credentialNames name, not those a listener's certificateRefs name.
+ * A listener's certificateRefs are checked against discovery's
+ * `sextant-credential-index` (which lists every Secret a certificateRef
+ * names, once it exists, with whether its pair can serve: names and
+ * booleans, never key material), as istiod checks the Secrets themselves.
  */
 export class GatewayStatusWriter {
   /**
@@ -66,6 +68,7 @@ export class GatewayStatusWriter {
         resources,
         services,
         domainSuffix: this.options.domainSuffix,
+        ...(snapshot.credentials ? secretsOf(snapshot.credentials) : {}),
       }));
     } catch (error) {
       // A conversion bug must not stop analysis: the statuses stay as they were until the next snapshot.
@@ -97,4 +100,28 @@ function compare(a: string, b: string): number {
 
 function byKey(a: ConfigResource, b: ConfigResource): number {
   return compare(configKey(a), configKey(b));
+}
+
+/**
+ * The conversion's Secret inputs from the credential index: each indexed
+ * Secret exists; one without a complete pair, or whose pair does not parse
+ * or match, cannot serve (istiod's ExtractCertInfo and X509KeyPair checks).
+ */
+function secretsOf(credentials: ReadonlyMap<string, CredentialPresence>): {
+  secrets: ReadonlySet<string>;
+  secretProblems: ReadonlyMap<string, string>;
+} {
+  const secrets = new Set<string>();
+  const secretProblems = new Map<string, string>();
+  for (const presence of credentials.values()) {
+    const key = `${presence.namespace}/${presence.name}`;
+    secrets.add(key);
+    if (!presence.hasCertificate)
+      secretProblems.set(
+        key,
+        "the Secret holds no certificate and key (tls.crt and tls.key, or cert and key)",
+      );
+    else if (presence.certificateProblem) secretProblems.set(key, presence.certificateProblem);
+  }
+  return { secrets, secretProblems };
 }

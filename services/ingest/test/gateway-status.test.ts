@@ -183,6 +183,20 @@ describe("Gateway API status: the writer and sextant-config-status", () => {
         };
       },
     });
+  /** A writer (a replica) that records the conversion's input and computes no status. */
+  const recordingWriter = () => {
+    let input: GatewayApiInput | undefined;
+    const recording = new GatewayStatusWriter({
+      store,
+      logger: createLogger({ service: "test", level: "silent" }),
+      domainSuffix: "cluster.local",
+      convert: (given) => {
+        input = given;
+        return { gateways: [], virtualServices: [], destinationRules: [], statuses: new Map() };
+      },
+    });
+    return { recording, input: () => input };
+  };
   const routeStatus = (resolved: Truth): GatewayApiStatus => ({
     kind: "HTTPRoute",
     status: {
@@ -240,16 +254,7 @@ describe("Gateway API status: the writer and sextant-config-status", () => {
   });
 
   it("gives the conversion what push gives it: resources in key order, a hostname's service from the last key", async () => {
-    let input: GatewayApiInput | undefined;
-    const recording = new GatewayStatusWriter({
-      store,
-      logger: createLogger({ service: "test", level: "silent" }),
-      domainSuffix: "cluster.local",
-      convert: (given) => {
-        input = given;
-        return { gateways: [], virtualServices: [], destinationRules: [], statuses: new Map() };
-      },
-    });
+    const { recording, input: inputOf } = recordingWriter();
     const service = (namespace: string) =>
       Service.fromPartial({ hostname: "web.example.com", namespace, name: "web" });
     await recording.write({
@@ -260,23 +265,14 @@ describe("Gateway API status: the writer and sextant-config-status", () => {
       ]),
     });
     assert.deepEqual(
-      input?.resources.map((resource) => resource.kind),
+      inputOf()?.resources.map((resource) => resource.kind),
       ["HTTPRoute", "VirtualService"],
     );
-    assert.equal(input?.services.get("web.example.com")?.namespace, "b");
+    assert.equal(inputOf()?.services.get("web.example.com")?.namespace, "b");
   });
 
   it("gives the conversion the credential index's Secrets, and why a pair cannot serve", async () => {
-    let input: GatewayApiInput | undefined;
-    const recording = new GatewayStatusWriter({
-      store,
-      logger: createLogger({ service: "test", level: "silent" }),
-      domainSuffix: "cluster.local",
-      convert: (given) => {
-        input = given;
-        return { gateways: [], virtualServices: [], destinationRules: [], statuses: new Map() };
-      },
-    });
+    const { recording, input: inputOf } = recordingWriter();
     const presence = (name: string, fields: Partial<CredentialPresence>) =>
       CredentialPresence.fromPartial({ namespace: "shop", name, ...fields });
     await recording.write({
@@ -288,8 +284,8 @@ describe("Gateway API status: the writer and sextant-config-status", () => {
         ["shop.ca-only", presence("ca-only", { hasCaCertificate: true })],
       ]),
     });
-    assert.deepEqual([...(input?.secrets ?? [])].sort(), ["shop/ca-only", "shop/good", "shop/malformed"]);
-    assert.deepEqual(Object.fromEntries(input?.secretProblems ?? []), {
+    assert.deepEqual([...(inputOf()?.secrets ?? [])].sort(), ["shop/ca-only", "shop/good", "shop/malformed"]);
+    assert.deepEqual(Object.fromEntries(inputOf()?.secretProblems ?? []), {
       "shop/ca-only": "the Secret holds no certificate and key (tls.crt and tls.key, or cert and key)",
       "shop/malformed": "not PEM",
     });

@@ -47,7 +47,23 @@ export class DnsServer {
     return this.#port;
   }
 
+  /**
+   * Binds UDP, then TCP on the same port. With port 0 the OS picks the UDP
+   * port, and that number may be taken for TCP (another socket's ephemeral
+   * port): then it tries again with a new pick, a few times.
+   */
   async listen(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#listenOnce();
+      } catch (error) {
+        const taken = (error as NodeJS.ErrnoException).code === "EADDRINUSE";
+        if (!taken || this.#options.port !== 0 || attempt >= 5) throw error;
+      }
+    }
+  }
+
+  async #listenOnce(): Promise<void> {
     const { host, port } = this.#options;
     const udp = createSocket({ type: isIPv6(host) ? "udp6" : "udp4" });
     udp.on("message", (message, peer) => this.#onDatagram(udp, message, peer.address, peer.port));

@@ -40,38 +40,47 @@ export async function startTestResolver(zone: Record<string, TestRecord[]>): Pro
         .map((record) => ({ ...record, name: question.name, ttl: 300, class: "IN" as const })),
     });
   };
-  const udp = createSocket("udp4");
-  udp.on("message", (message, peer) => udp.send(answer(message, "udp"), peer.port, peer.address));
-  udp.bind(0, "127.0.0.1");
-  await once(udp, "listening");
-  const port = udp.address().port;
-  const tcp = createServer((socket) => {
-    let pending = Buffer.alloc(0);
-    socket.on("error", () => {});
-    socket.on("data", (chunk) => {
-      pending = Buffer.concat([pending, chunk]);
-      while (pending.length >= 2 && pending.length >= 2 + pending.readUInt16BE(0)) {
-        const message = pending.subarray(2, 2 + pending.readUInt16BE(0));
-        pending = pending.subarray(2 + message.length);
-        const reply = answer(message, "tcp");
-        const prefix = Buffer.alloc(2);
-        prefix.writeUInt16BE(reply.length);
-        socket.write(Buffer.concat([prefix, reply]));
-      }
+  for (let attempt = 1; ; attempt++) {
+    const udp = createSocket("udp4");
+    udp.on("message", (message, peer) => udp.send(answer(message, "udp"), peer.port, peer.address));
+    udp.bind(0, "127.0.0.1");
+    await once(udp, "listening");
+    const port = udp.address().port;
+    const tcp = createServer((socket) => {
+      let pending = Buffer.alloc(0);
+      socket.on("error", () => {});
+      socket.on("data", (chunk) => {
+        pending = Buffer.concat([pending, chunk]);
+        while (pending.length >= 2 && pending.length >= 2 + pending.readUInt16BE(0)) {
+          const message = pending.subarray(2, 2 + pending.readUInt16BE(0));
+          pending = pending.subarray(2 + message.length);
+          const reply = answer(message, "tcp");
+          const prefix = Buffer.alloc(2);
+          prefix.writeUInt16BE(reply.length);
+          socket.write(Buffer.concat([prefix, reply]));
+        }
+      });
     });
-  });
-  tcp.listen(port, "127.0.0.1");
-  await once(tcp, "listening");
-  return {
-    port,
-    queries,
-    close: async () => {
-      await Promise.all([
-        new Promise<void>((resolve) => udp.close(() => resolve())),
-        new Promise<void>((resolve) => tcp.close(() => resolve())),
-      ]);
-    },
-  };
+    tcp.listen(port, "127.0.0.1");
+    try {
+      await once(tcp, "listening");
+    } catch (error) {
+      // The UDP port the OS picked can be another socket's TCP port: pick again.
+      udp.close();
+      if ((error as NodeJS.ErrnoException).code === "EADDRINUSE" && attempt < 5) continue;
+      throw error;
+    }
+    return {
+      port,
+      queries,
+      close: async () => {
+        await Promise.all([
+          new Promise<void>((resolve) => udp.close(() => resolve())),
+          new Promise<void>((resolve) => tcp.close(() => resolve())),
+        ]);
+      },
+    };
+  }
 }
 
 /** A record of a reply, with its data as text (A, AAAA and CNAME are all the proxy answers with). */
